@@ -1,0 +1,1 @@
+fn main() { println!("{}", host::PTX.len()); }

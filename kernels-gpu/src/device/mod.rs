@@ -1,0 +1,35 @@
+//! Device helpers: the only code in the project that touches
+//! `core::arch::nvptx` and the block's shared memory.
+//!
+//! Kernels are written against this module, one concept per submodule:
+//!
+//! - [`thread`]: where a thread is (thread, block and grid indices);
+//! - [`barrier`]: `sync_threads`, the block-wide barrier;
+//! - [`shared`]: tiles carved out of the block's launch-sized shared memory;
+//! - [`global`]: typed views of the kernel's global-memory buffers;
+//! - [`math`]: fused multiply-add (rustc never contracts `a * b + c`).
+//!
+//! Safety model, in one paragraph: the launch contract (grid, block and
+//! shared-memory size taken from the kernel's own [`KernelSpec`], buffers
+//! of the sizes [`Gemm`] states) is upheld by the host. Given that, an
+//! index is the only thing a kernel can get wrong, so every access to
+//! global or shared memory is an `unsafe fn` whose caller states, in a
+//! `// SAFETY:` line, why the index is in bounds and (for shared memory)
+//! why no other thread touches the same word between the same barriers.
+//!
+//! [`KernelSpec`]: crate::launch::KernelSpec
+//! [`Gemm`]: crate::gemm::Gemm
+
+pub mod barrier;
+pub mod global;
+pub mod math;
+pub mod shared;
+pub mod thread;
+#[cfg(not(target_arch = "nvptx64"))]
+mod host_stub;
+
+pub use barrier::sync_threads;
+pub use global::{GlobalIn, GlobalOut};
+pub use math::fma;
+pub use shared::SharedTile;
+pub use thread::{block_idx_x, block_idx_y, thread_idx_x, thread_idx_y};

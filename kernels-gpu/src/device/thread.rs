@@ -1,0 +1,40 @@
+//! Where the calling thread is: its index in the block and the block's
+//! index in the grid, as `usize` so kernels index with them directly.
+//!
+//! Safety model: reading these special registers has no preconditions.
+
+#[cfg(target_arch = "nvptx64")]
+use core::arch::nvptx;
+
+macro_rules! special_register {
+    ($(#[$doc:meta])* $name:ident => $intrinsic:ident) => {
+        $(#[$doc])*
+        #[cfg(target_arch = "nvptx64")]
+        #[inline(always)]
+        pub fn $name() -> usize {
+            // SAFETY: reads a read-only special register; always sound.
+            unsafe { nvptx::$intrinsic() as usize }
+        }
+    };
+}
+
+special_register!(
+    /// `threadIdx.x`: the thread's column in its block.
+    thread_idx_x => _thread_idx_x
+);
+special_register!(
+    /// `threadIdx.y`: the thread's row in its block.
+    thread_idx_y => _thread_idx_y
+);
+special_register!(
+    /// `blockIdx.x`: the block's column in the grid.
+    block_idx_x => _block_idx_x
+);
+special_register!(
+    /// `blockIdx.y`: the block's row in the grid.
+    block_idx_y => _block_idx_y
+);
+
+// TEMPORARY (replaced by the CPU emulator's backend, issue 4).
+#[cfg(not(target_arch = "nvptx64"))]
+pub use crate::device::host_stub::{block_idx_x, block_idx_y, thread_idx_x, thread_idx_y};

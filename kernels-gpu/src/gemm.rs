@@ -1,0 +1,73 @@
+//! The arguments every GEMM kernel takes, and the macro that turns a kernel
+//! body into a PTX entry point.
+
+use crate::device::{GlobalIn, GlobalOut};
+
+/// `C = A * B` with row-major `A` (m x k), `B` (k x n), `C` (m x n).
+#[derive(Clone, Copy, Debug)]
+pub struct Gemm {
+    pub a: GlobalIn,
+    pub b: GlobalIn,
+    pub c: GlobalOut,
+    pub m: usize,
+    pub n: usize,
+    pub k: usize,
+}
+
+impl Gemm {
+    /// Builds the arguments from a kernel's raw parameters.
+    ///
+    /// # Safety
+    /// `a`, `b` and `c` address live device buffers of at least `m * k`,
+    /// `k * n` and `m * n` floats for the whole launch, and `c` overlaps
+    /// neither input.
+    #[inline(always)]
+    pub unsafe fn from_raw(
+        a: *const f32,
+        b: *const f32,
+        c: *mut f32,
+        m: u32,
+        n: u32,
+        k: u32,
+    ) -> Self {
+        // SAFETY: forwarded from this function's contract.
+        unsafe {
+            Self {
+                a: GlobalIn::from_raw(a),
+                b: GlobalIn::from_raw(b),
+                c: GlobalOut::from_raw(c),
+                m: m as usize,
+                n: n as usize,
+                k: k as usize,
+            }
+        }
+    }
+}
+
+/// Exports a kernel body `fn name(Gemm)` as the PTX entry `name` with the
+/// parameters `(const float* A, const float* B, float* C, u32 M, u32 N, u32 K)`.
+#[macro_export]
+macro_rules! gemm_kernel {
+    ($name:ident) => {
+        #[cfg(target_arch = "nvptx64")]
+        mod entry {
+            /// PTX entry point; see the body of the same name in the parent module.
+            ///
+            /// # Safety
+            /// Launched by the host with the geometry of the kernel's `SPEC`
+            /// and buffers as [`Gemm::from_raw`](crate::gemm::Gemm::from_raw) requires.
+            #[unsafe(no_mangle)]
+            pub unsafe extern "ptx-kernel" fn $name(
+                a: *const f32,
+                b: *const f32,
+                c: *mut f32,
+                m: u32,
+                n: u32,
+                k: u32,
+            ) {
+                // SAFETY: the host upholds the launch contract above.
+                super::$name(unsafe { $crate::gemm::Gemm::from_raw(a, b, c, m, n, k) })
+            }
+        }
+    };
+}

@@ -1,0 +1,48 @@
+//! Step 01: naive. One thread per element of C; each thread walks a row of
+//! A and a column of B straight from global memory.
+//!
+//! Consecutive threads of a warp (`threadIdx.x`) take consecutive columns,
+//! so the reads of B and the write of C are coalesced and the read of A is
+//! one broadcast address per warp. The lesson's model charges every one of
+//! the 2K loads per output to DRAM (549 GB at n = 4096): this is the
+//! baseline the tiled kernel is measured against.
+
+use crate::device::{block_idx_x, block_idx_y, fma, thread_idx_x, thread_idx_y};
+use crate::gemm::Gemm;
+use crate::launch::{KernelSpec, Launch};
+
+/// Threads per block along x and y; each block covers a BLOCK x BLOCK tile of C.
+pub const BLOCK: usize = 16;
+
+pub const SPEC: KernelSpec = KernelSpec {
+    name: "naive",
+    step: 1,
+    summary: "one thread per C element, A and B read from global memory",
+    launch: Launch {
+        block_threads: (BLOCK as u32, BLOCK as u32),
+        block_tile: (BLOCK, BLOCK),
+        shared_bytes: 0,
+    },
+    model_reuse: (1, 1),
+};
+
+/// `C[row][col] = sum_k A[row][k] * B[k][col]`, one thread per `(row, col)`.
+pub fn naive(g: Gemm) {
+    let row = block_idx_y() * BLOCK + thread_idx_y();
+    let col = block_idx_x() * BLOCK + thread_idx_x();
+    // No barrier in this kernel, so edge threads may simply leave.
+    if row >= g.m || col >= g.n {
+        return;
+    }
+    let mut acc = 0.0f32;
+    for kk in 0..g.k {
+        // SAFETY: row < m and kk < k, so row * k + kk < m * k (A's length);
+        // kk < k and col < n, so kk * n + col < k * n (B's length).
+        let (a, b) = unsafe { (g.a.read(row * g.k + kk), g.b.read(kk * g.n + col)) };
+        acc = fma(a, b, acc);
+    }
+    // SAFETY: row < m and col < n; this thread alone owns C[row][col].
+    unsafe { g.c.write(row * g.n + col, acc) };
+}
+
+crate::gemm_kernel!(naive);

@@ -1,0 +1,43 @@
+//! What the host needs to know to launch a kernel, stated once, by the
+//! kernel itself: block shape, the tile of C each block owns, shared memory.
+
+/// How a kernel is launched.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Launch {
+    /// Threads per block, `(x, y)`.
+    pub block_threads: (u32, u32),
+    /// Rows of C (BM) and columns of C (BN) each block computes.
+    pub block_tile: (usize, usize),
+    /// Bytes of launch-sized shared memory per block.
+    pub shared_bytes: usize,
+}
+
+impl Launch {
+    /// Threads in one block.
+    pub const fn threads(&self) -> u32 {
+        self.block_threads.0 * self.block_threads.1
+    }
+
+    /// Blocks `(x, y)` that cover an `m x n` C: x walks columns, y rows.
+    pub const fn grid(&self, m: usize, n: usize) -> (usize, usize) {
+        (n.div_ceil(self.block_tile.1), m.div_ceil(self.block_tile.0))
+    }
+}
+
+/// A kernel as the host sees it.
+#[derive(Clone, Copy, Debug)]
+pub struct KernelSpec {
+    /// Name on the command line, and the PTX entry's name.
+    pub name: &'static str,
+    /// Step on the ladder (01, 02, ...).
+    pub step: u32,
+    /// One line: what this step changes.
+    pub summary: &'static str,
+    pub launch: Launch,
+    /// The lesson's traffic model counts every global load as DRAM
+    /// traffic. A kernel that reuses each loaded element of A across
+    /// `reuse.1` columns of C and each element of B across `reuse.0` rows
+    /// moves `4 * (M*N*K/reuse.1 + M*N*K/reuse.0 + M*N)` bytes in that
+    /// model: `(1, 1)` for the naive kernel, `(16, 16)` for the lesson's.
+    pub model_reuse: (usize, usize),
+}
