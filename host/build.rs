@@ -28,8 +28,14 @@ fn main() {
     let kernels = root.join("kernels-gpu");
     let out_dir = PathBuf::from(env::var("OUT_DIR").unwrap());
     println!("cargo::rerun-if-changed={}", kernels.join("src").display());
-    println!("cargo::rerun-if-changed={}", kernels.join("Cargo.toml").display());
-    println!("cargo::rerun-if-changed={}", root.join("rust-toolchain.toml").display());
+    println!(
+        "cargo::rerun-if-changed={}",
+        kernels.join("Cargo.toml").display()
+    );
+    println!(
+        "cargo::rerun-if-changed={}",
+        root.join("rust-toolchain.toml").display()
+    );
 
     let rustc = env::var("RUSTC").unwrap_or_else(|_| "rustc".into());
     check_toolchain(&rustc);
@@ -39,8 +45,21 @@ fn main() {
     let cargo = env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let mut cmd = Command::new(cargo);
     cmd.current_dir(&root)
-        .args(["rustc", "--quiet", "--package", "kernels-gpu", "--profile", "ptx"])
-        .args(["--target", DEVICE_TARGET, "-Zbuild-std=core", "--crate-type", "cdylib"])
+        .args([
+            "rustc",
+            "--quiet",
+            "--package",
+            "kernels-gpu",
+            "--profile",
+            "ptx",
+        ])
+        .args([
+            "--target",
+            DEVICE_TARGET,
+            "-Zbuild-std=core",
+            "--crate-type",
+            "cdylib",
+        ])
         .arg("--target-dir")
         .arg(&target_dir)
         .args(["--", "--emit=asm", "-Zno-link", "-C"])
@@ -61,7 +80,9 @@ fn main() {
     }
     let output = match cmd.output() {
         Ok(o) => o,
-        Err(e) => fail(&format!("could not run cargo to build the kernels' PTX: {e}")),
+        Err(e) => fail(&format!(
+            "could not run cargo to build the kernels' PTX: {e}"
+        )),
     };
     if !output.status.success() {
         // The device build's own diagnostics, then one line that sums up.
@@ -69,13 +90,24 @@ fn main() {
         fail("building kernels-gpu for nvptx64-nvidia-cuda failed (compiler errors above)");
     }
 
-    let asm = target_dir.join(DEVICE_TARGET).join("ptx").join("deps").join("kernels_gpu.s");
+    let asm = target_dir
+        .join(DEVICE_TARGET)
+        .join("ptx")
+        .join("deps")
+        .join("kernels_gpu.s");
     let ptx = std::fs::read_to_string(&asm).unwrap_or_else(|e| {
-        fail(&format!("the device build wrote no PTX at {}: {e}", asm.display()))
+        fail(&format!(
+            "the device build wrote no PTX at {}: {e}",
+            asm.display()
+        ))
     });
     check_ptx(&ptx);
-    std::fs::write(out_dir.join("kernels.ptx"), &ptx)
-        .unwrap_or_else(|e| fail(&format!("cannot write kernels.ptx to {}: {e}", out_dir.display())));
+    std::fs::write(out_dir.join("kernels.ptx"), &ptx).unwrap_or_else(|e| {
+        fail(&format!(
+            "cannot write kernels.ptx to {}: {e}",
+            out_dir.display()
+        ))
+    });
     println!("cargo::rustc-env=KERNELS_PTX_ARCH={PTX_ARCH}");
 }
 
@@ -85,7 +117,9 @@ fn check_toolchain(rustc: &str) {
     let version = Command::new(rustc).arg("-V").output();
     let version = match version {
         Ok(o) if o.status.success() => String::from_utf8_lossy(&o.stdout).trim().to_string(),
-        _ => fail(&format!("cannot run `{rustc} -V`; install Rust with rustup (https://rustup.rs)")),
+        _ => fail(&format!(
+            "cannot run `{rustc} -V`; install Rust with rustup (https://rustup.rs)"
+        )),
     };
     if !version.contains("nightly") {
         fail(&format!(

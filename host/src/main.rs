@@ -1,1 +1,3 @@
-fn main() { println!("{}", host::PTX.len()); }
+fn main() {
+    println!("{}", host::PTX.len());
+}

@@ -50,7 +50,11 @@ impl GlobalIn {
     #[inline(always)]
     pub unsafe fn read4(self, index: usize) -> [f32; 4] {
         // SAFETY: in bounds and aligned by this function's contract.
-        unsafe { (self.ptr.add(index) as *const crate::device::shared::Vec4).read().0 }
+        unsafe {
+            (self.ptr.add(index) as *const crate::device::shared::Vec4)
+                .read()
+                .0
+        }
     }
 }
 
@@ -82,6 +86,9 @@ impl GlobalOut {
     #[inline(always)]
     pub unsafe fn write4(self, index: usize, values: [f32; 4]) {
         // SAFETY: in bounds, aligned and single-writer by this function's contract.
-        unsafe { (self.ptr.add(index) as *mut crate::device::shared::Vec4).write(crate::device::shared::Vec4(values)) }
+        unsafe {
+            (self.ptr.add(index) as *mut crate::device::shared::Vec4)
+                .write(crate::device::shared::Vec4(values))
+        }
     }
 }

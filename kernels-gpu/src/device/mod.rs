@@ -22,11 +22,11 @@
 
 pub mod barrier;
 pub mod global;
+#[cfg(not(target_arch = "nvptx64"))]
+mod host_stub;
 pub mod math;
 pub mod shared;
 pub mod thread;
-#[cfg(not(target_arch = "nvptx64"))]
-mod host_stub;
 
 pub use barrier::sync_threads;
 pub use global::{GlobalIn, GlobalOut};
