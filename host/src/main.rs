@@ -1,3 +1,146 @@
-fn main() {
-    println!("{}", host::PTX.len());
+//! `host`: build the Rust kernels (build.rs), launch, verify and time them.
+//!
+//! cargo run --release -p host -- --n 4096
+
+use std::process::ExitCode;
+
+use anyhow::Result;
+use clap::Parser;
+use host::gpu::Gpu;
+use host::reference::Reference;
+use host::report::{KernelReport, RunReport};
+use host::runner::{self, Buffers, RustKernel, TimingOptions};
+use host::shape::Shape;
+use host::{HostError, inputs};
+use kernels_gpu::launch::KernelSpec;
+use kernels_gpu::registry::{self, KERNELS};
+
+/// Launch the Rust SGEMM kernels on a GPU: verify each against a CPU
+/// reference, then time it.
+#[derive(Parser, Debug)]
+#[command(version, about)]
+struct Args {
+    /// Size of a square problem (m = n = k), unless --m or --k say otherwise.
+    #[arg(long, default_value_t = 1024)]
+    n: usize,
+    /// Rows of A and C (default: --n).
+    #[arg(long)]
+    m: Option<usize>,
+    /// Columns of A, rows of B (default: --n).
+    #[arg(long)]
+    k: Option<usize>,
+    /// Kernels to run, comma-separated, or "all" (see --list-kernels).
+    #[arg(long, default_value = "all", value_delimiter = ',')]
+    kernel: Vec<String>,
+    /// Untimed launches before timing.
+    #[arg(long, default_value_t = 3)]
+    warmup: usize,
+    /// Timed launches (median reported); 0 verifies without timing.
+    #[arg(long, default_value_t = 10)]
+    reps: usize,
+    /// Seed of the random inputs.
+    #[arg(long, default_value_t = 42)]
+    seed: u64,
+    /// Do not flush the L2 cache before each timed launch.
+    #[arg(long)]
+    no_flush: bool,
+    /// GPU to use.
+    #[arg(long, default_value_t = 0)]
+    device: usize,
+    /// Print one JSON object instead of text.
+    #[arg(long)]
+    json: bool,
+    /// List the kernels and exit.
+    #[arg(long)]
+    list_kernels: bool,
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    match run(&args) {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::FAILURE,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// The kernels named on the command line, in ladder order.
+fn select(names: &[String]) -> Result<Vec<&'static KernelSpec>, HostError> {
+    if names.iter().any(|n| n == "all") {
+        return Ok(KERNELS.iter().collect());
+    }
+    names
+        .iter()
+        .map(|name| {
+            registry::find(name.trim()).ok_or_else(|| HostError::UnknownKernel {
+                name: name.clone(),
+                available: KERNELS.iter().map(|k| k.name).collect::<Vec<_>>().join(", "),
+            })
+        })
+        .collect()
+}
+
+fn list_kernels() {
+    for k in KERNELS {
+        let (bm, bn) = k.launch.block_tile;
+        let (tx, ty) = k.launch.block_threads;
+        println!(
+            "{:02} {:<12} {}  [block {tx}x{ty} threads, tile {bm}x{bn} of C, {} B shared]",
+            k.step, k.name, k.summary, k.launch.shared_bytes
+        );
+    }
+}
+
+/// Runs everything; Ok(false) when a kernel failed verification.
+fn run(args: &Args) -> Result<bool> {
+    if args.list_kernels {
+        list_kernels();
+        return Ok(true);
+    }
+    // Every argument is checked before the GPU is touched.
+    let shape = Shape::new(args.m.unwrap_or(args.n), args.n, args.k.unwrap_or(args.n))?;
+    let kernels = select(&args.kernel)?;
+    let opts = TimingOptions { warmup: args.warmup, reps: args.reps, flush_l2: !args.no_flush };
+
+    let gpu = Gpu::open(args.device)?;
+    // Check the size against free memory before making inputs on the host.
+    gpu.check_fits(&shape.to_string(), Buffers::device_bytes(&gpu, &shape))?;
+    let (a, b) = inputs::random_inputs(&shape, args.seed);
+    let reference = Reference::new(shape, &a, &b, args.seed);
+    let mut bufs = Buffers::new(&gpu, shape, &a, &b)?;
+    drop((a, b));
+
+    let mut report = RunReport {
+        peak_fp32_gflops: gpu.info.peak_fp32_gflops(),
+        peak_dram_gbs: gpu.info.peak_dram_gbs(),
+        gpu: gpu.info.clone(),
+        ptx_arch: host::PTX_ARCH,
+        shape,
+        seed: args.seed,
+        timing: opts,
+        reference: reference.mode(),
+        kernels: Vec::new(),
+    };
+    if !args.json {
+        print!("{}", report.header());
+    }
+    for spec in kernels {
+        let kernel = RustKernel::load(&gpu, spec)?;
+        let measurement = runner::measure(&gpu, &mut bufs, &reference, &kernel, opts)?;
+        let r = KernelReport::new(spec, &shape, &gpu.info, measurement);
+        if !args.json {
+            print!("{}", report.kernel_text(&r));
+        }
+        report.kernels.push(r);
+    }
+    let all_passed = report.kernels.iter().all(KernelReport::passed);
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else if !all_passed {
+        eprintln!("error: verification failed (see FAIL above)");
+    }
+    Ok(all_passed)
 }

@@ -1,0 +1,192 @@
+//! The GPU: driver checks, device attributes, the kernels' module.
+//!
+//! Everything here returns a [`HostError`] with a one-line message; nothing
+//! panics when the driver, the GPU or the module is missing. cudarc's
+//! buffers, module and context free themselves on drop, so every error
+//! path leaves the GPU clean.
+
+use std::sync::Arc;
+
+use cudarc::driver::sys::{CUdevice_attribute, CUfunction_attribute};
+use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream};
+use cudarc::nvrtc::Ptx;
+use kernels_gpu::launch::KernelSpec;
+use serde::Serialize;
+
+use crate::HostError;
+use crate::model::Peaks;
+
+/// What the host reports about the GPU, read from the device itself.
+#[derive(Clone, Debug, Serialize)]
+pub struct DeviceInfo {
+    pub ordinal: usize,
+    pub name: String,
+    pub compute_capability: (i32, i32),
+    pub sms: i32,
+    /// Boost clock the driver reports, MHz (None where the driver does not say).
+    pub clock_mhz: Option<f64>,
+    pub memory_clock_mhz: Option<f64>,
+    pub memory_bus_bits: Option<i32>,
+    pub l2_bytes: i32,
+    pub total_memory: usize,
+    /// e.g. 13000 for CUDA 13.0.
+    pub driver_cuda_version: i32,
+}
+
+impl DeviceInfo {
+    /// FP32 lanes per SM, by architecture (CUDA programming guide,
+    /// "arithmetic instructions" throughput table).
+    pub fn fp32_lanes_per_sm(&self) -> i32 {
+        match self.compute_capability {
+            (7, _) | (8, 0) => 64,
+            _ => 128,
+        }
+    }
+
+    /// FP32 peak: SMs x lanes x 2 FLOP per FMA x clock.
+    pub fn peak_fp32_gflops(&self) -> Option<f64> {
+        self.clock_mhz
+            .map(|mhz| self.sms as f64 * self.fp32_lanes_per_sm() as f64 * 2.0 * mhz / 1e3)
+    }
+
+    /// DRAM peak: two transfers per memory clock over the bus.
+    pub fn peak_dram_gbs(&self) -> Option<f64> {
+        match (self.memory_clock_mhz, self.memory_bus_bits) {
+            (Some(mhz), Some(bits)) => Some(2.0 * mhz * 1e6 * (bits as f64 / 8.0) / 1e9),
+            _ => None,
+        }
+    }
+
+    pub fn peaks(&self) -> Option<Peaks> {
+        Some(Peaks { fp32_gflops: self.peak_fp32_gflops()?, dram_gbs: self.peak_dram_gbs()? })
+    }
+}
+
+/// An open GPU with the kernels' module loaded.
+pub struct Gpu {
+    pub ctx: Arc<CudaContext>,
+    pub stream: Arc<CudaStream>,
+    module: Arc<CudaModule>,
+    pub info: DeviceInfo,
+}
+
+/// Whether the NVIDIA driver library can be loaded (no panic when it cannot).
+pub fn driver_present() -> bool {
+    // SAFETY: only tries to dlopen libcuda under its known names.
+    unsafe { cudarc::driver::sys::is_culib_present() }
+}
+
+/// Number of GPUs the driver sees.
+pub fn device_count() -> Result<usize, HostError> {
+    if !driver_present() {
+        return Err(HostError::NoDriver);
+    }
+    cudarc::driver::result::init().map_err(HostError::cuda("initialising the driver (cuInit)"))?;
+    let count = CudaContext::device_count().map_err(HostError::cuda("counting GPUs"))?;
+    Ok(count.max(0) as usize)
+}
+
+impl Gpu {
+    /// Opens GPU `ordinal` and loads the kernels' PTX.
+    pub fn open(ordinal: usize) -> Result<Self, HostError> {
+        let count = device_count()?;
+        if count == 0 {
+            return Err(HostError::NoGpu);
+        }
+        if ordinal >= count {
+            return Err(HostError::NoSuchDevice { ordinal, count });
+        }
+        let ctx = CudaContext::new(ordinal).map_err(HostError::cuda("creating a context"))?;
+        // One stream, used in order: cudarc's per-buffer event tracking is
+        // not needed, and would add event records to every timed launch.
+        // SAFETY: this program uses the context from one stream only.
+        unsafe { ctx.disable_event_tracking() };
+        let info = device_info(&ctx, ordinal)?;
+        let (major, minor) = info.compute_capability;
+        if major < 7 {
+            return Err(HostError::GpuTooOld { major, minor });
+        }
+        let module = ctx
+            .load_module(Ptx::from_src(crate::PTX))
+            .map_err(|source| HostError::PtxRejected { arch: crate::PTX_ARCH, source })?;
+        let stream = ctx.default_stream();
+        Ok(Self { ctx, stream, module, info })
+    }
+
+    /// The kernel's entry point, ready to launch with its launch's shared memory.
+    pub fn function(&self, spec: &KernelSpec) -> Result<CudaFunction, HostError> {
+        let f = self
+            .module
+            .load_function(spec.name)
+            .map_err(HostError::cuda(format!("finding kernel {} in the PTX", spec.name)))?;
+        // Above 48 KB a block's dynamic shared memory must be opted into.
+        if spec.launch.shared_bytes > 48 * 1024 {
+            f.set_attribute(
+                CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                spec.launch.shared_bytes as i32,
+            )
+            .map_err(HostError::cuda(format!("raising {}'s shared-memory limit", spec.name)))?;
+        }
+        Ok(f)
+    }
+
+    /// Free and total device memory, bytes.
+    pub fn memory(&self) -> Result<(usize, usize), HostError> {
+        self.ctx.mem_get_info().map_err(HostError::cuda("reading free memory"))
+    }
+
+    /// Fails with a clear message when `bytes` would not fit in free memory
+    /// (with a margin for the driver), before anything is allocated.
+    pub fn check_fits(&self, what: &str, bytes: usize) -> Result<(), HostError> {
+        let (free, _) = self.memory()?;
+        let margin = 256 << 20;
+        if bytes.saturating_add(margin) > free {
+            return Err(HostError::TooLarge {
+                shape: what.to_string(),
+                need: bytes as f64 / 1e9,
+                free: free as f64 / 1e9,
+            });
+        }
+        Ok(())
+    }
+
+    /// Copies `data` to a new device buffer.
+    pub fn upload(&self, data: &[f32]) -> Result<CudaSlice<f32>, HostError> {
+        self.stream.clone_htod(data).map_err(HostError::cuda("copying to the GPU"))
+    }
+
+    /// Copies a device buffer back.
+    pub fn download(&self, buf: &CudaSlice<f32>) -> Result<Vec<f32>, HostError> {
+        self.stream.clone_dtoh(buf).map_err(HostError::cuda("copying from the GPU"))
+    }
+
+    /// Waits for the stream; a kernel fault surfaces here.
+    pub fn sync(&self, doing: &str) -> Result<(), HostError> {
+        self.stream.synchronize().map_err(HostError::cuda(doing.to_string()))
+    }
+}
+
+fn device_info(ctx: &Arc<CudaContext>, ordinal: usize) -> Result<DeviceInfo, HostError> {
+    let attr = |a: CUdevice_attribute| ctx.attribute(a).ok().filter(|&v| v > 0);
+    let name = ctx.name().map_err(HostError::cuda("reading the GPU's name"))?;
+    let compute_capability =
+        ctx.compute_capability().map_err(HostError::cuda("reading the compute capability"))?;
+    let total_memory = ctx.total_mem().map_err(HostError::cuda("reading total memory"))?;
+    let mut driver = 0;
+    // SAFETY: writes one int; the driver is loaded (a context exists).
+    unsafe { cudarc::driver::sys::cuDriverGetVersion(&mut driver) };
+    Ok(DeviceInfo {
+        ordinal,
+        name,
+        compute_capability,
+        sms: attr(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT).unwrap_or(0),
+        clock_mhz: attr(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_CLOCK_RATE)
+            .map(|khz| khz as f64 / 1e3),
+        memory_clock_mhz: attr(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE)
+            .map(|khz| khz as f64 / 1e3),
+        memory_bus_bits: attr(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH),
+        l2_bytes: attr(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE).unwrap_or(0),
+        total_memory,
+        driver_cuda_version: driver,
+    })
+}

@@ -1,0 +1,256 @@
+//! The independent reference: C = A * B on the CPU in f64, and the check of
+//! a GPU result against it.
+//!
+//! Small problems are computed in full (matrixmultiply's dgemm). Large ones
+//! are checked on a random sample of elements, each an f64 dot product, plus
+//! the corners and elements along the last row and column, where edge bugs
+//! live. Every element of C is also checked to be finite, so an element a
+//! kernel never wrote (C is poisoned with NaN before the launch) fails.
+//!
+//! The error of one element is `|c - ref| / sum_k |a_ik * b_kj|`: the
+//! quantity the f32 rounding-error bound is stated in, and well defined
+//! where `ref` is close to zero.
+
+use crate::shape::Shape;
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use serde::Serialize;
+
+/// Largest scaled error accepted. f32 accumulation of K terms stays near
+/// 1e-7 in this measure for random data; a dropped or doubled term at
+/// K = 8192 costs at least ~1e-4.
+pub const TOLERANCE: f64 = 1e-5;
+/// Problems up to this many multiply-adds get a full f64 product.
+pub const FULL_LIMIT_MACS: f64 = (1u64 << 30) as f64;
+/// Random elements checked when the problem is too large for a full product.
+pub const RANDOM_SAMPLES: usize = 4096;
+/// Elements checked along the last row and along the last column.
+pub const EDGE_SAMPLES: usize = 256;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    /// Every element of C computed in f64.
+    Full,
+    /// A sample of elements computed in f64.
+    Sampled,
+}
+
+/// Reference values for some (or all) elements of C.
+pub struct Reference {
+    shape: Shape,
+    mode: Mode,
+    /// `(index into C, reference value, sum of |a * b|)`.
+    entries: Vec<(usize, f64, f64)>,
+}
+
+/// The element where a check went worst.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct Worst {
+    pub row: usize,
+    pub col: usize,
+    pub got: f32,
+    pub want: f64,
+}
+
+/// The outcome of checking one GPU result.
+#[derive(Clone, Debug, Serialize)]
+pub struct Verification {
+    pub mode: Mode,
+    /// Elements compared with the reference.
+    pub checked: usize,
+    /// Elements of C that are NaN or infinite (never written, or overflowed).
+    pub nonfinite: usize,
+    /// Largest `|c - ref| / sum |a * b|` over the checked elements.
+    pub max_error: f64,
+    pub worst: Option<Worst>,
+    pub tolerance: f64,
+    pub passed: bool,
+}
+
+impl Reference {
+    /// The reference for `a * b`; `seed` picks the sample when one is used.
+    pub fn new(shape: Shape, a: &[f32], b: &[f32], seed: u64) -> Self {
+        let macs = shape.m as f64 * shape.n as f64 * shape.k as f64;
+        if macs <= FULL_LIMIT_MACS {
+            Self::full(shape, a, b)
+        } else {
+            Self::sampled(shape, a, b, seed)
+        }
+    }
+
+    pub fn mode(&self) -> Mode {
+        self.mode
+    }
+
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    fn full(shape: Shape, a: &[f32], b: &[f32]) -> Self {
+        let Shape { m, n, k } = shape;
+        let a64: Vec<f64> = a.iter().map(|&x| x as f64).collect();
+        let b64: Vec<f64> = b.iter().map(|&x| x as f64).collect();
+        let abs_a: Vec<f64> = a64.iter().map(|x| x.abs()).collect();
+        let abs_b: Vec<f64> = b64.iter().map(|x| x.abs()).collect();
+        let mut c = vec![0.0f64; m * n];
+        let mut scale = vec![0.0f64; m * n];
+        // SAFETY: the pointers address m*k, k*n and m*n f64s laid out row-major
+        // with the strides given (row stride = columns, column stride = 1).
+        unsafe {
+            matrixmultiply::dgemm(
+                m, k, n, 1.0, a64.as_ptr(), k as isize, 1, b64.as_ptr(), n as isize, 1, 0.0,
+                c.as_mut_ptr(), n as isize, 1,
+            );
+            matrixmultiply::dgemm(
+                m, k, n, 1.0, abs_a.as_ptr(), k as isize, 1, abs_b.as_ptr(), n as isize, 1, 0.0,
+                scale.as_mut_ptr(), n as isize, 1,
+            );
+        }
+        let entries = c.into_iter().zip(scale).enumerate().map(|(i, (v, s))| (i, v, s)).collect();
+        Self { shape, mode: Mode::Full, entries }
+    }
+
+    fn sampled(shape: Shape, a: &[f32], b: &[f32], seed: u64) -> Self {
+        let Shape { m, n, k } = shape;
+        let mut rng = SmallRng::seed_from_u64(seed.wrapping_add(1));
+        let mut cells: Vec<(usize, usize)> = (0..RANDOM_SAMPLES)
+            .map(|_| (rng.random_range(0..m), rng.random_range(0..n)))
+            .collect();
+        cells.extend([(0, 0), (0, n - 1), (m - 1, 0), (m - 1, n - 1)]);
+        cells.extend((0..EDGE_SAMPLES).map(|i| (m - 1, i * (n - 1) / EDGE_SAMPLES)));
+        cells.extend((0..EDGE_SAMPLES).map(|i| (i * (m - 1) / EDGE_SAMPLES, n - 1)));
+        cells.sort_unstable();
+        cells.dedup();
+        let entries = cells
+            .into_iter()
+            .map(|(row, col)| {
+                let (mut v, mut s) = (0.0f64, 0.0f64);
+                for kk in 0..k {
+                    let p = a[row * k + kk] as f64 * b[kk * n + col] as f64;
+                    v += p;
+                    s += p.abs();
+                }
+                (row * n + col, v, s)
+            })
+            .collect();
+        Self { shape, mode: Mode::Sampled, entries }
+    }
+
+    /// Checks a GPU result `c` (row-major, m x n) against the reference.
+    pub fn check(&self, c: &[f32]) -> Verification {
+        assert_eq!(c.len(), self.shape.m * self.shape.n, "C has the wrong length");
+        let nonfinite = c.iter().filter(|x| !x.is_finite()).count();
+        let mut max_error = 0.0f64;
+        let mut worst = None;
+        for &(i, want, scale) in &self.entries {
+            let got = c[i];
+            // A NaN must never pass: treat it as an infinite error.
+            let err = if got.is_finite() {
+                (got as f64 - want).abs() / scale.max(f64::MIN_POSITIVE)
+            } else {
+                f64::INFINITY
+            };
+            if err > max_error || worst.is_none() {
+                max_error = max_error.max(err);
+                worst = Some(Worst { row: i / self.shape.n, col: i % self.shape.n, got, want });
+            }
+        }
+        Verification {
+            mode: self.mode,
+            checked: self.entries.len(),
+            nonfinite,
+            max_error,
+            worst,
+            tolerance: TOLERANCE,
+            passed: nonfinite == 0 && max_error <= TOLERANCE,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A 2x3 times 3x2 product checked by hand.
+    #[test]
+    fn full_reference_matches_hand_computed_product() {
+        let shape = Shape::new(2, 2, 3).unwrap();
+        let a = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0];
+        let b = [7.0, 8.0, 9.0, 10.0, 11.0, 12.0];
+        // [1 2 3; 4 5 6] * [7 8; 9 10; 11 12] = [58 64; 139 154]
+        let r = Reference::new(shape, &a, &b, 0);
+        assert_eq!(r.mode(), Mode::Full);
+        let want = [58.0, 64.0, 139.0, 154.0];
+        for (&(i, v, s), w) in r.entries.iter().zip(want) {
+            assert_eq!(v, w, "element {i}");
+            assert_eq!(s, w, "all terms are positive, so the scale equals the value");
+        }
+        assert!(r.check(&[58.0, 64.0, 139.0, 154.0]).passed);
+        let off = r.check(&[58.0, 64.0, 139.0, 155.0]);
+        assert!(!off.passed);
+        let worst = off.worst.unwrap();
+        assert_eq!((worst.row, worst.col), (1, 1));
+    }
+
+    #[test]
+    fn nan_and_unwritten_elements_fail() {
+        let shape = Shape::new(1, 2, 1).unwrap();
+        let r = Reference::new(shape, &[2.0], &[3.0, -1.0], 0);
+        assert!(r.check(&[6.0, -2.0]).passed);
+        let v = r.check(&[6.0, f32::NAN]);
+        assert!(!v.passed);
+        assert_eq!(v.nonfinite, 1);
+        assert!(v.max_error.is_infinite());
+    }
+
+    /// The sampled reference agrees with the full one where both exist.
+    #[test]
+    fn sampled_reference_agrees_with_full() {
+        let shape = Shape::new(37, 41, 29).unwrap();
+        let (a, b) = crate::inputs::random_inputs(&shape, 7);
+        let full = Reference::full(shape, &a, &b);
+        let sampled = Reference::sampled(shape, &a, &b, 7);
+        assert_eq!(sampled.mode(), Mode::Sampled);
+        // Corners and both edges are always sampled.
+        for corner in [0, 40, 36 * 41, 37 * 41 - 1] {
+            assert!(sampled.entries.iter().any(|e| e.0 == corner), "corner {corner} missing");
+        }
+        for &(i, v, s) in &sampled.entries {
+            let (_, fv, fs) = full.entries[i];
+            approx::assert_relative_eq!(v, fv, max_relative = 1e-12);
+            approx::assert_relative_eq!(s, fs, max_relative = 1e-12);
+        }
+    }
+
+    /// Plain f32 accumulation (what every kernel does, in some order) stays
+    /// well inside the tolerance; a single dropped term does not.
+    #[test]
+    fn tolerance_separates_rounding_from_a_dropped_term() {
+        let shape = Shape::new(4, 4, 8192).unwrap();
+        let (a, b) = crate::inputs::random_inputs(&shape, 3);
+        let r = Reference::new(shape, &a, &b, 3);
+        let product = |drop: Option<usize>| -> Vec<f32> {
+            let mut c = vec![0.0f32; 16];
+            for i in 0..4 {
+                for j in 0..4 {
+                    let mut acc = 0.0f32;
+                    for kk in (0..8192).filter(|&kk| Some(kk) != drop) {
+                        acc = a[i * 8192 + kk].mul_add(b[kk * 4 + j], acc);
+                    }
+                    c[i * 4 + j] = acc;
+                }
+            }
+            c
+        };
+        let exact = r.check(&product(None));
+        assert!(exact.passed, "f32 rounding flagged: {:e}", exact.max_error);
+        assert!(exact.max_error < TOLERANCE / 10.0, "rounding error {:e}", exact.max_error);
+        let dropped = r.check(&product(Some(4000)));
+        assert!(!dropped.passed, "a dropped term passed: {:e}", dropped.max_error);
+    }
+}

@@ -1,0 +1,199 @@
+//! One kernel on one problem: poison C, launch once, verify, and only then
+//! time (warm-up launches, then timed launches between CUDA events, with
+//! the L2 cache flushed before each so no launch finds the previous one's
+//! data on chip).
+//!
+//! Anything that can enqueue a GEMM on the GPU's stream is an [`Enqueue`]:
+//! the Rust kernels here, and the CUDA C++ and cuBLAS baselines of the bench.
+
+use cudarc::driver::sys::CUevent_flags;
+use cudarc::driver::{CudaFunction, CudaSlice, DevicePtrMut, DriverError, LaunchConfig, PushKernelArg};
+use kernels_gpu::launch::KernelSpec;
+use serde::Serialize;
+
+use crate::gpu::Gpu;
+use crate::reference::{Reference, Verification};
+use crate::shape::Shape;
+use crate::timing::Timing;
+use crate::HostError;
+
+/// A, B and C on the device.
+pub struct Buffers {
+    pub shape: Shape,
+    pub a: CudaSlice<f32>,
+    pub b: CudaSlice<f32>,
+    pub c: CudaSlice<f32>,
+    /// Written between timed launches to evict A, B and C from L2.
+    flush: CudaSlice<u8>,
+}
+
+impl Buffers {
+    /// Bytes of device memory [`Buffers::new`] will allocate.
+    pub fn device_bytes(gpu: &Gpu, shape: &Shape) -> usize {
+        shape.bytes() + flush_bytes(gpu)
+    }
+
+    /// Uploads A and B and allocates C, after checking they fit.
+    pub fn new(gpu: &Gpu, shape: Shape, a: &[f32], b: &[f32]) -> Result<Self, HostError> {
+        gpu.check_fits(&shape.to_string(), Self::device_bytes(gpu, &shape))?;
+        let c_len = shape.m * shape.n;
+        // SAFETY: C is poisoned before every verified launch; the flush
+        // buffer's contents are never read.
+        let (c, flush) = unsafe {
+            (
+                gpu.stream.alloc::<f32>(c_len).map_err(HostError::cuda("allocating C"))?,
+                gpu.stream
+                    .alloc::<u8>(flush_bytes(gpu))
+                    .map_err(HostError::cuda("allocating the L2 flush buffer"))?,
+            )
+        };
+        Ok(Self { shape, a: gpu.upload(a)?, b: gpu.upload(b)?, c, flush })
+    }
+
+    /// Fills C with NaN (all bytes 0xFF), so an element no thread writes fails verification.
+    pub fn poison_c(&mut self, gpu: &Gpu) -> Result<(), HostError> {
+        memset(gpu, &mut self.c, 0xFF).map_err(HostError::cuda("poisoning C"))
+    }
+
+    fn flush_l2(&mut self, gpu: &Gpu, round: u8) -> Result<(), HostError> {
+        memset(gpu, &mut self.flush, round).map_err(HostError::cuda("flushing L2"))
+    }
+}
+
+/// Twice the L2 size (at least 64 MB): writing it evicts whatever L2 held.
+fn flush_bytes(gpu: &Gpu) -> usize {
+    (2 * gpu.info.l2_bytes.max(0) as usize).max(64 << 20)
+}
+
+fn memset<T>(gpu: &Gpu, buf: &mut CudaSlice<T>, byte: u8) -> Result<(), DriverError> {
+    let bytes = buf.num_bytes();
+    let (ptr, _sync) = buf.device_ptr_mut(&gpu.stream);
+    // SAFETY: writes exactly the buffer's own bytes, on the stream that owns it.
+    unsafe { cudarc::driver::result::memset_d8_async(ptr, byte, bytes, gpu.stream.cu_stream()) }
+}
+
+/// Something that enqueues `C = A * B` on the GPU's stream.
+pub trait Enqueue {
+    /// Name in reports.
+    fn name(&self) -> &str;
+    /// Enqueues one product into `bufs.c`; returns without waiting.
+    fn enqueue(&self, gpu: &Gpu, bufs: &mut Buffers) -> Result<(), HostError>;
+}
+
+/// A kernel of `kernels-gpu`, loaded from the PTX.
+pub struct RustKernel {
+    pub spec: &'static KernelSpec,
+    func: CudaFunction,
+}
+
+impl RustKernel {
+    pub fn load(gpu: &Gpu, spec: &'static KernelSpec) -> Result<Self, HostError> {
+        Ok(Self { spec, func: gpu.function(spec)? })
+    }
+
+    /// The launch configuration, from the kernel's own constants.
+    pub fn config(&self, shape: &Shape) -> Result<LaunchConfig, HostError> {
+        let launch = &self.spec.launch;
+        let (gx, gy) = launch.grid(shape.m, shape.n);
+        if gy > 65_535 || gx > i32::MAX as usize {
+            return Err(HostError::BadShape(format!(
+                "{shape} needs a grid of {gx} x {gy} blocks for kernel {}, above CUDA's limit \
+                 of 65,535 rows of blocks: choose a smaller m",
+                self.spec.name
+            )));
+        }
+        Ok(LaunchConfig {
+            grid_dim: (gx as u32, gy as u32, 1),
+            block_dim: (launch.block_threads.0, launch.block_threads.1, 1),
+            shared_mem_bytes: launch.shared_bytes as u32,
+        })
+    }
+}
+
+impl Enqueue for RustKernel {
+    fn name(&self) -> &str {
+        self.spec.name
+    }
+
+    fn enqueue(&self, gpu: &Gpu, bufs: &mut Buffers) -> Result<(), HostError> {
+        let cfg = self.config(&bufs.shape)?;
+        let (m, n, k) = (bufs.shape.m as u32, bufs.shape.n as u32, bufs.shape.k as u32);
+        let mut launch = gpu.stream.launch_builder(&self.func);
+        launch.arg(&bufs.a).arg(&bufs.b).arg(&mut bufs.c).arg(&m).arg(&n).arg(&k);
+        // SAFETY: the arguments match the entry's signature (gemm_kernel!:
+        // A, B, C, m, n, k) and the buffers hold m*k, k*n and m*n floats;
+        // grid, block and shared memory come from the kernel's own spec.
+        unsafe { launch.launch(cfg) }
+            .map(|_| ())
+            .map_err(|source| HostError::LaunchFailed { kernel: self.spec.name.into(), source })
+    }
+}
+
+/// How many launches to run, and whether to flush L2 between them.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct TimingOptions {
+    pub warmup: usize,
+    /// Timed launches; 0 verifies without timing.
+    pub reps: usize,
+    pub flush_l2: bool,
+}
+
+/// What one kernel did on one problem.
+#[derive(Clone, Debug, Serialize)]
+pub struct Measurement {
+    pub verification: Verification,
+    /// None when verification failed (a wrong kernel is never timed) or reps = 0.
+    pub timing: Option<Timing>,
+}
+
+/// Verifies `kernel` against `reference`, then times it if it passed.
+pub fn measure(
+    gpu: &Gpu,
+    bufs: &mut Buffers,
+    reference: &Reference,
+    kernel: &dyn Enqueue,
+    opts: TimingOptions,
+) -> Result<Measurement, HostError> {
+    let name = kernel.name().to_string();
+    bufs.poison_c(gpu)?;
+    kernel.enqueue(gpu, bufs)?;
+    gpu.sync(&format!("running {name}")).map_err(|e| launch_error(&name, e))?;
+    let verification = reference.check(&gpu.download(&bufs.c)?);
+    if !verification.passed || opts.reps == 0 {
+        return Ok(Measurement { verification, timing: None });
+    }
+
+    for _ in 0..opts.warmup {
+        kernel.enqueue(gpu, bufs)?;
+    }
+    let mut events = Vec::with_capacity(opts.reps);
+    for rep in 0..opts.reps {
+        if opts.flush_l2 {
+            bufs.flush_l2(gpu, rep as u8)?;
+        }
+        let start = record(gpu)?;
+        kernel.enqueue(gpu, bufs)?;
+        events.push((start, record(gpu)?));
+    }
+    gpu.sync(&format!("timing {name}")).map_err(|e| launch_error(&name, e))?;
+    let samples = events
+        .iter()
+        .map(|(s, e)| s.elapsed_ms(e).map(f64::from))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(HostError::cuda("reading CUDA event times"))?;
+    Ok(Measurement { verification, timing: Some(Timing::from_samples(&samples)) })
+}
+
+fn record(gpu: &Gpu) -> Result<cudarc::driver::CudaEvent, HostError> {
+    gpu.stream
+        .record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
+        .map_err(HostError::cuda("recording a CUDA event"))
+}
+
+/// A fault found when waiting is the kernel's fault: name it.
+fn launch_error(kernel: &str, e: HostError) -> HostError {
+    match e {
+        HostError::Cuda { source, .. } => HostError::LaunchFailed { kernel: kernel.into(), source },
+        other => other,
+    }
+}
