@@ -34,12 +34,13 @@ pub enum HostError {
         source: DriverError,
     },
     #[error(
-        "the driver rejected the kernels' PTX ({}): the PTX targets {arch}; \
-         update the NVIDIA driver, or check the GPU is compute capability 7.0 or newer",
+        "the driver rejected the kernels' PTX ({}): it targets {target} and the GPU is {gpu}; \
+         build the PTX for {gpu} or older, or update the NVIDIA driver",
         cuda_error_name(.source)
     )]
     PtxRejected {
-        arch: &'static str,
+        target: String,
+        gpu: String,
         #[source]
         source: DriverError,
     },

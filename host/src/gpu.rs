@@ -87,8 +87,13 @@ pub fn device_count() -> Result<usize, HostError> {
 }
 
 impl Gpu {
-    /// Opens GPU `ordinal` and loads the kernels' PTX.
+    /// Opens GPU `ordinal` and loads the kernels' built-in PTX.
     pub fn open(ordinal: usize) -> Result<Self, HostError> {
+        Self::open_with_ptx(ordinal, crate::PTX)
+    }
+
+    /// Opens GPU `ordinal` and loads the kernels from `ptx` (PTX source text).
+    pub fn open_with_ptx(ordinal: usize, ptx: &str) -> Result<Self, HostError> {
         let count = device_count()?;
         if count == 0 {
             return Err(HostError::NoGpu);
@@ -107,8 +112,12 @@ impl Gpu {
             return Err(HostError::GpuTooOld { major, minor });
         }
         let module = ctx
-            .load_module(Ptx::from_src(crate::PTX))
-            .map_err(|source| HostError::PtxRejected { arch: crate::PTX_ARCH, source })?;
+            .load_module(Ptx::from_src(ptx))
+            .map_err(|source| HostError::PtxRejected {
+                target: ptx_target(ptx).unwrap_or("an unknown target").to_string(),
+                gpu: format!("sm_{major}{minor}"),
+                source,
+            })?;
         let stream = ctx.default_stream();
         Ok(Self { ctx, stream, module, info })
     }
@@ -164,6 +173,13 @@ impl Gpu {
     pub fn sync(&self, doing: &str) -> Result<(), HostError> {
         self.stream.synchronize().map_err(HostError::cuda(doing.to_string()))
     }
+}
+
+/// The architecture a PTX module names in its `.target` line (`sm_70`).
+pub fn ptx_target(ptx: &str) -> Option<&str> {
+    ptx.lines()
+        .find_map(|l| l.trim().strip_prefix(".target "))
+        .and_then(|t| t.split([',', ' ']).next())
 }
 
 fn device_info(ctx: &Arc<CudaContext>, ordinal: usize) -> Result<DeviceInfo, HostError> {

@@ -44,6 +44,9 @@ struct Args {
     /// Do not flush the L2 cache before each timed launch.
     #[arg(long)]
     no_flush: bool,
+    /// Load the kernels from this PTX file instead of the built-in PTX.
+    #[arg(long, value_name = "FILE")]
+    ptx: Option<std::path::PathBuf>,
     /// GPU to use.
     #[arg(long, default_value_t = 0)]
     device: usize,
@@ -105,7 +108,15 @@ fn run(args: &Args) -> Result<bool> {
     let kernels = select(&args.kernel)?;
     let opts = TimingOptions { warmup: args.warmup, reps: args.reps, flush_l2: !args.no_flush };
 
-    let gpu = Gpu::open(args.device)?;
+    let gpu = match &args.ptx {
+        None => Gpu::open(args.device)?,
+        Some(path) => {
+            let ptx = std::fs::read_to_string(path).map_err(|e| {
+                anyhow::anyhow!("cannot read the PTX file {}: {e}", path.display())
+            })?;
+            Gpu::open_with_ptx(args.device, &ptx)?
+        }
+    };
     // Check the size against free memory before making inputs on the host.
     gpu.check_fits(&shape.to_string(), Buffers::device_bytes(&gpu, &shape))?;
     let (a, b) = inputs::random_inputs(&shape, args.seed);
