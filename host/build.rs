@@ -27,15 +27,16 @@ fn main() {
     let root = manifest_dir.parent().unwrap().to_path_buf();
     let kernels = root.join("kernels-gpu");
     let out_dir = PathBuf::from(env::var("OUT_DIR").unwrap());
-    println!("cargo::rerun-if-changed={}", kernels.join("src").display());
-    println!(
-        "cargo::rerun-if-changed={}",
-        kernels.join("Cargo.toml").display()
-    );
-    println!(
-        "cargo::rerun-if-changed={}",
-        root.join("rust-toolchain.toml").display()
-    );
+    for input in [
+        kernels.join("src"),
+        kernels.join("Cargo.toml"),
+        root.join("rust-toolchain.toml"),
+        // The commit and the dirty flag (below) change with these.
+        root.join(".git/HEAD"),
+        root.join(".git/index"),
+    ] {
+        println!("cargo::rerun-if-changed={}", input.display());
+    }
 
     let rustc = env::var("RUSTC").unwrap_or_else(|_| "rustc".into());
     check_toolchain(&rustc);
@@ -109,6 +110,29 @@ fn main() {
         ))
     });
     println!("cargo::rustc-env=KERNELS_PTX_ARCH={PTX_ARCH}");
+    println!("cargo::rustc-env=GEMM_GIT_COMMIT={}", git_commit(&root));
+}
+
+/// The commit the binary is built from (`-dirty` with local changes), so
+/// results written by the bench name the code that produced them.
+fn git_commit(root: &Path) -> String {
+    let git = |args: &[&str]| {
+        Command::new("git")
+            .current_dir(root)
+            .args(args)
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+    };
+    match git(&["rev-parse", "--short=12", "HEAD"]) {
+        Some(commit) => {
+            let dirty = git(&["status", "--porcelain", "--untracked-files=no"])
+                .is_some_and(|s| !s.is_empty());
+            if dirty { format!("{commit}-dirty") } else { commit }
+        }
+        None => "unknown".into(),
+    }
 }
 
 /// The device build needs nightly (`-Zbuild-std`, `abi_ptx`) and the

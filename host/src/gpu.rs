@@ -11,13 +11,13 @@ use cudarc::driver::sys::{CUdevice_attribute, CUfunction_attribute};
 use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream};
 use cudarc::nvrtc::Ptx;
 use kernels_gpu::launch::KernelSpec;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::HostError;
 use crate::model::Peaks;
 
 /// What the host reports about the GPU, read from the device itself.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct DeviceInfo {
     pub ordinal: usize,
     pub name: String,

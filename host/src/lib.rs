@@ -7,6 +7,7 @@
 //! printing). [`reference`], [`model`] and [`timing`] are plain Rust with
 //! no GPU, so the tests exercise them anywhere.
 
+pub mod baselines;
 pub mod error;
 pub mod gpu;
 pub mod inputs;
@@ -23,3 +24,5 @@ pub use error::HostError;
 pub const PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/kernels.ptx"));
 /// The `.target` the PTX was built for; the driver JIT-compiles it for newer GPUs.
 pub const PTX_ARCH: &str = env!("KERNELS_PTX_ARCH");
+/// The commit this binary was built from (`unknown` outside a git checkout).
+pub const GIT_COMMIT: &str = env!("GEMM_GIT_COMMIT");

@@ -106,7 +106,12 @@ fn run(args: &Args) -> Result<bool> {
     // Every argument is checked before the GPU is touched.
     let shape = Shape::new(args.m.unwrap_or(args.n), args.n, args.k.unwrap_or(args.n))?;
     let kernels = select(&args.kernel)?;
-    let opts = TimingOptions { warmup: args.warmup, reps: args.reps, flush_l2: !args.no_flush };
+    let opts = TimingOptions {
+        warmup: args.warmup,
+        reps: args.reps,
+        flush_l2: !args.no_flush,
+        budget_ms: None,
+    };
 
     let gpu = match &args.ptx {
         None => Gpu::open(args.device)?,

@@ -133,10 +133,16 @@ impl Enqueue for RustKernel {
 #[derive(Clone, Copy, Debug, Serialize)]
 pub struct TimingOptions {
     pub warmup: usize,
-    /// Timed launches; 0 verifies without timing.
+    /// Timed launches; 0 verifies without timing. With a budget, the least.
     pub reps: usize,
     pub flush_l2: bool,
+    /// When set, run about this many milliseconds of timed launches
+    /// (at least `reps`, at most [`MAX_REPS`]), judged from one launch.
+    pub budget_ms: Option<f64>,
 }
+
+/// Most timed launches a time budget can ask for.
+pub const MAX_REPS: usize = 200;
 
 /// What one kernel did on one problem.
 #[derive(Clone, Debug, Serialize)]
@@ -166,8 +172,18 @@ pub fn measure(
     for _ in 0..opts.warmup {
         kernel.enqueue(gpu, bufs)?;
     }
-    let mut events = Vec::with_capacity(opts.reps);
-    for rep in 0..opts.reps {
+    let reps = match opts.budget_ms {
+        None => opts.reps,
+        Some(budget) => {
+            let start = record(gpu)?;
+            kernel.enqueue(gpu, bufs)?;
+            let end = record(gpu)?;
+            let once = start.elapsed_ms(&end).map_err(HostError::cuda("reading CUDA event times"))?;
+            ((budget / f64::from(once).max(1e-3)) as usize).clamp(opts.reps, MAX_REPS)
+        }
+    };
+    let mut events = Vec::with_capacity(reps);
+    for rep in 0..reps {
         if opts.flush_l2 {
             bufs.flush_l2(gpu, rep as u8)?;
         }

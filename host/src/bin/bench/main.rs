@@ -1,0 +1,389 @@
+//! `bench`: every Rust kernel next to its CUDA C++ twin and cuBLAS SGEMM,
+//! in one process, at a sweep of sizes. Each variant is verified against
+//! the same f64 reference before it is timed. Writes JSON, CSV, an SVG plot
+//! and a Markdown table into a results folder; `--update-readme` puts the
+//! table and plot into README.md. Run it as `cargo xtask bench`.
+
+mod ncu;
+mod plot;
+mod render;
+mod results;
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{Context, Result, bail};
+use clap::Parser;
+use host::baselines::{self, Cublas, CudaTwin};
+use host::gpu::Gpu;
+use host::model;
+use host::reference::Reference;
+use host::runner::{self, Buffers, Enqueue, RustKernel, TimingOptions};
+use host::shape::Shape;
+use indicatif::{ProgressBar, ProgressStyle};
+use kernels_gpu::launch::KernelSpec;
+use kernels_gpu::registry::KERNELS;
+
+use results::{Kind, Meta, Results, Row, Settings};
+
+const DEFAULT_SIZES: &str = "256,512,1000,1024,2048,4096,4097,8192";
+const QUICK_SIZES: &str = "1000,4096";
+const README_BEGIN: &str = "<!-- bench:begin (written by `cargo xtask bench --update-readme`) -->";
+const README_END: &str = "<!-- bench:end -->";
+const README_PLOT: &str = "docs/bench.svg";
+
+/// Benchmark every kernel against cuBLAS and the CUDA C++ twins.
+#[derive(Parser, Debug)]
+#[command(about)]
+struct Args {
+    /// Sizes: n for square problems, MxNxK for others (comma-separated).
+    #[arg(long, value_delimiter = ',')]
+    sizes: Option<Vec<String>>,
+    /// Only these kernels (Rust names; their CUDA twins follow them), plus "cublas".
+    #[arg(long, value_delimiter = ',')]
+    kernels: Option<Vec<String>>,
+    /// A short run: sizes 1000 and 4096, a smaller time budget.
+    #[arg(long)]
+    quick: bool,
+    /// Folder for the results (a dated subfolder is made inside).
+    #[arg(long, default_value = "results")]
+    out: PathBuf,
+    /// Seed of the random inputs.
+    #[arg(long, default_value_t = 42)]
+    seed: u64,
+    /// Untimed launches per variant and size, after the verified one.
+    #[arg(long, default_value_t = 2)]
+    warmup: usize,
+    /// Least number of timed launches.
+    #[arg(long, default_value_t = 5)]
+    min_reps: usize,
+    /// Timed launches add up to about this many milliseconds per variant and size.
+    #[arg(long, default_value_t = 300.0)]
+    budget_ms: f64,
+    /// Do not flush L2 before each timed launch.
+    #[arg(long)]
+    no_flush: bool,
+    /// Also profile each Rust kernel once under Nsight Compute (if installed).
+    #[arg(long)]
+    ncu: bool,
+    /// Size at which --ncu profiles.
+    #[arg(long, default_value_t = 4096)]
+    ncu_size: usize,
+    /// Rewrite README.md's results section and docs/bench.svg from this run.
+    #[arg(long)]
+    update_readme: bool,
+    /// Do not run: re-render tables, plot (and README) from a bench.json.
+    #[arg(long, value_name = "BENCH_JSON")]
+    from: Option<PathBuf>,
+    /// The README to update.
+    #[arg(long, default_value = "README.md")]
+    readme: PathBuf,
+    /// Size shown in the README's first table.
+    #[arg(long, default_value_t = 4096)]
+    headline: usize,
+    /// GPU to use.
+    #[arg(long, default_value_t = 0)]
+    device: usize,
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    match run(&args) {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::FAILURE,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(args: &Args) -> Result<bool> {
+    let results = match &args.from {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("cannot read {}", path.display()))?;
+            serde_json::from_str::<Results>(&text)
+                .with_context(|| format!("{} is not a bench.json", path.display()))?
+        }
+        None => measure_all(args)?,
+    };
+    for size in render::sizes(&results) {
+        let (m, n, k) = size;
+        println!("\nm={m} n={n} k={k}");
+        println!("{}", render::size_table(&results, size));
+    }
+    if let Some(t) = render::ncu_table(&results) {
+        println!("\nThe lesson's model next to Nsight Compute\n{t}");
+    }
+    if args.from.is_none() {
+        let dir = write_results(args, &results)?;
+        println!("\nResults: {}", dir.display());
+    }
+    if args.update_readme {
+        update_readme(args, &results)?;
+        println!("README: {} and {README_PLOT} updated", args.readme.display());
+    }
+    let ok = render::all_verified(&results);
+    if !ok {
+        eprintln!("error: a kernel failed verification (FAIL above)");
+    }
+    Ok(ok)
+}
+
+/// Parses "4096" or "4096x1000x2048".
+fn parse_size(s: &str) -> Result<Shape> {
+    let dims: Vec<usize> = s
+        .split('x')
+        .map(|d| d.trim().parse::<usize>())
+        .collect::<Result<_, _>>()
+        .with_context(|| format!("size '{s}' is not n or MxNxK (e.g. 4096 or 4096x1000x2048)"))?;
+    Ok(match dims[..] {
+        [n] => Shape::square(n)?,
+        [m, n, k] => Shape::new(m, n, k)?,
+        _ => bail!("size '{s}' is not n or MxNxK (e.g. 4096 or 4096x1000x2048)"),
+    })
+}
+
+/// The variants that run at every size, in table order.
+struct Variants {
+    rust: Vec<RustKernel>,
+    cuda: Vec<CudaTwin>,
+    cublas: Option<Cublas>,
+}
+
+fn wanted(args: &Args, name: &str) -> bool {
+    args.kernels.as_ref().is_none_or(|ks| ks.iter().any(|k| k == name))
+}
+
+fn measure_all(args: &Args) -> Result<Results> {
+    let size_list = args.sizes.clone().unwrap_or_else(|| {
+        let s = if args.quick { QUICK_SIZES } else { DEFAULT_SIZES };
+        s.split(',').map(String::from).collect()
+    });
+    let shapes: Vec<Shape> = size_list.iter().map(|s| parse_size(s)).collect::<Result<_>>()?;
+    if let Some(ks) = &args.kernels {
+        for k in ks {
+            if k != "cublas" && kernels_gpu::registry::find(k).is_none() {
+                bail!(
+                    "unknown kernel '{k}': choose from {}, cublas",
+                    KERNELS.iter().map(|k| k.name).collect::<Vec<_>>().join(", ")
+                );
+            }
+        }
+    }
+    let budget_ms = if args.quick { args.budget_ms.min(100.0) } else { args.budget_ms };
+    let opts = TimingOptions {
+        warmup: args.warmup,
+        reps: args.min_reps.max(1),
+        flush_l2: !args.no_flush,
+        budget_ms: Some(budget_ms),
+    };
+
+    let gpu = Gpu::open(args.device)?;
+    let mut skipped = Vec::new();
+    let specs: Vec<&'static KernelSpec> = KERNELS.iter().filter(|k| wanted(args, k.name)).collect();
+    let cuda = match baselines::load_cuda_twins(&gpu) {
+        Ok(twins) => twins.into_iter().filter(|t| wanted(args, t.twin.name)).collect(),
+        Err(why) => {
+            eprintln!("skipping the CUDA C++ twins: {why}");
+            skipped.push(format!("CUDA C++ twins: {why}"));
+            Vec::new()
+        }
+    };
+    let cublas = if wanted(args, "cublas") {
+        Cublas::load(&gpu)
+            .inspect_err(|why| {
+                eprintln!("skipping cuBLAS: {why}");
+                skipped.push(format!("cuBLAS: {why}"));
+            })
+            .ok()
+    } else {
+        None
+    };
+    let variants = Variants { rust: baselines::load_rust_kernels(&gpu, &specs)?, cuda, cublas };
+    let per_size = variants.rust.len() + variants.cuda.len() + variants.cublas.iter().count();
+
+    let bar = ProgressBar::new((shapes.len() * per_size) as u64);
+    bar.set_style(
+        ProgressStyle::with_template("{bar:40} {pos}/{len} {elapsed_precise} {msg}")
+            .expect("valid progress template"),
+    );
+    let mut rows = Vec::new();
+    let mut clocks = Vec::new();
+    for shape in &shapes {
+        let need = Buffers::device_bytes(&gpu, shape);
+        if let Err(e) = gpu.check_fits(&shape.to_string(), need) {
+            bar.println(format!("skipping {shape}: {e}"));
+            skipped.push(format!("{shape}: {e}"));
+            bar.inc(per_size as u64);
+            continue;
+        }
+        bar.set_message(format!("{shape}: inputs and reference"));
+        let (a, b) = host::inputs::random_inputs(shape, args.seed);
+        let reference = Reference::new(*shape, &a, &b, args.seed);
+        let mut bufs = Buffers::new(&gpu, *shape, &a, &b)?;
+        drop((a, b));
+
+        let mut one = |v: &dyn Enqueue, kind: Kind, spec: Option<&KernelSpec>, twin: Option<&str>| {
+            bar.set_message(format!("{shape}: {}", v.name()));
+            let row = measure_one(&gpu, &mut bufs, &reference, v, kind, spec, twin, opts);
+            bar.inc(1);
+            row
+        };
+        for k in &variants.rust {
+            rows.push(one(k, Kind::Rust, Some(k.spec), None)?);
+        }
+        for t in &variants.cuda {
+            rows.push(one(t, Kind::Cuda, Some(t.twin), Some(t.twin.name))?);
+        }
+        if let Some(c) = &variants.cublas {
+            rows.push(one(c, Kind::Cublas, None, None)?);
+        }
+        if let Some(mhz) = sm_clock_mhz(args.device) {
+            clocks.push(mhz);
+        }
+    }
+    bar.finish_and_clear();
+
+    let info = gpu.info.clone();
+    let mut results = Results {
+        meta: Meta {
+            peak_fp32_gflops: info.peak_fp32_gflops(),
+            peak_dram_gbs: info.peak_dram_gbs(),
+            cuda_driver: format!(
+                "{}.{}",
+                info.driver_cuda_version / 1000,
+                info.driver_cuda_version % 1000 / 10
+            ),
+            gpu: info,
+            sm_clocks_seen_mhz: clocks,
+            git_commit: host::GIT_COMMIT.into(),
+            date: utc_now(),
+            ptx_arch: host::PTX_ARCH.into(),
+            settings: Settings {
+                sizes: size_list,
+                seed: args.seed,
+                warmup: args.warmup,
+                min_reps: opts.reps,
+                budget_ms,
+                l2: if opts.flush_l2 { "flush".into() } else { "none".into() },
+            },
+            skipped,
+        },
+        rows,
+    };
+    results.link_rows();
+    if args.ncu {
+        drop(gpu);
+        ncu::profile(&mut results, args.ncu_size)?;
+    }
+    Ok(results)
+}
+
+/// Verifies, then times, one variant; a failure becomes a FAIL row, not an abort.
+#[allow(clippy::too_many_arguments)]
+fn measure_one(
+    gpu: &Gpu,
+    bufs: &mut Buffers,
+    reference: &Reference,
+    v: &dyn Enqueue,
+    kind: Kind,
+    spec: Option<&KernelSpec>,
+    twin: Option<&str>,
+    opts: TimingOptions,
+) -> Result<Row> {
+    let shape = bufs.shape;
+    let m = runner::measure(gpu, bufs, reference, v, opts)?;
+    let model = spec.map(|s| model::estimate(s, &shape, gpu.info.peaks()));
+    let t = m.timing.as_ref();
+    let gflops = t.map(|t| t.gflops(shape.flops()));
+    Ok(Row {
+        m: shape.m,
+        n: shape.n,
+        k: shape.k,
+        variant: v.name().to_string(),
+        kind,
+        step: spec.map(|s| s.step),
+        twin: twin.map(String::from),
+        verified: m.verification.passed,
+        max_error: m.verification.max_error,
+        reps: t.map_or(0, |t| t.reps),
+        median_ms: t.map(|t| t.median_ms),
+        p20_ms: t.map(|t| t.p20_ms),
+        p80_ms: t.map(|t| t.p80_ms),
+        min_ms: t.map(|t| t.min_ms),
+        gflops,
+        percent_of_peak: gflops.zip(gpu.info.peak_fp32_gflops()).map(|(g, p)| 100.0 * g / p),
+        percent_of_cublas: None,
+        rust_over_cuda: None,
+        model_bytes: model.map(|m| m.bytes),
+        model_intensity: model.map(|m| m.intensity),
+        model_ceiling_gflops: model.and_then(|m| m.ceiling_gflops),
+        ncu: None,
+    })
+}
+
+/// The SM clock nvidia-smi reports now, if nvidia-smi is there.
+fn sm_clock_mhz(device: usize) -> Option<u32> {
+    let out = std::process::Command::new("nvidia-smi")
+        .args(["--query-gpu=clocks.sm", "--format=csv,noheader,nounits", "-i", &device.to_string()])
+        .output()
+        .ok()?;
+    String::from_utf8_lossy(&out.stdout).trim().parse().ok()
+}
+
+/// Now, UTC, as `YYYY-MM-DDTHH:MM:SSZ`.
+fn utc_now() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let (days, rem) = (secs / 86_400, secs % 86_400);
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z", rem / 3600, rem % 3600 / 60, rem % 60)
+}
+
+fn write_results(args: &Args, results: &Results) -> Result<PathBuf> {
+    let stamp: String = results.meta.date.chars().filter(char::is_ascii_digit).collect();
+    let dir = args.out.join(format!("bench-{stamp}"));
+    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let write = |name: &str, text: String| {
+        let p = dir.join(name);
+        std::fs::write(&p, text).with_context(|| format!("cannot write {}", p.display()))
+    };
+    write("bench.json", serde_json::to_string_pretty(results)?)?;
+    write("bench.csv", results.csv())?;
+    write("table.md", render::readme_markdown(results, args.headline, "bench.svg"))?;
+    if let Err(e) = plot::write_svg(results, &dir.join("bench.svg")) {
+        eprintln!("no plot: {e:#}");
+    }
+    Ok(dir)
+}
+
+fn update_readme(args: &Args, results: &Results) -> Result<()> {
+    let readme = std::fs::read_to_string(&args.readme)
+        .with_context(|| format!("cannot read {}", args.readme.display()))?;
+    let (Some(begin), Some(end)) = (readme.find(README_BEGIN), readme.find(README_END)) else {
+        bail!(
+            "{} has no results section: add the lines `{README_BEGIN}` and `{README_END}`",
+            args.readme.display()
+        );
+    };
+    let plot_path = args.readme.parent().unwrap_or(Path::new(".")).join(README_PLOT);
+    if let Some(dir) = plot_path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    plot::write_svg(results, &plot_path)?;
+    let table = render::readme_markdown(results, args.headline, README_PLOT);
+    let new = format!("{}{README_BEGIN}\n{table}{}", &readme[..begin], &readme[end..]);
+    std::fs::write(&args.readme, new).with_context(|| format!("cannot write {}", args.readme.display()))
+}

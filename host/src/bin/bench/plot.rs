@@ -1,0 +1,67 @@
+//! The SVG plot: GFLOP/s against n for every variant, cuBLAS as the
+//! reference line. Square sizes only (n on a log2 axis).
+
+use plotters::prelude::*;
+
+use crate::results::{Kind, Results};
+
+pub fn write_svg(results: &Results, path: &std::path::Path) -> anyhow::Result<()> {
+    let square: Vec<_> = results.rows.iter().filter(|r| r.is_square() && r.gflops.is_some()).collect();
+    anyhow::ensure!(!square.is_empty(), "no square sizes with timings to plot");
+    let mut variants: Vec<(String, Kind)> = Vec::new();
+    for r in &square {
+        if !variants.iter().any(|(v, _)| v == &r.variant) {
+            variants.push((r.variant.clone(), r.kind));
+        }
+    }
+    let x_max = square.iter().map(|r| r.n).max().unwrap() as f64;
+    let x_min = square.iter().map(|r| r.n).min().unwrap() as f64;
+    let y_max = square.iter().filter_map(|r| r.gflops).fold(0.0, f64::max) * 1.1;
+
+    let root = SVGBackend::new(path, (960, 600)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let title = format!("SGEMM on {} (FP32), GFLOP/s against n", results.meta.gpu.name);
+    let mut chart = ChartBuilder::on(&root)
+        .caption(title, ("sans-serif", 22))
+        .margin(16)
+        .x_label_area_size(40)
+        .y_label_area_size(70)
+        .build_cartesian_2d((x_min.log2() - 0.1)..(x_max.log2() + 0.1), 0.0..y_max)?;
+    chart
+        .configure_mesh()
+        .x_desc("n (m = n = k), log scale")
+        .y_desc("GFLOP/s")
+        .x_label_formatter(&|x| format!("{:.0}", 2f64.powf(*x)))
+        .y_label_formatter(&|y| format!("{:.0}", y))
+        .draw()?;
+    for (i, (variant, kind)) in variants.iter().enumerate() {
+        let mut points: Vec<(f64, f64)> = square
+            .iter()
+            .filter(|r| &r.variant == variant)
+            .map(|r| ((r.n as f64).log2(), r.gflops.unwrap()))
+            .collect();
+        points.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let color = match kind {
+            Kind::Cublas => BLACK.to_rgba(),
+            _ => Palette99::pick(i).to_rgba(),
+        };
+        let style = match kind {
+            Kind::Cublas => color.stroke_width(4),
+            Kind::Cuda => color.stroke_width(1),
+            Kind::Rust => color.stroke_width(2),
+        };
+        chart
+            .draw_series(LineSeries::new(points.clone(), style))?
+            .label(variant.clone())
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], style));
+        chart.draw_series(points.iter().map(|&p| Circle::new(p, 3, color.filled())))?;
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperLeft)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .draw()?;
+    root.present()?;
+    Ok(())
+}

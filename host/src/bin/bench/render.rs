@@ -1,0 +1,179 @@
+//! Tables for the terminal and for the README, from [`Results`].
+
+use comfy_table::presets::UTF8_FULL_CONDENSED;
+use comfy_table::{CellAlignment, Table};
+use host::report::thousands;
+
+use crate::results::{Kind, Results, Row};
+
+fn fmt(x: Option<f64>, f: impl Fn(f64) -> String) -> String {
+    x.map_or("-".into(), f)
+}
+
+/// The sizes in the order they were run.
+pub fn sizes(results: &Results) -> Vec<(usize, usize, usize)> {
+    let mut out: Vec<(usize, usize, usize)> = Vec::new();
+    for r in &results.rows {
+        if !out.contains(&(r.m, r.n, r.k)) {
+            out.push((r.m, r.n, r.k));
+        }
+    }
+    out
+}
+
+fn rows_of(results: &Results, size: (usize, usize, usize)) -> impl Iterator<Item = &Row> {
+    results.rows.iter().filter(move |r| (r.m, r.n, r.k) == size)
+}
+
+fn status(r: &Row) -> String {
+    if r.verified { "ok".into() } else { format!("FAIL ({:.1e})", r.max_error) }
+}
+
+/// One terminal table for one size.
+pub fn size_table(results: &Results, size: (usize, usize, usize)) -> Table {
+    let mut t = Table::new();
+    t.load_preset(UTF8_FULL_CONDENSED);
+    t.set_header([
+        "kernel", "check", "median ms", "p20-p80 ms", "GFLOP/s", "% peak", "% cuBLAS", "Rust/C++",
+        "model GB", "FLOP/B", "model ceiling",
+    ]);
+    for r in rows_of(results, size) {
+        t.add_row([
+            r.variant.clone(),
+            status(r),
+            fmt(r.median_ms, |v| format!("{v:.3}")),
+            match (r.p20_ms, r.p80_ms) {
+                (Some(a), Some(b)) => format!("{a:.3}-{b:.3}"),
+                _ => "-".into(),
+            },
+            fmt(r.gflops, thousands),
+            fmt(r.percent_of_peak, |v| format!("{v:.1}")),
+            fmt(r.percent_of_cublas, |v| format!("{v:.1}")),
+            fmt(r.rust_over_cuda, |v| format!("{v:.3}")),
+            fmt(r.model_bytes, |v| format!("{:.2}", v / 1e9)),
+            fmt(r.model_intensity, |v| format!("{v:.2}")),
+            fmt(r.model_ceiling_gflops, thousands),
+        ]);
+    }
+    for i in 2..11 {
+        if let Some(c) = t.column_mut(i) {
+            c.set_cell_alignment(CellAlignment::Right);
+        }
+    }
+    t
+}
+
+/// The Nsight Compute table: the model's bytes next to the measured ones.
+pub fn ncu_table(results: &Results) -> Option<Table> {
+    let rows: Vec<&Row> = results.rows.iter().filter(|r| r.ncu.is_some()).collect();
+    if rows.is_empty() {
+        return None;
+    }
+    let mut t = Table::new();
+    t.load_preset(UTF8_FULL_CONDENSED);
+    t.set_header(["kernel", "size", "model GB", "DRAM read GB", "L2 GB", "smem store conflicts", "smem load conflicts"]);
+    for r in rows {
+        let n = r.ncu.as_ref().unwrap();
+        t.add_row([
+            r.variant.clone(),
+            r.size_label(),
+            fmt(r.model_bytes, |v| format!("{:.1}", v / 1e9)),
+            format!("{:.2}", n.dram_read_bytes / 1e9),
+            format!("{:.2}", n.l2_bytes / 1e9),
+            thousands(n.shared_store_bank_conflicts),
+            thousands(n.shared_load_bank_conflicts),
+        ]);
+    }
+    Some(t)
+}
+
+/// The README's section: one table at the headline size, the ladder across
+/// sizes, and where the numbers come from.
+pub fn readme_markdown(results: &Results, headline: usize, plot: &str) -> String {
+    let m = &results.meta;
+    let mut s = format!(
+        "Measured by `cargo xtask bench` on {} ({} SMs, driver CUDA {}, FP32 peak {} GFLOP/s from the \
+         device's clock), commit `{}`, {}. Median of timed launches (CUDA events, at least {} and about \
+         {:.0} ms per kernel and size), L2 {} before each launch; every kernel verified before it was timed.\n\n",
+        m.gpu.name,
+        m.gpu.sms,
+        m.cuda_driver,
+        m.peak_fp32_gflops.map_or("?".into(), thousands),
+        m.git_commit,
+        m.date.get(..10).unwrap_or(&m.date),
+        m.settings.min_reps,
+        m.settings.budget_ms,
+        if m.settings.l2 == "flush" { "flushed" } else { "not flushed" },
+    );
+    let head = (headline, headline, headline);
+    if rows_of(results, head).next().is_some() {
+        s += &format!(
+            "**n = {headline}**\n\n| kernel | ms | GFLOP/s | % of FP32 peak | % of cuBLAS | Rust / CUDA C++ | lesson's model: GB moved | FLOP/byte |\n|---|---:|---:|---:|---:|---:|---:|---:|\n"
+        );
+        for r in rows_of(results, head) {
+            s += &format!(
+                "| {} | {} | {} | {} | {} | {} | {} | {} |\n",
+                r.variant,
+                fmt(r.median_ms, |v| format!("{v:.2}")),
+                fmt(r.gflops, thousands),
+                fmt(r.percent_of_peak, |v| format!("{v:.1}")),
+                fmt(r.percent_of_cublas, |v| format!("{v:.1}")),
+                fmt(r.rust_over_cuda, |v| format!("{v:.3}")),
+                fmt(r.model_bytes, |v| format!("{:.1}", v / 1e9)),
+                fmt(r.model_intensity, |v| format!("{v:.2}")),
+            );
+        }
+    }
+    // The ladder: GFLOP/s of every variant at every size.
+    let sizes = sizes(results);
+    let mut variants: Vec<&Row> = Vec::new();
+    for r in &results.rows {
+        if !variants.iter().any(|v| v.variant == r.variant) {
+            variants.push(r);
+        }
+    }
+    s += "\n**GFLOP/s at every size** (square sizes are n; others m x n x k)\n\n| kernel |";
+    for &(mm, nn, kk) in &sizes {
+        s += &if mm == nn && nn == kk { format!(" {nn} |") } else { format!(" {mm}x{nn}x{kk} |") };
+    }
+    s += "\n|---|";
+    s += &"---:|".repeat(sizes.len());
+    s.push('\n');
+    for v in variants {
+        s += &format!("| {} |", v.variant);
+        for &size in &sizes {
+            let cell = rows_of(results, size)
+                .find(|r| r.variant == v.variant)
+                .map_or("-".into(), |r| if r.verified { fmt(r.gflops, thousands) } else { "FAIL".into() });
+            s += &format!(" {cell} |");
+        }
+        s.push('\n');
+    }
+    if results.rows.iter().any(|r| r.ncu.is_some()) {
+        s += "\n**The lesson's model next to Nsight Compute** (`--ncu`, `ncu --clock-control none`)\n\n\
+              | kernel | size | model: GB from DRAM | measured DRAM read GB | L2 traffic GB | shared-store bank conflicts | shared-load bank conflicts |\n|---|---:|---:|---:|---:|---:|---:|\n";
+        for r in results.rows.iter().filter(|r| r.ncu.is_some()) {
+            let n = r.ncu.as_ref().unwrap();
+            s += &format!(
+                "| {} | {} | {} | {:.2} | {:.2} | {} | {} |\n",
+                r.variant,
+                r.size_label(),
+                fmt(r.model_bytes, |v| format!("{:.1}", v / 1e9)),
+                n.dram_read_bytes / 1e9,
+                n.l2_bytes / 1e9,
+                thousands(n.shared_store_bank_conflicts),
+                thousands(n.shared_load_bank_conflicts),
+            );
+        }
+    }
+    if !m.skipped.is_empty() {
+        s += &format!("\nSkipped: {}\n", m.skipped.join("; "));
+    }
+    s += &format!("\n![GFLOP/s against n]({plot})\n");
+    s
+}
+
+/// Whether every row passed verification.
+pub fn all_verified(results: &Results) -> bool {
+    results.rows.iter().all(|r| r.verified || r.kind == Kind::Cublas && r.median_ms.is_none())
+}

@@ -1,0 +1,164 @@
+//! The bench's results: one row per (size, variant), written as JSON and
+//! CSV, and read back by `--from` to re-render tables, plot and README.
+
+use serde::{Deserialize, Serialize};
+
+use host::gpu::DeviceInfo;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Kind {
+    /// A kernel of kernels-gpu.
+    Rust,
+    /// A CUDA C++ twin compiled by NVRTC.
+    Cuda,
+    Cublas,
+}
+
+/// What Nsight Compute measured for one kernel at one size.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct NcuMetrics {
+    pub dram_read_bytes: f64,
+    pub l2_bytes: f64,
+    pub shared_store_bank_conflicts: f64,
+    pub shared_load_bank_conflicts: f64,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Row {
+    pub m: usize,
+    pub n: usize,
+    pub k: usize,
+    pub variant: String,
+    pub kind: Kind,
+    /// The Rust kernel's ladder step; for a CUDA twin, its Rust twin's.
+    pub step: Option<u32>,
+    /// For a CUDA twin, the Rust kernel it mirrors (and vice versa).
+    pub twin: Option<String>,
+    pub verified: bool,
+    pub max_error: f64,
+    pub reps: usize,
+    pub median_ms: Option<f64>,
+    pub p20_ms: Option<f64>,
+    pub p80_ms: Option<f64>,
+    pub min_ms: Option<f64>,
+    pub gflops: Option<f64>,
+    pub percent_of_peak: Option<f64>,
+    pub percent_of_cublas: Option<f64>,
+    /// Rust GFLOP/s over its CUDA C++ twin's, same size, same run.
+    pub rust_over_cuda: Option<f64>,
+    pub model_bytes: Option<f64>,
+    pub model_intensity: Option<f64>,
+    pub model_ceiling_gflops: Option<f64>,
+    pub ncu: Option<NcuMetrics>,
+}
+
+impl Row {
+    pub fn size_label(&self) -> String {
+        if self.m == self.n && self.n == self.k {
+            self.n.to_string()
+        } else {
+            format!("{}x{}x{}", self.m, self.n, self.k)
+        }
+    }
+
+    pub fn is_square(&self) -> bool {
+        self.m == self.n && self.n == self.k
+    }
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Settings {
+    pub sizes: Vec<String>,
+    pub seed: u64,
+    pub warmup: usize,
+    pub min_reps: usize,
+    pub budget_ms: f64,
+    /// How L2 is kept from helping: "flush" (a 2 x L2 write before each
+    /// timed launch) or "none".
+    pub l2: String,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Meta {
+    pub gpu: DeviceInfo,
+    pub peak_fp32_gflops: Option<f64>,
+    pub peak_dram_gbs: Option<f64>,
+    /// Driver's CUDA version, e.g. "13.0".
+    pub cuda_driver: String,
+    /// SM clocks nvidia-smi reported after each size, MHz (empty where unavailable).
+    pub sm_clocks_seen_mhz: Vec<u32>,
+    pub git_commit: String,
+    /// UTC, ISO 8601.
+    pub date: String,
+    pub ptx_arch: String,
+    pub settings: Settings,
+    /// Why a baseline is missing, if one is.
+    pub skipped: Vec<String>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Results {
+    pub meta: Meta,
+    pub rows: Vec<Row>,
+}
+
+impl Results {
+    /// Fills the ratios that compare rows of the same size.
+    pub fn link_rows(&mut self) {
+        let rows = self.rows.clone();
+        let find = |r: &Row, pred: &dyn Fn(&Row) -> bool| {
+            rows.iter().find(|o| o.m == r.m && o.n == r.n && o.k == r.k && pred(o)).and_then(|o| o.gflops)
+        };
+        for r in &mut self.rows {
+            let cublas = find(r, &|o| o.kind == Kind::Cublas);
+            r.percent_of_cublas = r.gflops.zip(cublas).map(|(g, c)| 100.0 * g / c);
+            if r.kind == Kind::Rust {
+                let twin = find(r, &|o| o.kind == Kind::Cuda && o.twin.as_deref() == Some(&r.variant));
+                r.rust_over_cuda = r.gflops.zip(twin).map(|(g, c)| g / c);
+            }
+        }
+    }
+
+    pub fn csv(&self) -> String {
+        let mut s = String::from(
+            "m,n,k,variant,kind,step,verified,max_error,reps,median_ms,p20_ms,p80_ms,min_ms,gflops,\
+             percent_of_peak,percent_of_cublas,rust_over_cuda,model_bytes,model_intensity,\
+             model_ceiling_gflops,ncu_dram_read_bytes,ncu_l2_bytes,ncu_shared_store_conflicts,\
+             ncu_shared_load_conflicts\n",
+        );
+        let opt = |x: Option<f64>| x.map_or(String::new(), |v| format!("{v}"));
+        for r in &self.rows {
+            let ncu = r.ncu.as_ref();
+            s += &[
+                r.m.to_string(),
+                r.n.to_string(),
+                r.k.to_string(),
+                format!("\"{}\"", r.variant),
+                format!("{:?}", r.kind).to_lowercase(),
+                r.step.map_or(String::new(), |s| s.to_string()),
+                r.verified.to_string(),
+                format!("{:e}", r.max_error),
+                r.reps.to_string(),
+                opt(r.median_ms),
+                opt(r.p20_ms),
+                opt(r.p80_ms),
+                opt(r.min_ms),
+                opt(r.gflops),
+                opt(r.percent_of_peak),
+                opt(r.percent_of_cublas),
+                opt(r.rust_over_cuda),
+                opt(r.model_bytes),
+                opt(r.model_intensity),
+                opt(r.model_ceiling_gflops),
+                opt(ncu.map(|n| n.dram_read_bytes)),
+                opt(ncu.map(|n| n.l2_bytes)),
+                opt(ncu.map(|n| n.shared_store_bank_conflicts)),
+                opt(ncu.map(|n| n.shared_load_bank_conflicts)),
+            ]
+            .join(",");
+            s.push('\n');
+        }
+        s
+    }
+}
