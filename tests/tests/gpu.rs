@@ -48,7 +48,7 @@ fn main() -> ExitCode {
         for spec in KERNELS {
             let result = RustKernel::load(&gpu, spec)
                 .and_then(|kernel| {
-                    let opts = TimingOptions { warmup: 0, reps: 0, flush_l2: false };
+                    let opts = TimingOptions { warmup: 0, reps: 0, flush_l2: false, budget_ms: None };
                     runner::measure(&gpu, &mut bufs, &reference, &kernel, opts)
                 })
                 .map_err(|e| e.to_string())
