@@ -14,8 +14,10 @@ pub struct Gemm {
     pub k: usize,
 }
 
+#[cfg(target_arch = "nvptx64")]
 impl Gemm {
-    /// Builds the arguments from a kernel's raw parameters.
+    /// Builds the arguments from a kernel's raw parameters (PTX entries only;
+    /// on the host the emulator builds `Gemm` from checked buffers).
     ///
     /// # Safety
     /// `a`, `b` and `c` address live device buffers of at least `m * k`,

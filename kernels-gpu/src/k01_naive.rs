@@ -24,6 +24,7 @@ pub const SPEC: KernelSpec = KernelSpec {
         shared_bytes: 0,
     },
     model_reuse: (1, 1),
+    body: naive,
 };
 
 /// `C[row][col] = sum_k A[row][k] * B[k][col]`, one thread per `(row, col)`.

@@ -28,13 +28,15 @@ pub const T: usize = 16;
 /// The lesson's padding: one extra column per tile row.
 pub const PAD: usize = 1;
 
-type Tile = SharedTile<T, { T + PAD }>;
-/// `As[16][17]`: this phase's tile of A, in shared memory.
-const A_SHARED: Tile = Tile::at(0);
-/// `Bs[16][17]`: this phase's tile of B, right after A's.
-const B_SHARED: Tile = Tile::at(A_SHARED.end());
+/// `As[16][COLS]`: this phase's tile of A, in shared memory, and
+/// `Bs[16][COLS]`: this phase's tile of B, right after A's. The kernel's
+/// are `[16][17]` (`COLS = T + PAD`); [`tiled16_nopad`]'s are `[16][16]`.
+const fn tiles<const COLS: usize>() -> (SharedTile<T, COLS>, SharedTile<T, COLS>) {
+    let a_shared = SharedTile::at(0);
+    (a_shared, SharedTile::at(a_shared.end()))
+}
 /// Shared memory per block: both tiles.
-pub const SHARED_BYTES: usize = B_SHARED.end() * 4;
+pub const SHARED_BYTES: usize = tiles::<{ T + PAD }>().1.end() * 4;
 
 pub const SPEC: KernelSpec = KernelSpec {
     name: "tiled16",
@@ -46,13 +48,33 @@ pub const SPEC: KernelSpec = KernelSpec {
         shared_bytes: SHARED_BYTES,
     },
     model_reuse: (T, T),
+    body: tiled16,
 };
 
 /// The lesson's `matmul_tiled`, with edge guards.
 pub fn tiled16(g: Gemm) {
+    tiled16_with::<NONE, { T + PAD }>(g)
+}
+
+/// What [`tiled16_with`] breaks: nothing for the kernel; the others are
+/// the `mutants` feature's test-only variants (constants, so the kernel's
+/// PTX has no trace of them).
+const NONE: u8 = 0;
+const NO_FIRST_BARRIER: u8 = 1;
+const NO_SECOND_BARRIER: u8 = 2;
+const EDGE_RETURN: u8 = 3;
+
+/// The kernel's body, with `MUTATION` applied and `[16][COLS]` tiles.
+#[inline(always)]
+fn tiled16_with<const MUTATION: u8, const COLS: usize>(g: Gemm) {
+    let (a_shared, b_shared) = const { tiles::<COLS>() };
     let (tx, ty) = (thread_idx_x(), thread_idx_y());
     let row = block_idx_y() * T + ty; // this thread's element of C
     let col = block_idx_x() * T + tx;
+    if MUTATION == EDGE_RETURN && (row >= g.m || col >= g.n) {
+        // The naive kernel's guard: edge threads skip every barrier.
+        return;
+    }
     let mut acc = 0.0f32;
 
     // Loop over K in phases of T.
@@ -77,23 +99,27 @@ pub fn tiled16(g: Gemm) {
         // (ty, tx) has one owner thread, and the barrier that ended the
         // previous phase ordered these writes after all reads of it.
         unsafe {
-            A_SHARED.store(ty, tx, a);
-            B_SHARED.store(ty, tx, b);
+            a_shared.store(ty, tx, a);
+            b_shared.store(ty, tx, b);
         }
         // Barrier 1: no thread reads the tiles until all 256 have staged theirs.
-        sync_threads();
+        if MUTATION != NO_FIRST_BARRIER {
+            sync_threads();
+        }
 
         // 16 multiply-adds per thread, all served from shared memory.
         for kk in 0..T {
             // SAFETY: ty, kk, tx < T: inside both tiles; nobody writes the
             // tiles between barrier 1 and barrier 2.
-            let (a, b) = unsafe { (A_SHARED.load(ty, kk), B_SHARED.load(kk, tx)) };
+            let (a, b) = unsafe { (a_shared.load(ty, kk), b_shared.load(kk, tx)) };
             acc = fma(a, b, acc);
         }
 
         // Barrier 2: every thread is done reading before the next phase
         // overwrites the tiles (the one the lesson says is easy to forget).
-        sync_threads();
+        if MUTATION != NO_SECOND_BARRIER {
+            sync_threads();
+        }
         k0 += T;
     }
     if row < g.m && col < g.n {
@@ -103,3 +129,53 @@ pub fn tiled16(g: Gemm) {
 }
 
 crate::gemm_kernel!(tiled16);
+
+/// Broken variants of [`tiled16`], for the CPU emulator's tests only
+/// (feature `mutants`; never in the PTX). Same body, one thing changed.
+#[cfg(all(feature = "mutants", not(target_arch = "nvptx64")))]
+pub mod mutants {
+    use super::*;
+
+    /// Barrier 1 removed: threads read tiles others are still writing.
+    pub fn no_first_barrier(g: Gemm) {
+        tiled16_with::<NO_FIRST_BARRIER, { T + PAD }>(g)
+    }
+
+    /// Barrier 2 removed: fast threads overwrite tiles slow ones still read.
+    pub fn no_second_barrier(g: Gemm) {
+        tiled16_with::<NO_SECOND_BARRIER, { T + PAD }>(g)
+    }
+
+    /// Edge threads (outside C) return before the loop, skipping barriers.
+    pub fn edge_return(g: Gemm) {
+        tiled16_with::<EDGE_RETURN, { T + PAD }>(g)
+    }
+}
+
+/// The lesson's kernel with its pad removed: `[16][16]` tiles. Not a
+/// ladder step but the lesson's own experiment, run on the GPU: the pad
+/// was meant to prevent bank conflicts, and in this kernel it causes them
+/// (the README shows both kernels' times and Nsight Compute's counts).
+pub fn tiled16_nopad(g: Gemm) {
+    tiled16_with::<NONE, T>(g)
+}
+
+pub const SPEC_NOPAD: KernelSpec = KernelSpec {
+    name: "tiled16_nopad",
+    step: 2,
+    summary: "the lesson's kernel with unpadded [16][16] tiles",
+    launch: Launch {
+        block_threads: (T as u32, T as u32),
+        block_tile: (T, T),
+        shared_bytes: tiles::<T>().1.end() * 4,
+    },
+    model_reuse: (T, T),
+    body: tiled16_nopad,
+};
+
+/// `gemm_kernel!` makes one `entry` module per Rust module: this one gets its own.
+mod nopad {
+    #[cfg(target_arch = "nvptx64")]
+    use super::tiled16_nopad;
+    crate::gemm_kernel!(tiled16_nopad);
+}

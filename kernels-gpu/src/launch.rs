@@ -1,6 +1,8 @@
 //! What the host needs to know to launch a kernel, stated once, by the
 //! kernel itself: block shape, the tile of C each block owns, shared memory.
 
+use crate::gemm::Gemm;
+
 /// How a kernel is launched.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Launch {
@@ -40,4 +42,8 @@ pub struct KernelSpec {
     /// moves `4 * (M*N*K/reuse.1 + M*N*K/reuse.0 + M*N)` bytes in that
     /// model: `(1, 1)` for the naive kernel, `(16, 16)` for the lesson's.
     pub model_reuse: (usize, usize),
+    /// The kernel's body: what the PTX entry `name` runs, and what the CPU
+    /// emulator runs (`emu::run_gemm`). Never called through this pointer
+    /// on the GPU.
+    pub body: fn(Gemm),
 }

@@ -18,6 +18,7 @@ pub fn sync_threads() {
     unsafe { core::arch::nvptx::_syncthreads() }
 }
 
-// TEMPORARY (replaced by the CPU emulator's backend, issue 4).
+// On the host: a real barrier across the CPU emulator's threads of the
+// block, which reports (instead of hanging on) a barrier some threads skip.
 #[cfg(not(target_arch = "nvptx64"))]
-pub use crate::device::host_stub::sync_threads;
+pub use crate::emu::backend::sync_threads;

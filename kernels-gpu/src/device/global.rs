@@ -9,27 +9,40 @@
 //! (e.g. `m * k` floats for A). Every access is `unsafe`; its caller
 //! guarantees the index is below that length. Two threads never write the
 //! same element (each element of C has exactly one owner thread).
+//!
+//! On the GPU a buffer is just its pointer. On the host (the CPU
+//! emulator, [`crate::emu`]) it is the buffer's identity and length, and
+//! every access is checked against them and reported, never undefined.
 
 /// A read-only `f32` buffer in global memory.
 #[derive(Clone, Copy, Debug)]
 pub struct GlobalIn {
-    ptr: *const f32,
+    ptr: backend::In,
 }
 
 /// A written `f32` buffer in global memory.
 #[derive(Clone, Copy, Debug)]
 pub struct GlobalOut {
-    ptr: *mut f32,
+    ptr: backend::Out,
 }
 
 impl GlobalIn {
-    /// Wraps a kernel argument.
+    /// Wraps a kernel argument (on the GPU; the emulator makes its own).
     ///
     /// # Safety
     /// `ptr` addresses a live device buffer for the whole launch.
+    #[cfg(target_arch = "nvptx64")]
     #[inline(always)]
     pub unsafe fn from_raw(ptr: *const f32) -> Self {
-        Self { ptr }
+        Self {
+            ptr: backend::from_raw(ptr),
+        }
+    }
+
+    /// The emulator's buffer `buffer`.
+    #[cfg(not(target_arch = "nvptx64"))]
+    pub(crate) fn emulated(buffer: backend::Buffer) -> Self {
+        Self { ptr: buffer }
     }
 
     /// Reads element `index`.
@@ -37,9 +50,10 @@ impl GlobalIn {
     /// # Safety
     /// `index` is below the buffer's length.
     #[inline(always)]
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
     pub unsafe fn read(self, index: usize) -> f32 {
         // SAFETY: in bounds by this function's contract.
-        unsafe { self.ptr.add(index).read() }
+        unsafe { backend::read(self.ptr, index) }
     }
 
     /// Reads elements `index..index + 4` as one 128-bit load (`ld.global.v4.f32`).
@@ -48,24 +62,30 @@ impl GlobalIn {
     /// `index + 4` is at most the buffer's length and `index % 4 == 0`
     /// (device allocations are 256-byte aligned, so the load is 16-byte aligned).
     #[inline(always)]
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
     pub unsafe fn read4(self, index: usize) -> [f32; 4] {
         // SAFETY: in bounds and aligned by this function's contract.
-        unsafe {
-            (self.ptr.add(index) as *const crate::device::shared::Vec4)
-                .read()
-                .0
-        }
+        unsafe { backend::read4(self.ptr, index) }
     }
 }
 
 impl GlobalOut {
-    /// Wraps a kernel argument.
+    /// Wraps a kernel argument (on the GPU; the emulator makes its own).
     ///
     /// # Safety
     /// `ptr` addresses a live device buffer for the whole launch.
+    #[cfg(target_arch = "nvptx64")]
     #[inline(always)]
     pub unsafe fn from_raw(ptr: *mut f32) -> Self {
-        Self { ptr }
+        Self {
+            ptr: backend::from_raw(ptr),
+        }
+    }
+
+    /// The emulator's buffer `buffer`.
+    #[cfg(not(target_arch = "nvptx64"))]
+    pub(crate) fn emulated(buffer: backend::Buffer) -> Self {
+        Self { ptr: buffer }
     }
 
     /// Writes `value` to element `index`.
@@ -74,9 +94,10 @@ impl GlobalOut {
     /// `index` is below the buffer's length and no other thread of the
     /// launch writes the same element.
     #[inline(always)]
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
     pub unsafe fn write(self, index: usize, value: f32) {
         // SAFETY: in bounds and single-writer by this function's contract.
-        unsafe { self.ptr.add(index).write(value) }
+        unsafe { backend::write(self.ptr, index, value) }
     }
 
     /// Writes elements `index..index + 4` as one 128-bit store.
@@ -84,11 +105,65 @@ impl GlobalOut {
     /// # Safety
     /// As for [`Self::write`] for all four elements, and `index % 4 == 0`.
     #[inline(always)]
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
     pub unsafe fn write4(self, index: usize, values: [f32; 4]) {
         // SAFETY: in bounds, aligned and single-writer by this function's contract.
-        unsafe {
-            (self.ptr.add(index) as *mut crate::device::shared::Vec4)
-                .write(crate::device::shared::Vec4(values))
-        }
+        unsafe { backend::write4(self.ptr, index, values) }
     }
+}
+
+/// On the GPU: plain pointer accesses (`ld.global`, `st.global`).
+#[cfg(target_arch = "nvptx64")]
+mod backend {
+    use crate::device::shared::Vec4;
+
+    pub type In = *const f32;
+    pub type Out = *mut f32;
+
+    #[inline(always)]
+    pub fn from_raw<P>(ptr: P) -> P {
+        ptr
+    }
+
+    /// # Safety
+    /// `index` is inside the buffer `ptr` addresses.
+    #[inline(always)]
+    pub unsafe fn read(ptr: In, index: usize) -> f32 {
+        // SAFETY: in bounds by the caller's contract.
+        unsafe { ptr.add(index).read() }
+    }
+
+    /// # Safety
+    /// `index..index + 4` is inside the buffer; `index % 4 == 0`.
+    #[inline(always)]
+    pub unsafe fn read4(ptr: In, index: usize) -> [f32; 4] {
+        // SAFETY: in bounds and 16-byte aligned by the caller's contract.
+        unsafe { (ptr.add(index) as *const Vec4).read().0 }
+    }
+
+    /// # Safety
+    /// `index` is inside the buffer; no other thread writes it.
+    #[inline(always)]
+    pub unsafe fn write(ptr: Out, index: usize, value: f32) {
+        // SAFETY: in bounds and single-writer by the caller's contract.
+        unsafe { ptr.add(index).write(value) }
+    }
+
+    /// # Safety
+    /// `index..index + 4` is inside the buffer, `index % 4 == 0`; no
+    /// other thread writes those elements.
+    #[inline(always)]
+    pub unsafe fn write4(ptr: Out, index: usize, values: [f32; 4]) {
+        // SAFETY: in bounds, aligned and single-writer by the caller's contract.
+        unsafe { (ptr.add(index) as *mut Vec4).write(Vec4(values)) }
+    }
+}
+
+/// On the host: the CPU emulator's checked buffers.
+#[cfg(not(target_arch = "nvptx64"))]
+mod backend {
+    pub use crate::emu::backend::global::*;
+
+    pub type In = Buffer;
+    pub type Out = Buffer;
 }

@@ -9,6 +9,10 @@
 //! - [`global`]: typed views of the kernel's global-memory buffers;
 //! - [`math`]: fused multiply-add (rustc never contracts `a * b + c`).
 //!
+//! On the host the same functions run the kernel bodies on the CPU
+//! emulator ([`crate::emu`]), which checks every access; only the
+//! nvptx side is what the GPU runs, and it stays a bare pointer access.
+//!
 //! Safety model, in one paragraph: the launch contract (grid, block and
 //! shared-memory size taken from the kernel's own [`KernelSpec`], buffers
 //! of the sizes [`Gemm`] states) is upheld by the host. Given that, an
@@ -22,8 +26,6 @@
 
 pub mod barrier;
 pub mod global;
-#[cfg(not(target_arch = "nvptx64"))]
-mod host_stub;
 pub mod math;
 pub mod shared;
 pub mod thread;

@@ -49,6 +49,7 @@ impl<const ROWS: usize, const COLS: usize> SharedTile<ROWS, COLS> {
     /// [`Self::end`] words of shared memory, and no other thread writes
     /// this word between the barriers that enclose the read.
     #[inline(always)]
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
     pub unsafe fn load(self, row: usize, col: usize) -> f32 {
         // SAFETY: in bounds and race-free by this function's contract.
         unsafe { backend::load(self.word(row, col)) }
@@ -60,6 +61,7 @@ impl<const ROWS: usize, const COLS: usize> SharedTile<ROWS, COLS> {
     /// As for [`Self::load`], and no other thread reads or writes this
     /// word between the barriers that enclose the write.
     #[inline(always)]
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
     pub unsafe fn store(self, row: usize, col: usize, value: f32) {
         // SAFETY: in bounds and race-free by this function's contract.
         unsafe { backend::store(self.word(row, col), value) }
@@ -72,6 +74,7 @@ impl<const ROWS: usize, const COLS: usize> SharedTile<ROWS, COLS> {
     /// index in shared memory (`offset + row * COLS + col`) is a multiple
     /// of 4, so the access is 16-byte aligned.
     #[inline(always)]
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
     pub unsafe fn load4(self, row: usize, col: usize) -> [f32; 4] {
         // SAFETY: in bounds, aligned and race-free by this function's contract.
         unsafe { backend::load4(self.word(row, col)) }
@@ -83,6 +86,7 @@ impl<const ROWS: usize, const COLS: usize> SharedTile<ROWS, COLS> {
     /// As for [`Self::store`] for all four words, and 16-byte alignment
     /// as for [`Self::load4`].
     #[inline(always)]
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
     pub unsafe fn store4(self, row: usize, col: usize, values: [f32; 4]) {
         // SAFETY: in bounds, aligned and race-free by this function's contract.
         unsafe { backend::store4(self.word(row, col), values) }
@@ -90,6 +94,7 @@ impl<const ROWS: usize, const COLS: usize> SharedTile<ROWS, COLS> {
 }
 
 /// Four floats with 16-byte alignment: read and written as one vector.
+#[cfg(target_arch = "nvptx64")]
 #[repr(C, align(16))]
 #[derive(Clone, Copy)]
 pub(crate) struct Vec4(pub [f32; 4]);
@@ -137,6 +142,7 @@ mod backend {
     }
 }
 
-// TEMPORARY (replaced by the CPU emulator's backend, issue 4).
+// On the host, the CPU emulator's shared memory: accesses are checked and
+// logged for the race and bank-conflict checks.
 #[cfg(not(target_arch = "nvptx64"))]
-use crate::device::host_stub as backend;
+use crate::emu::backend::shared as backend;

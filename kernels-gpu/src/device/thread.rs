@@ -35,6 +35,6 @@ special_register!(
     block_idx_y => _block_idx_y
 );
 
-// TEMPORARY (replaced by the CPU emulator's backend, issue 4).
+// On the host: the indices of the CPU emulator's thread running the body.
 #[cfg(not(target_arch = "nvptx64"))]
-pub use crate::device::host_stub::{block_idx_x, block_idx_y, thread_idx_x, thread_idx_y};
+pub use crate::emu::backend::{block_idx_x, block_idx_y, thread_idx_x, thread_idx_y};

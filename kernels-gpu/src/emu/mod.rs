@@ -1,0 +1,320 @@
+//! A SIMT emulator: runs the kernels' own bodies on the CPU and checks
+//! them (host only).
+//!
+//! [`run_gemm`] launches a kernel body with the geometry the GPU uses
+//! (`spec.launch.grid(m, n)` blocks of `spec.launch.block_threads`
+//! threads, `spec.launch.shared_bytes` of shared memory per block). Every
+//! GPU thread of a block is an OS thread, so barriers are real barriers
+//! and threads really interleave; blocks run one after another. The
+//! device helpers of [`crate::device`] have a host backend
+//! ([`backend`]) that makes every access checkable, so no kernel logic
+//! is written twice. The [`EmuReport`] holds C and what the checks found:
+//!
+//! - races: two threads of a block touch the same shared-memory word
+//!   between the same two barriers, at least one writing it;
+//! - barrier errors: a barrier not every thread of the block reaches
+//!   (reported, never a hang: waiting threads are unwound);
+//! - bad accesses: outside a buffer or shared memory, or a misaligned
+//!   128-bit access (reads give NaN, writes are dropped);
+//! - double writes: two threads write the same element of C;
+//! - panics of kernel threads (on the GPU, `trap`);
+//! - bank-conflict accounting for shared memory, per access site (see
+//!   [`check`] for the model).
+//!
+//! ```
+//! use kernels_gpu::{emu, k02_tiled16};
+//! let (m, n, k) = (17, 17, 17);
+//! let (a, b) = (vec![1.0; m * k], vec![1.0; k * n]);
+//! let report = emu::run_gemm(&k02_tiled16::SPEC, k02_tiled16::tiled16, &a, &b, m, n, k);
+//! assert!(report.is_clean(), "{report}");
+//! assert!(report.c.iter().all(|&x| x == 17.0));
+//! ```
+
+pub(crate) mod backend;
+mod block;
+mod check;
+mod report;
+
+pub use report::{
+    BadAccess, BankStats, BarrierError, Coord, DoubleWrite, GridThread, Interval, KernelPanic,
+    Memory, Op, Race, RaceAccess, Site, SiteStats, Traffic, Waiters,
+};
+
+use std::fmt;
+use std::panic;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::atomic::{AtomicU32, AtomicUsize};
+use std::sync::{Arc, Mutex, Once, PoisonError};
+
+use crate::device::{GlobalIn, GlobalOut};
+use crate::gemm::Gemm;
+use crate::launch::KernelSpec;
+use backend::global::Buffer;
+use block::Block;
+
+/// What one emulated launch computed and found.
+#[derive(Clone, Debug)]
+pub struct EmuReport {
+    pub kernel: &'static str,
+    /// `(m, n, k)` of the launch.
+    pub shape: (usize, usize, usize),
+    /// The output, row-major m x n; elements nobody wrote are NaN.
+    pub c: Vec<f32>,
+    pub races: Vec<Race>,
+    pub barrier_errors: Vec<BarrierError>,
+    pub bad_accesses: Vec<BadAccess>,
+    pub double_writes: Vec<DoubleWrite>,
+    pub panics: Vec<KernelPanic>,
+    /// Findings not kept because a list reached [`MAX_FINDINGS`].
+    pub omitted: usize,
+    /// Shared-memory bank conflicts (not an error: a cost).
+    pub banks: BankStats,
+}
+
+/// Findings of one kind kept per launch: a broken kernel finds the same
+/// bug in every block, and the first ones say it all.
+pub const MAX_FINDINGS: usize = 64;
+
+impl EmuReport {
+    /// No races, barrier errors, bad accesses, double writes or panics.
+    /// (Bank conflicts are a cost, not an error.)
+    pub fn is_clean(&self) -> bool {
+        self.races.is_empty()
+            && self.barrier_errors.is_empty()
+            && self.bad_accesses.is_empty()
+            && self.double_writes.is_empty()
+            && self.panics.is_empty()
+            && self.omitted == 0
+    }
+}
+
+impl fmt::Display for EmuReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (m, n, k) = self.shape;
+        write!(
+            f,
+            "{} on the CPU emulator, m={m} n={n} k={k}: {} races, {} barrier errors, \
+             {} bad accesses, {} double writes, {} panics",
+            self.kernel,
+            self.races.len(),
+            self.barrier_errors.len(),
+            self.bad_accesses.len(),
+            self.double_writes.len(),
+            self.panics.len(),
+        )?;
+        if self.omitted > 0 {
+            write!(f, " ({} more not kept)", self.omitted)?;
+        }
+        let findings = (self.races.iter().map(|x| x as &dyn fmt::Display))
+            .chain(self.barrier_errors.iter().map(|x| x as &dyn fmt::Display))
+            .chain(self.bad_accesses.iter().map(|x| x as &dyn fmt::Display))
+            .chain(self.double_writes.iter().map(|x| x as &dyn fmt::Display))
+            .chain(self.panics.iter().map(|x| x as &dyn fmt::Display));
+        for finding in findings {
+            write!(f, "\n- {finding}")?;
+        }
+        write!(f, "\n{}", self.banks)
+    }
+}
+
+/// Runs `body` (the kernel `spec` describes) on the CPU for
+/// `C = A * B` with row-major `a` (m x k) and `b` (k x n), and reports
+/// what it computed and what the checks found. A broken kernel is
+/// reported, never a crash or a hang (unless one of its threads loops
+/// forever).
+///
+/// # Panics
+/// If `a.len() != m * k` or `b.len() != k * n`, or the OS refuses a thread.
+pub fn run_gemm(
+    spec: &KernelSpec,
+    body: fn(Gemm),
+    a: &[f32],
+    b: &[f32],
+    m: usize,
+    n: usize,
+    k: usize,
+) -> EmuReport {
+    assert_eq!(a.len(), m * k, "A must hold m * k = {m} * {k} floats");
+    assert_eq!(b.len(), k * n, "B must hold k * n = {k} * {n} floats");
+    install_panic_hook();
+    let (bx, by) = spec.launch.block_threads;
+    let launch = Arc::new(Launch {
+        kernel: spec.name,
+        shape: (m, n, k),
+        grid: spec.launch.grid(m, n),
+        block_dims: (bx as usize, by as usize),
+        shared_words: spec.launch.shared_bytes / 4,
+        a: a.to_vec(),
+        b: b.to_vec(),
+        c: (0..m * n)
+            .map(|_| AtomicU32::new(f32::NAN.to_bits()))
+            .collect(),
+        c_writer: (0..m * n).map(|_| AtomicUsize::new(0)).collect(),
+        findings: Mutex::new(Findings::default()),
+    });
+    let gemm = Gemm {
+        a: GlobalIn::emulated(Buffer {
+            memory: Memory::A,
+            len: a.len(),
+        }),
+        b: GlobalIn::emulated(Buffer {
+            memory: Memory::B,
+            len: b.len(),
+        }),
+        c: GlobalOut::emulated(Buffer {
+            memory: Memory::C,
+            len: m * n,
+        }),
+        m,
+        n,
+        k,
+    };
+    let (gx, gy) = launch.grid;
+    for y in 0..gy {
+        for x in 0..gx {
+            Block::run(&launch, (x, y), body, gemm);
+        }
+    }
+    let launch = Arc::into_inner(launch).expect("every emulated thread has been joined");
+    let findings = launch
+        .findings
+        .into_inner()
+        .unwrap_or_else(PoisonError::into_inner);
+    EmuReport {
+        kernel: launch.kernel,
+        shape: launch.shape,
+        c: launch
+            .c
+            .into_iter()
+            .map(|x| f32::from_bits(x.into_inner()))
+            .collect(),
+        races: findings.races,
+        barrier_errors: findings.barrier_errors,
+        bad_accesses: findings.bad_accesses,
+        double_writes: findings.double_writes,
+        panics: findings.panics,
+        omitted: findings.omitted,
+        banks: findings.banks,
+    }
+}
+
+/// Kernel panics are findings: an emulated thread's panic is recorded by
+/// the report instead of printed. Other threads' panics go to the hook
+/// that was there before.
+fn install_panic_hook() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        let previous = panic::take_hook();
+        panic::set_hook(Box::new(move |info| {
+            if !backend::note_panic(info) {
+                previous(info)
+            }
+        }));
+    });
+}
+
+/// One shared-memory access, as a thread logs it.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct SharedAccess {
+    pub site: Site,
+    pub word: u32,
+    pub op: Op,
+    /// Words: 1, or 4 for a 128-bit access.
+    pub width: u8,
+}
+
+/// Everything a launch's threads share.
+pub(crate) struct Launch {
+    pub kernel: &'static str,
+    pub shape: (usize, usize, usize),
+    pub grid: Coord,
+    pub block_dims: Coord,
+    pub shared_words: usize,
+    a: Vec<f32>,
+    b: Vec<f32>,
+    /// C as `f32` bits: threads of a racy kernel may write it at once.
+    c: Vec<AtomicU32>,
+    /// Who wrote each element of C: 0 for nobody, else the writer's
+    /// launch-wide thread id plus one.
+    c_writer: Vec<AtomicUsize>,
+    findings: Mutex<Findings>,
+}
+
+/// A launch's findings so far.
+#[derive(Default)]
+pub(crate) struct Findings {
+    pub races: Vec<Race>,
+    pub barrier_errors: Vec<BarrierError>,
+    pub bad_accesses: Vec<BadAccess>,
+    pub double_writes: Vec<DoubleWrite>,
+    pub panics: Vec<KernelPanic>,
+    pub omitted: usize,
+    pub banks: BankStats,
+}
+
+impl Findings {
+    /// Keeps `finding` in `list` unless the list is full.
+    pub fn keep<T>(list: &mut Vec<T>, omitted: &mut usize, finding: T) {
+        if list.len() < MAX_FINDINGS {
+            list.push(finding);
+        } else {
+            *omitted += 1;
+        }
+    }
+}
+
+impl Launch {
+    /// Runs `f` on the findings (blocks and threads report concurrently).
+    pub fn findings<R>(&self, f: impl FnOnce(&mut Findings) -> R) -> R {
+        f(&mut self.findings.lock().unwrap_or_else(PoisonError::into_inner))
+    }
+
+    pub fn report_bad_access(&self, bad: BadAccess) {
+        self.findings(|f| Findings::keep(&mut f.bad_accesses, &mut f.omitted, bad));
+    }
+
+    /// The input buffer `memory` (A or B).
+    pub fn input(&self, memory: Memory) -> &[f32] {
+        match memory {
+            Memory::A => &self.a,
+            Memory::B => &self.b,
+            Memory::C | Memory::Shared => unreachable!("GlobalIn is only made for A and B"),
+        }
+    }
+
+    /// `C[index] = value` by `thread` of `block`; reports a second writer.
+    pub fn write_c(&self, index: usize, value: f32, block: Coord, thread: Coord, site: Site) {
+        let id = self.launch_thread_id(block, thread) + 1;
+        self.c[index].store(value.to_bits(), Relaxed);
+        let previous = self.c_writer[index].swap(id, Relaxed);
+        if previous != 0 && previous != id {
+            let n = self.shape.1;
+            let double = DoubleWrite {
+                kernel: self.kernel,
+                index,
+                row: index / n,
+                col: index % n,
+                first: self.grid_thread(previous - 1),
+                second: GridThread { block, thread },
+                site,
+            };
+            self.findings(|f| Findings::keep(&mut f.double_writes, &mut f.omitted, double));
+        }
+    }
+
+    /// `(block linear id) * threads per block + (thread linear id)`.
+    fn launch_thread_id(&self, (bx, by): Coord, (tx, ty): Coord) -> usize {
+        let (dx, dy) = self.block_dims;
+        (by * self.grid.0 + bx) * (dx * dy) + ty * dx + tx
+    }
+
+    /// The thread whose launch-wide id is `id`.
+    fn grid_thread(&self, id: usize) -> GridThread {
+        let (dx, dy) = self.block_dims;
+        let (block, tid) = (id / (dx * dy), id % (dx * dy));
+        GridThread {
+            block: (block % self.grid.0, block / self.grid.0),
+            thread: (tid % dx, tid / dx),
+        }
+    }
+}
