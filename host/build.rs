@@ -129,7 +129,11 @@ fn git_commit(root: &Path) -> String {
         Some(commit) => {
             let dirty = git(&["status", "--porcelain", "--untracked-files=no"])
                 .is_some_and(|s| !s.is_empty());
-            if dirty { format!("{commit}-dirty") } else { commit }
+            if dirty {
+                format!("{commit}-dirty")
+            } else {
+                commit
+            }
         }
         None => "unknown".into(),
     }

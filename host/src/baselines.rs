@@ -33,9 +33,11 @@ pub struct CudaTwin {
 pub fn load_cuda_twins(gpu: &Gpu) -> Result<Vec<CudaTwin>, String> {
     // SAFETY: only tries to dlopen libnvrtc under its known names.
     if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
-        return Err("NVRTC (libnvrtc.so) not found: add the CUDA toolkit's lib64 folder \
+        return Err(
+            "NVRTC (libnvrtc.so) not found: add the CUDA toolkit's lib64 folder \
                     (e.g. /usr/local/cuda/lib64) to LD_LIBRARY_PATH"
-            .into());
+                .into(),
+        );
     }
     let (major, minor) = gpu.info.compute_capability;
     // NVRTC wants a 'static arch name; one leak per process is fine.
@@ -48,16 +50,25 @@ pub fn load_cuda_twins(gpu: &Gpu) -> Result<Vec<CudaTwin>, String> {
     let ptx = cudarc::nvrtc::compile_ptx_with_opts(LESSON_CU, opts).map_err(|e| {
         // The first error is the one that matters; the log can run to pages.
         let log = match &e {
-            cudarc::nvrtc::CompileError::CompileError { log, .. } => log.to_string_lossy().into_owned(),
+            cudarc::nvrtc::CompileError::CompileError { log, .. } => {
+                log.to_string_lossy().into_owned()
+            }
             other => format!("{other:?}"),
         };
-        let first = log.lines().find(|l| l.contains("error")).unwrap_or(log.as_str()).trim().to_string();
+        let first = log
+            .lines()
+            .find(|l| l.contains("error"))
+            .unwrap_or(log.as_str())
+            .trim()
+            .to_string();
         format!("NVRTC could not compile host/cuda/lesson.cu: {first}")
     })?;
-    let module = gpu
-        .ctx
-        .load_module(ptx)
-        .map_err(|e| format!("the driver rejected NVRTC's PTX: {}", crate::error::cuda_error_name(&e)))?;
+    let module = gpu.ctx.load_module(ptx).map_err(|e| {
+        format!(
+            "the driver rejected NVRTC's PTX: {}",
+            crate::error::cuda_error_name(&e)
+        )
+    })?;
     ["naive", "tiled16"]
         .into_iter()
         .map(|name| {
@@ -65,7 +76,11 @@ pub fn load_cuda_twins(gpu: &Gpu) -> Result<Vec<CudaTwin>, String> {
             let func = module
                 .load_function(name)
                 .map_err(|e| format!("{name} missing from NVRTC's module: {e}"))?;
-            Ok(CudaTwin { label: format!("{name} (CUDA C++)"), twin, func })
+            Ok(CudaTwin {
+                label: format!("{name} (CUDA C++)"),
+                twin,
+                func,
+            })
         })
         .collect()
 }
@@ -79,18 +94,35 @@ impl Enqueue for CudaTwin {
         let (gx, gy) = self.twin.launch.grid(bufs.shape.m, bufs.shape.n);
         let cfg = LaunchConfig {
             grid_dim: (gx as u32, gy as u32, 1),
-            block_dim: (self.twin.launch.block_threads.0, self.twin.launch.block_threads.1, 1),
+            block_dim: (
+                self.twin.launch.block_threads.0,
+                self.twin.launch.block_threads.1,
+                1,
+            ),
             // The twins declare their tiles statically (__shared__).
             shared_mem_bytes: 0,
         };
-        let (m, n, k) = (bufs.shape.m as i32, bufs.shape.n as i32, bufs.shape.k as i32);
+        let (m, n, k) = (
+            bufs.shape.m as i32,
+            bufs.shape.n as i32,
+            bufs.shape.k as i32,
+        );
         let mut launch = gpu.stream.launch_builder(&self.func);
-        launch.arg(&bufs.a).arg(&bufs.b).arg(&mut bufs.c).arg(&m).arg(&n).arg(&k);
+        launch
+            .arg(&bufs.a)
+            .arg(&bufs.b)
+            .arg(&mut bufs.c)
+            .arg(&m)
+            .arg(&n)
+            .arg(&k);
         // SAFETY: the arguments match lesson.cu's signatures; buffers hold
         // m*k, k*n and m*n floats; the grid covers C as the Rust twin's does.
         unsafe { launch.launch(cfg) }
             .map(|_| ())
-            .map_err(|source| HostError::LaunchFailed { kernel: self.label.clone(), source })
+            .map_err(|source| HostError::LaunchFailed {
+                kernel: self.label.clone(),
+                source,
+            })
     }
 }
 
@@ -103,9 +135,11 @@ impl Cublas {
     pub fn load(gpu: &Gpu) -> Result<Self, String> {
         // SAFETY: only tries to dlopen libcublas under its known names.
         if !unsafe { cudarc::cublas::sys::is_culib_present() } {
-            return Err("cuBLAS (libcublas.so) not found: add the CUDA toolkit's lib64 folder \
+            return Err(
+                "cuBLAS (libcublas.so) not found: add the CUDA toolkit's lib64 folder \
                         (e.g. /usr/local/cuda/lib64) to LD_LIBRARY_PATH"
-                .into());
+                    .into(),
+            );
         }
         if std::env::var("NVIDIA_TF32_OVERRIDE").is_ok_and(|v| v != "0") {
             return Err("NVIDIA_TF32_OVERRIDE is set: cuBLAS would use TF32; unset it".into());
@@ -114,7 +148,10 @@ impl Cublas {
         // Default math: FP32 SGEMM never uses TF32 tensor cores unless asked.
         // SAFETY: the handle is live; the mode is a valid enum value.
         let status = unsafe {
-            cudarc::cublas::sys::cublasSetMathMode(*blas.handle(), cublasMath_t::CUBLAS_DEFAULT_MATH)
+            cudarc::cublas::sys::cublasSetMathMode(
+                *blas.handle(),
+                cublasMath_t::CUBLAS_DEFAULT_MATH,
+            )
         };
         if status != cudarc::cublas::sys::cublasStatus_t::CUBLAS_STATUS_SUCCESS {
             return Err(format!("cuBLAS could not set FP32 math mode: {status:?}"));
@@ -129,7 +166,11 @@ impl Enqueue for Cublas {
     }
 
     fn enqueue(&self, _gpu: &Gpu, bufs: &mut Buffers) -> Result<(), HostError> {
-        let (m, n, k) = (bufs.shape.m as i32, bufs.shape.n as i32, bufs.shape.k as i32);
+        let (m, n, k) = (
+            bufs.shape.m as i32,
+            bufs.shape.n as i32,
+            bufs.shape.k as i32,
+        );
         // cuBLAS is column-major: row-major C = A B is column-major
         // C^T = B^T A^T, i.e. an (n x m) result from B (n x k) and A (k x m).
         let cfg = GemmConfig {

@@ -18,11 +18,12 @@ pub fn cuda_error_name(e: &DriverError) -> String {
 pub enum HostError {
     #[error(
         "no NVIDIA driver found (libcuda.so.1 could not be loaded): install the NVIDIA driver, \
-         or check that LD_LIBRARY_PATH reaches libcuda.so.1"
+         or run the kernels on the CPU emulator with --emulate (e.g. --n 64 --emulate)"
     )]
     NoDriver,
     #[error(
-        "the NVIDIA driver found no GPU: check `nvidia-smi`, and CUDA_VISIBLE_DEVICES if it is set"
+        "the NVIDIA driver found no GPU: check `nvidia-smi` and CUDA_VISIBLE_DEVICES, \
+         or run the kernels on the CPU emulator with --emulate"
     )]
     NoGpu,
     #[error("GPU {ordinal} does not exist: this machine has {count} (choose --device 0..{})", count - 1)]
@@ -34,16 +35,27 @@ pub enum HostError {
         source: DriverError,
     },
     #[error(
-        "the driver rejected the kernels' PTX ({}): it targets {target} and the GPU is {gpu}; \
-         build the PTX for {gpu} or older, or update the NVIDIA driver",
+        "the driver rejected the kernels' PTX ({}): it targets {target} but the GPU is {gpu}; \
+         build the PTX for {gpu} or older",
         cuda_error_name(.source)
     )]
-    PtxRejected {
+    PtxTooNew {
         target: String,
         gpu: String,
         #[source]
         source: DriverError,
     },
+    #[error(
+        "the driver rejected the kernels' PTX ({}): its JIT compiler could not compile it; \
+         check the PTX with `ptxas`, or update the NVIDIA driver if the PTX ISA version is newer than it knows",
+        cuda_error_name(.source)
+    )]
+    PtxRejected {
+        #[source]
+        source: DriverError,
+    },
+    #[error("the PTX file is not PTX text: {0}")]
+    NotPtx(String),
     #[error("GPU is compute capability {major}.{minor}; the kernels need 7.0 or newer")]
     GpuTooOld { major: i32, minor: i32 },
     #[error("unknown kernel '{name}': choose one of {available} (see --list-kernels)")]

@@ -58,7 +58,10 @@ impl DeviceInfo {
     }
 
     pub fn peaks(&self) -> Option<Peaks> {
-        Some(Peaks { fp32_gflops: self.peak_fp32_gflops()?, dram_gbs: self.peak_dram_gbs()? })
+        Some(Peaks {
+            fp32_gflops: self.peak_fp32_gflops()?,
+            dram_gbs: self.peak_dram_gbs()?,
+        })
     }
 }
 
@@ -81,7 +84,12 @@ pub fn device_count() -> Result<usize, HostError> {
     if !driver_present() {
         return Err(HostError::NoDriver);
     }
-    cudarc::driver::result::init().map_err(HostError::cuda("initialising the driver (cuInit)"))?;
+    match cudarc::driver::result::init() {
+        Ok(()) => {}
+        // cuInit itself says "no device" when none is visible.
+        Err(e) if e.0 == cudarc::driver::sys::CUresult::CUDA_ERROR_NO_DEVICE => return Ok(0),
+        Err(e) => return Err(HostError::cuda("initialising the driver (cuInit)")(e)),
+    }
     let count = CudaContext::device_count().map_err(HostError::cuda("counting GPUs"))?;
     Ok(count.max(0) as usize)
 }
@@ -94,6 +102,9 @@ impl Gpu {
 
     /// Opens GPU `ordinal` and loads the kernels from `ptx` (PTX source text).
     pub fn open_with_ptx(ordinal: usize, ptx: &str) -> Result<Self, HostError> {
+        if ptx.contains('\0') {
+            return Err(HostError::NotPtx("it contains a NUL byte".into()));
+        }
         let count = device_count()?;
         if count == 0 {
             return Err(HostError::NoGpu);
@@ -111,15 +122,23 @@ impl Gpu {
         if major < 7 {
             return Err(HostError::GpuTooOld { major, minor });
         }
-        let module = ctx
-            .load_module(Ptx::from_src(ptx))
-            .map_err(|source| HostError::PtxRejected {
-                target: ptx_target(ptx).unwrap_or("an unknown target").to_string(),
-                gpu: format!("sm_{major}{minor}"),
-                source,
-            })?;
+        let module = ctx.load_module(Ptx::from_src(ptx)).map_err(|source| {
+            match ptx_target(ptx).and_then(sm_number) {
+                Some(target) if target > major * 10 + minor => HostError::PtxTooNew {
+                    target: format!("sm_{target}"),
+                    gpu: format!("sm_{major}{minor}"),
+                    source,
+                },
+                _ => HostError::PtxRejected { source },
+            }
+        })?;
         let stream = ctx.default_stream();
-        Ok(Self { ctx, stream, module, info })
+        Ok(Self {
+            ctx,
+            stream,
+            module,
+            info,
+        })
     }
 
     /// The kernel's entry point, ready to launch with its launch's shared memory.
@@ -127,21 +146,29 @@ impl Gpu {
         let f = self
             .module
             .load_function(spec.name)
-            .map_err(HostError::cuda(format!("finding kernel {} in the PTX", spec.name)))?;
+            .map_err(HostError::cuda(format!(
+                "finding kernel {} in the PTX",
+                spec.name
+            )))?;
         // Above 48 KB a block's dynamic shared memory must be opted into.
         if spec.launch.shared_bytes > 48 * 1024 {
             f.set_attribute(
                 CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                 spec.launch.shared_bytes as i32,
             )
-            .map_err(HostError::cuda(format!("raising {}'s shared-memory limit", spec.name)))?;
+            .map_err(HostError::cuda(format!(
+                "raising {}'s shared-memory limit",
+                spec.name
+            )))?;
         }
         Ok(f)
     }
 
     /// Free and total device memory, bytes.
     pub fn memory(&self) -> Result<(usize, usize), HostError> {
-        self.ctx.mem_get_info().map_err(HostError::cuda("reading free memory"))
+        self.ctx
+            .mem_get_info()
+            .map_err(HostError::cuda("reading free memory"))
     }
 
     /// Fails with a clear message when `bytes` would not fit in free memory
@@ -161,17 +188,23 @@ impl Gpu {
 
     /// Copies `data` to a new device buffer.
     pub fn upload(&self, data: &[f32]) -> Result<CudaSlice<f32>, HostError> {
-        self.stream.clone_htod(data).map_err(HostError::cuda("copying to the GPU"))
+        self.stream
+            .clone_htod(data)
+            .map_err(HostError::cuda("copying to the GPU"))
     }
 
     /// Copies a device buffer back.
     pub fn download(&self, buf: &CudaSlice<f32>) -> Result<Vec<f32>, HostError> {
-        self.stream.clone_dtoh(buf).map_err(HostError::cuda("copying from the GPU"))
+        self.stream
+            .clone_dtoh(buf)
+            .map_err(HostError::cuda("copying from the GPU"))
     }
 
     /// Waits for the stream; a kernel fault surfaces here.
     pub fn sync(&self, doing: &str) -> Result<(), HostError> {
-        self.stream.synchronize().map_err(HostError::cuda(doing.to_string()))
+        self.stream
+            .synchronize()
+            .map_err(HostError::cuda(doing.to_string()))
     }
 }
 
@@ -182,12 +215,26 @@ pub fn ptx_target(ptx: &str) -> Option<&str> {
         .and_then(|t| t.split([',', ' ']).next())
 }
 
+/// `sm_90a` -> 90.
+fn sm_number(target: &str) -> Option<i32> {
+    target
+        .strip_prefix("sm_")?
+        .trim_end_matches(|c: char| c.is_ascii_alphabetic())
+        .parse()
+        .ok()
+}
+
 fn device_info(ctx: &Arc<CudaContext>, ordinal: usize) -> Result<DeviceInfo, HostError> {
     let attr = |a: CUdevice_attribute| ctx.attribute(a).ok().filter(|&v| v > 0);
-    let name = ctx.name().map_err(HostError::cuda("reading the GPU's name"))?;
-    let compute_capability =
-        ctx.compute_capability().map_err(HostError::cuda("reading the compute capability"))?;
-    let total_memory = ctx.total_mem().map_err(HostError::cuda("reading total memory"))?;
+    let name = ctx
+        .name()
+        .map_err(HostError::cuda("reading the GPU's name"))?;
+    let compute_capability = ctx
+        .compute_capability()
+        .map_err(HostError::cuda("reading the compute capability"))?;
+    let total_memory = ctx
+        .total_mem()
+        .map_err(HostError::cuda("reading total memory"))?;
     let mut driver = 0;
     // SAFETY: writes one int; the driver is loaded (a context exists).
     unsafe { cudarc::driver::sys::cuDriverGetVersion(&mut driver) };

@@ -4,17 +4,30 @@
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
-/// `len` floats uniform in [-1, 1), from `seed`.
-pub fn random_matrix(len: usize, seed: u64) -> Vec<f32> {
+use crate::HostError;
+use crate::shape::Shape;
+
+/// `len` floats uniform in [-1, 1), from `seed`; an error (not an abort)
+/// when the host cannot hold them.
+pub fn random_matrix(len: usize, seed: u64) -> Result<Vec<f32>, HostError> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(len).map_err(|_| {
+        HostError::BadShape(format!(
+            "the inputs need {:.1} GB of host memory, more than this machine can give: \
+             choose smaller sizes",
+            len as f64 * 4.0 / 1e9
+        ))
+    })?;
     let mut rng = SmallRng::seed_from_u64(seed);
-    (0..len).map(|_| rng.random_range(-1.0f32..1.0)).collect()
+    v.extend((0..len).map(|_| rng.random_range(-1.0f32..1.0)));
+    Ok(v)
 }
 
 /// A and B for one problem; B's stream is independent of A's.
-pub fn random_inputs(shape: &crate::shape::Shape, seed: u64) -> (Vec<f32>, Vec<f32>) {
+pub fn random_inputs(shape: &Shape, seed: u64) -> Result<(Vec<f32>, Vec<f32>), HostError> {
     let (a_len, b_len, _) = shape.elems();
-    (
-        random_matrix(a_len, seed),
-        random_matrix(b_len, seed ^ 0x9E37_79B9_7F4A_7C15),
-    )
+    Ok((
+        random_matrix(a_len, seed)?,
+        random_matrix(b_len, seed ^ 0x9E37_79B9_7F4A_7C15)?,
+    ))
 }

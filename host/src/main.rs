@@ -2,6 +2,8 @@
 //!
 //! cargo run --release -p host -- --n 4096
 
+mod emulate;
+
 use std::process::ExitCode;
 
 use anyhow::Result;
@@ -21,22 +23,22 @@ use kernels_gpu::registry::{self, KERNELS};
 #[command(version, about)]
 struct Args {
     /// Size of a square problem (m = n = k), unless --m or --k say otherwise.
-    #[arg(long, default_value_t = 1024)]
+    #[arg(long, default_value_t = 1024, allow_negative_numbers = true, value_parser = dimension)]
     n: usize,
     /// Rows of A and C (default: --n).
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true, value_parser = dimension)]
     m: Option<usize>,
     /// Columns of A, rows of B (default: --n).
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true, value_parser = dimension)]
     k: Option<usize>,
     /// Kernels to run, comma-separated, or "all" (see --list-kernels).
     #[arg(long, default_value = "all", value_delimiter = ',')]
     kernel: Vec<String>,
-    /// Untimed launches before timing.
-    #[arg(long, default_value_t = 3)]
+    /// Untimed launches before timing (at most 10,000).
+    #[arg(long, default_value_t = 3, value_parser = launches)]
     warmup: usize,
-    /// Timed launches (median reported); 0 verifies without timing.
-    #[arg(long, default_value_t = 10)]
+    /// Timed launches, median reported (at most 10,000); 0 verifies without timing.
+    #[arg(long, default_value_t = 10, value_parser = launches)]
     reps: usize,
     /// Seed of the random inputs.
     #[arg(long, default_value_t = 42)]
@@ -56,10 +58,45 @@ struct Args {
     /// List the kernels and exit.
     #[arg(long)]
     list_kernels: bool,
+    /// Run on the CPU emulator instead of a GPU: same kernel code, checked
+    /// for races, barrier misuse and bad accesses, with bank-conflict counts
+    /// (no timing; small sizes only).
+    #[arg(long)]
+    emulate: bool,
+}
+
+/// A matrix dimension: a whole number (range checks, with the flag's name,
+/// are `Shape::new`'s).
+fn dimension(s: &str) -> Result<usize, String> {
+    s.trim()
+        .parse::<usize>()
+        .map_err(|_| format!("sizes are whole numbers from 1 to {}", host::shape::MAX_DIM))
+}
+
+fn launches(s: &str) -> Result<usize, String> {
+    match s.trim().parse::<usize>() {
+        Ok(n) if n <= 10_000 => Ok(n),
+        _ => Err("a number of launches from 0 to 10,000".into()),
+    }
 }
 
 fn main() -> ExitCode {
-    let args = Args::parse();
+    // Argument errors are one line (clap's own add usage and a hint).
+    let args = match Args::try_parse() {
+        Ok(args) => args,
+        Err(e) if !e.use_stderr() => {
+            let _ = e.print(); // --help, --version
+            return ExitCode::SUCCESS;
+        }
+        Err(e) => {
+            let text = e.render().to_string();
+            eprintln!(
+                "{} (see --help)",
+                text.lines().next().unwrap_or("error: bad arguments")
+            );
+            return ExitCode::from(2);
+        }
+    };
     match run(&args) {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => ExitCode::FAILURE,
@@ -80,7 +117,11 @@ fn select(names: &[String]) -> Result<Vec<&'static KernelSpec>, HostError> {
         .map(|name| {
             registry::find(name.trim()).ok_or_else(|| HostError::UnknownKernel {
                 name: name.clone(),
-                available: KERNELS.iter().map(|k| k.name).collect::<Vec<_>>().join(", "),
+                available: KERNELS
+                    .iter()
+                    .map(|k| k.name)
+                    .collect::<Vec<_>>()
+                    .join(", "),
             })
         })
         .collect()
@@ -91,7 +132,7 @@ fn list_kernels() {
         let (bm, bn) = k.launch.block_tile;
         let (tx, ty) = k.launch.block_threads;
         println!(
-            "{:02} {:<12} {}  [block {tx}x{ty} threads, tile {bm}x{bn} of C, {} B shared]",
+            "{:02} {:<24} {}  [block {tx}x{ty} threads, tile {bm}x{bn} of C, {} B shared]",
             k.step, k.name, k.summary, k.launch.shared_bytes
         );
     }
@@ -106,6 +147,12 @@ fn run(args: &Args) -> Result<bool> {
     // Every argument is checked before the GPU is touched.
     let shape = Shape::new(args.m.unwrap_or(args.n), args.n, args.k.unwrap_or(args.n))?;
     let kernels = select(&args.kernel)?;
+    for spec in &kernels {
+        runner::check_grid(spec, &shape)?;
+    }
+    if args.emulate {
+        return emulate::run(&shape, &kernels, args.seed, args.json);
+    }
     let opts = TimingOptions {
         warmup: args.warmup,
         reps: args.reps,
@@ -116,15 +163,14 @@ fn run(args: &Args) -> Result<bool> {
     let gpu = match &args.ptx {
         None => Gpu::open(args.device)?,
         Some(path) => {
-            let ptx = std::fs::read_to_string(path).map_err(|e| {
-                anyhow::anyhow!("cannot read the PTX file {}: {e}", path.display())
-            })?;
+            let ptx = std::fs::read_to_string(path)
+                .map_err(|e| anyhow::anyhow!("cannot read the PTX file {}: {e}", path.display()))?;
             Gpu::open_with_ptx(args.device, &ptx)?
         }
     };
     // Check the size against free memory before making inputs on the host.
     gpu.check_fits(&shape.to_string(), Buffers::device_bytes(&gpu, &shape))?;
-    let (a, b) = inputs::random_inputs(&shape, args.seed);
+    let (a, b) = inputs::random_inputs(&shape, args.seed)?;
     let reference = Reference::new(shape, &a, &b, args.seed);
     let mut bufs = Buffers::new(&gpu, shape, &a, &b)?;
     drop((a, b));

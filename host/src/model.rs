@@ -32,7 +32,11 @@ pub fn estimate(kernel: &KernelSpec, shape: &Shape, peaks: Option<Peaks>) -> Mod
     let bytes = 4.0 * (a_loads + b_loads + m * n);
     let intensity = shape.flops() / bytes;
     let ceiling_gflops = peaks.map(|p| (intensity * p.dram_gbs).min(p.fp32_gflops));
-    ModelEstimate { bytes, intensity, ceiling_gflops }
+    ModelEstimate {
+        bytes,
+        intensity,
+        ceiling_gflops,
+    }
 }
 
 /// The GPU's two ceilings, computed from its own attributes.
@@ -53,14 +57,25 @@ mod tests {
         let shape = Shape::square(4096).unwrap();
         let naive = estimate(&kernels_gpu::k01_naive::SPEC, &shape, None);
         let tiled = estimate(&kernels_gpu::k02_tiled16::SPEC, &shape, None);
-        assert!((naive.bytes / 1e9 - 549.8).abs() < 0.1, "{}", naive.bytes / 1e9);
-        assert!((tiled.bytes / 1e9 - 34.4).abs() < 0.1, "{}", tiled.bytes / 1e9);
+        assert!(
+            (naive.bytes / 1e9 - 549.8).abs() < 0.1,
+            "{}",
+            naive.bytes / 1e9
+        );
+        assert!(
+            (tiled.bytes / 1e9 - 34.4).abs() < 0.1,
+            "{}",
+            tiled.bytes / 1e9
+        );
         assert!((naive.intensity - 0.25).abs() < 1e-3);
         assert!((tiled.intensity - 4.0).abs() < 1e-2);
         let roof = estimate(
             &kernels_gpu::k02_tiled16::SPEC,
             &shape,
-            Some(Peaks { fp32_gflops: 67_000.0, dram_gbs: 4_800.0 }),
+            Some(Peaks {
+                fp32_gflops: 67_000.0,
+                dram_gbs: 4_800.0,
+            }),
         );
         assert!((roof.ceiling_gflops.unwrap() - 4.0 * 4_800.0).abs() < 200.0);
     }

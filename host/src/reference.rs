@@ -103,16 +103,49 @@ impl Reference {
         // with the strides given (row stride = columns, column stride = 1).
         unsafe {
             matrixmultiply::dgemm(
-                m, k, n, 1.0, a64.as_ptr(), k as isize, 1, b64.as_ptr(), n as isize, 1, 0.0,
-                c.as_mut_ptr(), n as isize, 1,
+                m,
+                k,
+                n,
+                1.0,
+                a64.as_ptr(),
+                k as isize,
+                1,
+                b64.as_ptr(),
+                n as isize,
+                1,
+                0.0,
+                c.as_mut_ptr(),
+                n as isize,
+                1,
             );
             matrixmultiply::dgemm(
-                m, k, n, 1.0, abs_a.as_ptr(), k as isize, 1, abs_b.as_ptr(), n as isize, 1, 0.0,
-                scale.as_mut_ptr(), n as isize, 1,
+                m,
+                k,
+                n,
+                1.0,
+                abs_a.as_ptr(),
+                k as isize,
+                1,
+                abs_b.as_ptr(),
+                n as isize,
+                1,
+                0.0,
+                scale.as_mut_ptr(),
+                n as isize,
+                1,
             );
         }
-        let entries = c.into_iter().zip(scale).enumerate().map(|(i, (v, s))| (i, v, s)).collect();
-        Self { shape, mode: Mode::Full, entries }
+        let entries = c
+            .into_iter()
+            .zip(scale)
+            .enumerate()
+            .map(|(i, (v, s))| (i, v, s))
+            .collect();
+        Self {
+            shape,
+            mode: Mode::Full,
+            entries,
+        }
     }
 
     fn sampled(shape: Shape, a: &[f32], b: &[f32], seed: u64) -> Self {
@@ -138,12 +171,20 @@ impl Reference {
                 (row * n + col, v, s)
             })
             .collect();
-        Self { shape, mode: Mode::Sampled, entries }
+        Self {
+            shape,
+            mode: Mode::Sampled,
+            entries,
+        }
     }
 
     /// Checks a GPU result `c` (row-major, m x n) against the reference.
     pub fn check(&self, c: &[f32]) -> Verification {
-        assert_eq!(c.len(), self.shape.m * self.shape.n, "C has the wrong length");
+        assert_eq!(
+            c.len(),
+            self.shape.m * self.shape.n,
+            "C has the wrong length"
+        );
         let nonfinite = c.iter().filter(|x| !x.is_finite()).count();
         let mut max_error = 0.0f64;
         let mut worst = None;
@@ -157,7 +198,12 @@ impl Reference {
             };
             if err > max_error || worst.is_none() {
                 max_error = max_error.max(err);
-                worst = Some(Worst { row: i / self.shape.n, col: i % self.shape.n, got, want });
+                worst = Some(Worst {
+                    row: i / self.shape.n,
+                    col: i % self.shape.n,
+                    got,
+                    want,
+                });
             }
         }
         Verification {
@@ -188,7 +234,10 @@ mod tests {
         let want = [58.0, 64.0, 139.0, 154.0];
         for (&(i, v, s), w) in r.entries.iter().zip(want) {
             assert_eq!(v, w, "element {i}");
-            assert_eq!(s, w, "all terms are positive, so the scale equals the value");
+            assert_eq!(
+                s, w,
+                "all terms are positive, so the scale equals the value"
+            );
         }
         assert!(r.check(&[58.0, 64.0, 139.0, 154.0]).passed);
         let off = r.check(&[58.0, 64.0, 139.0, 155.0]);
@@ -212,13 +261,16 @@ mod tests {
     #[test]
     fn sampled_reference_agrees_with_full() {
         let shape = Shape::new(37, 41, 29).unwrap();
-        let (a, b) = crate::inputs::random_inputs(&shape, 7);
+        let (a, b) = crate::inputs::random_inputs(&shape, 7).unwrap();
         let full = Reference::full(shape, &a, &b);
         let sampled = Reference::sampled(shape, &a, &b, 7);
         assert_eq!(sampled.mode(), Mode::Sampled);
         // Corners and both edges are always sampled.
         for corner in [0, 40, 36 * 41, 37 * 41 - 1] {
-            assert!(sampled.entries.iter().any(|e| e.0 == corner), "corner {corner} missing");
+            assert!(
+                sampled.entries.iter().any(|e| e.0 == corner),
+                "corner {corner} missing"
+            );
         }
         for &(i, v, s) in &sampled.entries {
             let (_, fv, fs) = full.entries[i];
@@ -232,7 +284,7 @@ mod tests {
     #[test]
     fn tolerance_separates_rounding_from_a_dropped_term() {
         let shape = Shape::new(4, 4, 8192).unwrap();
-        let (a, b) = crate::inputs::random_inputs(&shape, 3);
+        let (a, b) = crate::inputs::random_inputs(&shape, 3).unwrap();
         let r = Reference::new(shape, &a, &b, 3);
         let product = |drop: Option<usize>| -> Vec<f32> {
             let mut c = vec![0.0f32; 16];
@@ -249,8 +301,16 @@ mod tests {
         };
         let exact = r.check(&product(None));
         assert!(exact.passed, "f32 rounding flagged: {:e}", exact.max_error);
-        assert!(exact.max_error < TOLERANCE / 10.0, "rounding error {:e}", exact.max_error);
+        assert!(
+            exact.max_error < TOLERANCE / 10.0,
+            "rounding error {:e}",
+            exact.max_error
+        );
         let dropped = r.check(&product(Some(4000)));
-        assert!(!dropped.passed, "a dropped term passed: {:e}", dropped.max_error);
+        assert!(
+            !dropped.passed,
+            "a dropped term passed: {:e}",
+            dropped.max_error
+        );
     }
 }

@@ -24,14 +24,21 @@ pub struct KernelReport {
 }
 
 impl KernelReport {
-    pub fn new(spec: &KernelSpec, shape: &Shape, info: &DeviceInfo, measurement: Measurement) -> Self {
+    pub fn new(
+        spec: &KernelSpec,
+        shape: &Shape,
+        info: &DeviceInfo,
+        measurement: Measurement,
+    ) -> Self {
         let model = model::estimate(spec, shape, info.peaks());
         let median_s = measurement.timing.as_ref().map(|t| t.median_ms * 1e-3);
         let gflops = median_s.map(|s| shape.flops() / s / 1e9);
         Self {
             kernel: spec.name.into(),
             summary: spec.summary.into(),
-            percent_of_fp32_peak: gflops.zip(info.peak_fp32_gflops()).map(|(g, p)| 100.0 * g / p),
+            percent_of_fp32_peak: gflops
+                .zip(info.peak_fp32_gflops())
+                .map(|(g, p)| 100.0 * g / p),
             model_gbs: median_s.map(|s| model.bytes / s / 1e9),
             measurement,
             gflops,
@@ -76,10 +83,12 @@ impl RunReport {
     pub fn header(&self) -> String {
         let g = &self.gpu;
         let (major, minor) = g.compute_capability;
-        let clock = g.clock_mhz.map_or("clock unknown".into(), |c| format!("{c:.0} MHz"));
-        let peak = self
-            .peak_fp32_gflops
-            .map_or(String::new(), |p| format!(", FP32 peak {} GFLOP/s", thousands(p)));
+        let clock = g
+            .clock_mhz
+            .map_or("clock unknown".into(), |c| format!("{c:.0} MHz"));
+        let peak = self.peak_fp32_gflops.map_or(String::new(), |p| {
+            format!(", FP32 peak {} GFLOP/s", thousands(p))
+        });
         let dram = self
             .peak_dram_gbs
             .map_or(String::new(), |b| format!(", DRAM {} GB/s", thousands(b)));
@@ -98,14 +107,18 @@ impl RunReport {
             self.seed,
             t.warmup,
             t.reps,
-            if t.flush_l2 { "flushed before each timed launch" } else { "not flushed" },
+            if t.flush_l2 {
+                "flushed before each timed launch"
+            } else {
+                "not flushed"
+            },
         )
     }
 
     /// One kernel's block of text.
     pub fn kernel_text(&self, r: &KernelReport) -> String {
         let v = &r.measurement.verification;
-        let mut s = format!("\n{:<9}{}\n", r.kernel, r.summary);
+        let mut s = format!("\n{}: {}\n", r.kernel, r.summary);
         let how = match v.mode {
             Mode::Full => format!("all {} elements against an f64 CPU product", v.checked),
             Mode::Sampled => format!(
@@ -141,7 +154,8 @@ impl RunReport {
         s += &format!(
             "  rate     {} GFLOP/s{}\n",
             thousands(gflops),
-            r.percent_of_fp32_peak.map_or(String::new(), |p| format!(" = {p:.1}% of FP32 peak"))
+            r.percent_of_fp32_peak
+                .map_or(String::new(), |p| format!(" = {p:.1}% of FP32 peak"))
         );
         let m = &r.model;
         s += &format!(
@@ -157,12 +171,17 @@ impl RunReport {
             let vs_peak = self.peak_dram_gbs.map_or(String::new(), |p| {
                 let ratio = gbs / p;
                 if ratio > 1.0 {
-                    format!(" = {ratio:.1}x the DRAM peak: caches served what the model charges to DRAM")
+                    format!(
+                        " = {ratio:.1}x the DRAM peak: caches served what the model charges to DRAM"
+                    )
                 } else {
                     format!(" = {:.0}% of the DRAM peak", 100.0 * ratio)
                 }
             });
-            s += &format!("           at the measured time that is {} GB/s{vs_peak}\n", thousands(gbs));
+            s += &format!(
+                "           at the measured time that is {} GB/s{vs_peak}\n",
+                thousands(gbs)
+            );
         }
         s
     }

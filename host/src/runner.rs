@@ -7,15 +7,17 @@
 //! the Rust kernels here, and the CUDA C++ and cuBLAS baselines of the bench.
 
 use cudarc::driver::sys::CUevent_flags;
-use cudarc::driver::{CudaFunction, CudaSlice, DevicePtrMut, DriverError, LaunchConfig, PushKernelArg};
+use cudarc::driver::{
+    CudaFunction, CudaSlice, DevicePtrMut, DriverError, LaunchConfig, PushKernelArg,
+};
 use kernels_gpu::launch::KernelSpec;
 use serde::Serialize;
 
+use crate::HostError;
 use crate::gpu::Gpu;
 use crate::reference::{Reference, Verification};
 use crate::shape::Shape;
 use crate::timing::Timing;
-use crate::HostError;
 
 /// A, B and C on the device.
 pub struct Buffers {
@@ -41,13 +43,21 @@ impl Buffers {
         // buffer's contents are never read.
         let (c, flush) = unsafe {
             (
-                gpu.stream.alloc::<f32>(c_len).map_err(HostError::cuda("allocating C"))?,
+                gpu.stream
+                    .alloc::<f32>(c_len)
+                    .map_err(HostError::cuda("allocating C"))?,
                 gpu.stream
                     .alloc::<u8>(flush_bytes(gpu))
                     .map_err(HostError::cuda("allocating the L2 flush buffer"))?,
             )
         };
-        Ok(Self { shape, a: gpu.upload(a)?, b: gpu.upload(b)?, c, flush })
+        Ok(Self {
+            shape,
+            a: gpu.upload(a)?,
+            b: gpu.upload(b)?,
+            c,
+            flush,
+        })
     }
 
     /// Fills C with NaN (all bytes 0xFF), so an element no thread writes fails verification.
@@ -88,20 +98,16 @@ pub struct RustKernel {
 
 impl RustKernel {
     pub fn load(gpu: &Gpu, spec: &'static KernelSpec) -> Result<Self, HostError> {
-        Ok(Self { spec, func: gpu.function(spec)? })
+        Ok(Self {
+            spec,
+            func: gpu.function(spec)?,
+        })
     }
 
     /// The launch configuration, from the kernel's own constants.
     pub fn config(&self, shape: &Shape) -> Result<LaunchConfig, HostError> {
         let launch = &self.spec.launch;
-        let (gx, gy) = launch.grid(shape.m, shape.n);
-        if gy > 65_535 || gx > i32::MAX as usize {
-            return Err(HostError::BadShape(format!(
-                "{shape} needs a grid of {gx} x {gy} blocks for kernel {}, above CUDA's limit \
-                 of 65,535 rows of blocks: choose a smaller m",
-                self.spec.name
-            )));
-        }
+        let (gx, gy) = check_grid(self.spec, shape)?;
         Ok(LaunchConfig {
             grid_dim: (gx as u32, gy as u32, 1),
             block_dim: (launch.block_threads.0, launch.block_threads.1, 1),
@@ -117,16 +123,43 @@ impl Enqueue for RustKernel {
 
     fn enqueue(&self, gpu: &Gpu, bufs: &mut Buffers) -> Result<(), HostError> {
         let cfg = self.config(&bufs.shape)?;
-        let (m, n, k) = (bufs.shape.m as u32, bufs.shape.n as u32, bufs.shape.k as u32);
+        let (m, n, k) = (
+            bufs.shape.m as u32,
+            bufs.shape.n as u32,
+            bufs.shape.k as u32,
+        );
         let mut launch = gpu.stream.launch_builder(&self.func);
-        launch.arg(&bufs.a).arg(&bufs.b).arg(&mut bufs.c).arg(&m).arg(&n).arg(&k);
+        launch
+            .arg(&bufs.a)
+            .arg(&bufs.b)
+            .arg(&mut bufs.c)
+            .arg(&m)
+            .arg(&n)
+            .arg(&k);
         // SAFETY: the arguments match the entry's signature (gemm_kernel!:
         // A, B, C, m, n, k) and the buffers hold m*k, k*n and m*n floats;
         // grid, block and shared memory come from the kernel's own spec.
         unsafe { launch.launch(cfg) }
             .map(|_| ())
-            .map_err(|source| HostError::LaunchFailed { kernel: self.spec.name.into(), source })
+            .map_err(|source| HostError::LaunchFailed {
+                kernel: self.spec.name.into(),
+                source,
+            })
     }
+}
+
+/// The kernel's grid for `shape`, or an error when CUDA cannot launch it
+/// (at most 65,535 rows of blocks). Cheap: call it before allocating.
+pub fn check_grid(spec: &KernelSpec, shape: &Shape) -> Result<(usize, usize), HostError> {
+    let (gx, gy) = spec.launch.grid(shape.m, shape.n);
+    if gy > 65_535 || gx > i32::MAX as usize {
+        return Err(HostError::BadShape(format!(
+            "{shape} needs a grid of {gx} x {gy} blocks for kernel {}, above CUDA's limit \
+             of 65,535 rows of blocks: choose a smaller m",
+            spec.name
+        )));
+    }
+    Ok((gx, gy))
 }
 
 /// How many launches to run, and whether to flush L2 between them.
@@ -163,10 +196,14 @@ pub fn measure(
     let name = kernel.name().to_string();
     bufs.poison_c(gpu)?;
     kernel.enqueue(gpu, bufs)?;
-    gpu.sync(&format!("running {name}")).map_err(|e| launch_error(&name, e))?;
+    gpu.sync(&format!("running {name}"))
+        .map_err(|e| launch_error(&name, e))?;
     let verification = reference.check(&gpu.download(&bufs.c)?);
     if !verification.passed || opts.reps == 0 {
-        return Ok(Measurement { verification, timing: None });
+        return Ok(Measurement {
+            verification,
+            timing: None,
+        });
     }
 
     for _ in 0..opts.warmup {
@@ -178,7 +215,9 @@ pub fn measure(
             let start = record(gpu)?;
             kernel.enqueue(gpu, bufs)?;
             let end = record(gpu)?;
-            let once = start.elapsed_ms(&end).map_err(HostError::cuda("reading CUDA event times"))?;
+            let once = start
+                .elapsed_ms(&end)
+                .map_err(HostError::cuda("reading CUDA event times"))?;
             ((budget / f64::from(once).max(1e-3)) as usize).clamp(opts.reps, MAX_REPS)
         }
     };
@@ -191,13 +230,17 @@ pub fn measure(
         kernel.enqueue(gpu, bufs)?;
         events.push((start, record(gpu)?));
     }
-    gpu.sync(&format!("timing {name}")).map_err(|e| launch_error(&name, e))?;
+    gpu.sync(&format!("timing {name}"))
+        .map_err(|e| launch_error(&name, e))?;
     let samples = events
         .iter()
         .map(|(s, e)| s.elapsed_ms(e).map(f64::from))
         .collect::<Result<Vec<_>, _>>()
         .map_err(HostError::cuda("reading CUDA event times"))?;
-    Ok(Measurement { verification, timing: Some(Timing::from_samples(&samples)) })
+    Ok(Measurement {
+        verification,
+        timing: Some(Timing::from_samples(&samples)),
+    })
 }
 
 fn record(gpu: &Gpu) -> Result<cudarc::driver::CudaEvent, HostError> {
@@ -209,7 +252,10 @@ fn record(gpu: &Gpu) -> Result<cudarc::driver::CudaEvent, HostError> {
 /// A fault found when waiting is the kernel's fault: name it.
 fn launch_error(kernel: &str, e: HostError) -> HostError {
     match e {
-        HostError::Cuda { source, .. } => HostError::LaunchFailed { kernel: kernel.into(), source },
+        HostError::Cuda { source, .. } => HostError::LaunchFailed {
+            kernel: kernel.into(),
+            source,
+        },
         other => other,
     }
 }

@@ -7,9 +7,19 @@
 //! |---|---|---|
 //! | 01 | [`k01_naive`] | one thread per element of C, straight from global memory |
 //! | 02 | [`k02_tiled16`] | the lesson: 16x16 tiles of A and B staged in shared memory |
+//! | 03 | [`k03_tiled32`] | the lesson's bigger tiles: 32x32 (1024 threads) |
+//! | 04 | [`k04_blocktile_1d`] | 64x64 block tile, BK = 8, each thread a column of 8 outputs |
+//! | 05 | [`k05_blocktile_2d`] | 128x128 block tile, each thread an 8x8 square (register outer products) |
+//! | 06 | [`k06_vectorized`] | 128-bit global and shared loads, A transposed in shared memory |
+//! | 07 | [`k07_double_buffer`] | two shared stages, next tile in flight during compute, one barrier per step |
+//! | 08 | [`k08_warptile`] | warp tiles (32x64 per warp, lanes 2x2 pieces of 4x4): conflict-free shared reads |
+//! | 09 | [`k09_prefetch`] | fragments double-buffered in registers: row kk+1's shared loads in flight during row kk's FMAs |
+//! | 10 | [`k10_tuned`] | step 09 as a const-generic body, one PTX entry per parameter set |
 //!
 //! The same crate builds for the host, where it exports the kernels'
-//! constants ([`registry`]) so that launch shapes are never retyped.
+//! constants ([`registry`]) so that launch shapes are never retyped, and
+//! runs the very same kernel bodies on the CPU ([`emu`], a SIMT emulator
+//! with race, barrier and bank-conflict checks).
 //! Only [`device`] touches `core::arch::nvptx` and shared memory.
 #![cfg_attr(target_arch = "nvptx64", no_std)]
 #![cfg_attr(
@@ -30,9 +40,20 @@ pub mod launch;
 
 pub mod k01_naive;
 pub mod k02_tiled16;
+pub mod k03_tiled32;
+pub mod k04_blocktile_1d;
+pub mod k05_blocktile_2d;
+pub mod k06_vectorized;
+pub mod k07_double_buffer;
+pub mod k08_warptile;
+pub mod k09_prefetch;
+pub mod k10_tuned;
 
 #[cfg(not(target_arch = "nvptx64"))]
 pub mod registry;
+
+#[cfg(not(target_arch = "nvptx64"))]
+pub mod emu;
 
 /// A kernel that panics (an index out of bounds the optimiser could not
 /// remove) stops its thread with `trap`, which the host sees as a launch

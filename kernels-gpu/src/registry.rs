@@ -3,7 +3,28 @@
 use crate::launch::KernelSpec;
 
 /// The kernels, in ladder order. `name` is also the PTX entry's name.
-pub const KERNELS: &[KernelSpec] = &[crate::k01_naive::SPEC, crate::k02_tiled16::SPEC];
+/// Step 10's instances are all listed (also as `k10_tuned::SPECS`).
+pub const KERNELS: &[KernelSpec] = &[
+    crate::k01_naive::SPEC,
+    crate::k02_tiled16::SPEC,
+    crate::k02_tiled16::SPEC_NOPAD,
+    crate::k03_tiled32::SPEC,
+    crate::k04_blocktile_1d::SPEC,
+    crate::k05_blocktile_2d::SPEC,
+    crate::k06_vectorized::SPEC,
+    crate::k07_double_buffer::SPEC,
+    crate::k08_warptile::SPEC,
+    crate::k09_prefetch::SPEC,
+    crate::k10_tuned::SPEC_128X128X8_W64X64,
+    crate::k10_tuned::SPEC_256X64X8_W64X64,
+    crate::k10_tuned::SPEC_128X64X8_W64X64,
+    crate::k10_tuned::SPEC_128X128X16_W64X64,
+    crate::k10_tuned::SPEC_256X128X8_W64X64,
+    crate::k10_tuned::SPEC_256X128X16_W64X64,
+    crate::k10_tuned::SPEC_64X128X8_W32X64,
+    crate::k10_tuned::SPEC_128X128X8_W32X64,
+    crate::k10_tuned::SPEC_128X128X16_W32X64,
+];
 
 /// The kernel called `name`, if there is one.
 pub fn find(name: &str) -> Option<&'static KernelSpec> {

@@ -13,11 +13,18 @@ pub fn ptx_entry<'a>(ptx: &'a str, name: &str) -> Option<&'a str> {
 
 /// NVIDIA's `ptxas`: on PATH, or where `pip install nvidia-cuda-nvcc` puts it.
 pub fn find_ptxas() -> Option<PathBuf> {
-    if Command::new("ptxas").arg("--version").output().is_ok_and(|o| o.status.success()) {
+    if Command::new("ptxas")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success())
+    {
         return Some(PathBuf::from("ptxas"));
     }
     let out = Command::new("python3")
-        .args(["-c", "import nvidia, os; print(os.path.dirname(nvidia.__path__[0]))"])
+        .args([
+            "-c",
+            "import nvidia, os; print(os.path.dirname(nvidia.__path__[0]))",
+        ])
         .output()
         .ok()?;
     let site = String::from_utf8(out.stdout).ok()?;
@@ -46,7 +53,10 @@ pub fn parse_ptxas(verbose: &str) -> Vec<PtxasEntry> {
     for line in verbose.lines() {
         if let Some(rest) = line.split("Compiling entry function '").nth(1) {
             let name = rest.split('\'').next().unwrap_or_default().to_string();
-            entries.push(PtxasEntry { name, ..Default::default() });
+            entries.push(PtxasEntry {
+                name,
+                ..Default::default()
+            });
             current = Some(entries.len() - 1);
         } else if line.contains("Function properties for") {
             // Properties of a non-entry function (core's panic paths) follow.

@@ -10,24 +10,49 @@ fn host() -> Command {
 
 #[test]
 fn list_kernels_names_every_kernel_with_its_launch_shape() {
-    let out = host().arg("--list-kernels").assert().success().get_output().stdout.clone();
+    let out = host()
+        .arg("--list-kernels")
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
     let text = String::from_utf8(out).unwrap();
     assert_eq!(text.lines().count(), KERNELS.len());
     for (line, k) in text.lines().zip(KERNELS) {
         assert!(line.contains(k.name), "{line}");
         let (tx, ty) = k.launch.block_threads;
         assert!(line.contains(&format!("block {tx}x{ty} threads")), "{line}");
-        assert!(line.contains(&format!("{} B shared", k.launch.shared_bytes)), "{line}");
+        assert!(
+            line.contains(&format!("{} B shared", k.launch.shared_bytes)),
+            "{line}"
+        );
     }
 }
 
 #[test]
 fn help_documents_every_flag() {
-    let out = host().arg("--help").assert().success().get_output().stdout.clone();
+    let out = host()
+        .arg("--help")
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
     let help = String::from_utf8(out).unwrap();
     for flag in [
-        "--n", "--m", "--k", "--kernel", "--warmup", "--reps", "--seed", "--json", "--list-kernels",
-        "--ptx", "--device", "--no-flush",
+        "--n",
+        "--m",
+        "--k",
+        "--kernel",
+        "--warmup",
+        "--reps",
+        "--seed",
+        "--json",
+        "--list-kernels",
+        "--ptx",
+        "--device",
+        "--no-flush",
     ] {
         assert!(help.contains(flag), "--help does not mention {flag}");
     }

@@ -12,8 +12,13 @@ use host::shape::Shape;
 use kernels_gpu::registry::KERNELS;
 
 const SQUARE: [usize; 7] = [1, 15, 16, 17, 100, 257, 1000];
-const RECTANGLES: [(usize, usize, usize); 5] =
-    [(17, 33, 15), (1000, 1, 257), (1, 1000, 100), (100, 257, 1000), (129, 65, 33)];
+const RECTANGLES: [(usize, usize, usize); 5] = [
+    (17, 33, 15),
+    (1000, 1, 257),
+    (1, 1000, 100),
+    (100, 257, 1000),
+    (129, 65, 33),
+];
 
 fn main() -> ExitCode {
     match gpu::device_count() {
@@ -42,13 +47,18 @@ fn main() -> ExitCode {
     let shapes = SQUARE.iter().map(|&n| (n, n, n)).chain(RECTANGLES);
     for (i, (m, n, k)) in shapes.enumerate() {
         let shape = Shape::new(m, n, k).unwrap();
-        let (a, b) = host::inputs::random_inputs(&shape, 100 + i as u64);
+        let (a, b) = host::inputs::random_inputs(&shape, 100 + i as u64).unwrap();
         let reference = Reference::new(shape, &a, &b, 0);
         let mut bufs = Buffers::new(&gpu, shape, &a, &b).expect("buffers");
         for spec in KERNELS {
             let result = RustKernel::load(&gpu, spec)
                 .and_then(|kernel| {
-                    let opts = TimingOptions { warmup: 0, reps: 0, flush_l2: false, budget_ms: None };
+                    let opts = TimingOptions {
+                        warmup: 0,
+                        reps: 0,
+                        flush_l2: false,
+                        budget_ms: None,
+                    };
                     runner::measure(&gpu, &mut bufs, &reference, &kernel, opts)
                 })
                 .map_err(|e| e.to_string())
@@ -57,7 +67,10 @@ fn main() -> ExitCode {
                     if v.passed {
                         Ok(())
                     } else {
-                        Err(format!("max error {:e}, {} non-finite, worst {:?}", v.max_error, v.nonfinite, v.worst))
+                        Err(format!(
+                            "max error {:e}, {} non-finite, worst {:?}",
+                            v.max_error, v.nonfinite, v.worst
+                        ))
                     }
                 });
             check(format!("gpu::{}::m{m}_n{n}_k{k}", spec.name), result);
@@ -66,13 +79,19 @@ fn main() -> ExitCode {
 
     check("gpu::host_json_output_parses".into(), json_output());
     println!("\ngpu: {passed} passed, {failed} failed");
-    if failed == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE }
+    if failed == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
 }
 
 /// `host --json` prints one object with a verified, timed entry per kernel.
 fn json_output() -> Result<(), String> {
     let out = Command::new(env!("CARGO_BIN_FILE_HOST_host"))
-        .args(["--m", "300", "--n", "200", "--k", "100", "--reps", "3", "--warmup", "1", "--json"])
+        .args([
+            "--m", "300", "--n", "200", "--k", "100", "--reps", "3", "--warmup", "1", "--json",
+        ])
         .output()
         .map_err(|e| e.to_string())?;
     if !out.status.success() {
@@ -81,7 +100,11 @@ fn json_output() -> Result<(), String> {
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).map_err(|e| e.to_string())?;
     let kernels = v["kernels"].as_array().ok_or("no kernels array")?;
     if kernels.len() != KERNELS.len() {
-        return Err(format!("{} kernels in JSON, {} in the registry", kernels.len(), KERNELS.len()));
+        return Err(format!(
+            "{} kernels in JSON, {} in the registry",
+            kernels.len(),
+            KERNELS.len()
+        ));
     }
     for k in kernels {
         let ok = k["verification"]["passed"].as_bool() == Some(true)

@@ -13,10 +13,20 @@ use tests::{find_ptxas, parse_ptxas, ptx_entry};
 #[test]
 fn ptx_exports_every_kernel_and_nothing_unresolved() {
     let ptx = host::PTX;
-    assert!(ptx.contains(".target sm_70"), "PTX must load on compute capability 7.0+");
-    assert!(!ptx.contains(".extern .func"), "PTX calls a function it does not define");
+    assert!(
+        ptx.contains(".target sm_70"),
+        "PTX must load on compute capability 7.0+"
+    );
+    assert!(
+        !ptx.contains(".extern .func"),
+        "PTX calls a function it does not define"
+    );
     for k in KERNELS {
-        assert!(ptx_entry(ptx, k.name).is_some(), "no .entry {} in the PTX", k.name);
+        assert!(
+            ptx_entry(ptx, k.name).is_some(),
+            "no .entry {} in the PTX",
+            k.name
+        );
     }
     let entries = ptx.matches(".visible .entry").count();
     assert_eq!(entries, KERNELS.len(), "PTX entries and registry disagree");
@@ -25,9 +35,19 @@ fn ptx_exports_every_kernel_and_nothing_unresolved() {
 #[test]
 fn tiled16_has_two_barriers_and_uses_shared_memory() {
     let body = ptx_entry(host::PTX, "tiled16").unwrap();
-    assert_eq!(body.matches("bar.sync").count(), 2, "the lesson's kernel has exactly two barriers");
-    assert!(body.contains("st.shared"), "tiles are staged in shared memory");
-    assert!(body.contains("ld.shared"), "the inner loop reads shared memory");
+    assert_eq!(
+        body.matches("bar.sync").count(),
+        2,
+        "the lesson's kernel has exactly two barriers"
+    );
+    assert!(
+        body.contains("st.shared"),
+        "tiles are staged in shared memory"
+    );
+    assert!(
+        body.contains("ld.shared"),
+        "the inner loop reads shared memory"
+    );
     assert!(body.contains("fma.rn.f32"), "the inner loop uses FMA");
     let naive = ptx_entry(host::PTX, "naive").unwrap();
     assert!(!naive.contains("bar.sync") && !naive.contains(".shared"));
@@ -37,9 +57,17 @@ fn tiled16_has_two_barriers_and_uses_shared_memory() {
 fn launch_constants_are_consistent() {
     for k in KERNELS {
         let (bm, bn) = k.launch.block_tile;
-        assert!(k.launch.threads() <= 1024, "{}: too many threads per block", k.name);
+        assert!(
+            k.launch.threads() <= 1024,
+            "{}: too many threads per block",
+            k.name
+        );
         assert!(bm > 0 && bn > 0 && k.launch.threads() > 0, "{}", k.name);
-        assert!(k.launch.shared_bytes <= 227 * 1024, "{}: more shared memory than any GPU has", k.name);
+        assert!(
+            k.launch.shared_bytes <= 227 * 1024,
+            "{}: more shared memory than any GPU has",
+            k.name
+        );
         assert_eq!(k.launch.grid(1, 1), (1, 1), "{}", k.name);
         assert_eq!(k.launch.grid(bm + 1, bn + 1), (2, 2), "{}", k.name);
     }
@@ -55,7 +83,9 @@ fn ptxas_assembles_without_spills() {
             "REQUIRE_PTXAS is set but ptxas was not found (pip install nvidia-cuda-nvcc)"
         );
         // Loud on purpose: this check is skipped, not passed.
-        eprintln!("SKIPPED ptxas checks: ptxas not found (pip install nvidia-cuda-nvcc, or put ptxas on PATH)");
+        eprintln!(
+            "SKIPPED ptxas checks: ptxas not found (pip install nvidia-cuda-nvcc, or put ptxas on PATH)"
+        );
         return;
     };
     let dir = std::env::temp_dir().join(format!("gemm-ptxas-{}", std::process::id()));
@@ -77,9 +107,21 @@ fn ptxas_assembles_without_spills() {
                 .iter()
                 .find(|e| e.name == k.name)
                 .unwrap_or_else(|| panic!("ptxas did not report {}:\n{log}", k.name));
-            println!("{arch} {:<24} {:>3} registers, {} B stack", e.name, e.registers, e.stack_bytes);
-            assert_eq!((e.spill_stores, e.spill_loads), (0, 0), "{arch} {}: spills", k.name);
-            assert_eq!(e.stack_bytes, 0, "{arch} {}: stack frame (local memory)", k.name);
+            println!(
+                "{arch} {:<24} {:>3} registers, {} B stack",
+                e.name, e.registers, e.stack_bytes
+            );
+            assert_eq!(
+                (e.spill_stores, e.spill_loads),
+                (0, 0),
+                "{arch} {}: spills",
+                k.name
+            );
+            assert_eq!(
+                e.stack_bytes, 0,
+                "{arch} {}: stack frame (local memory)",
+                k.name
+            );
             assert!(e.registers > 0 && e.registers <= 255, "{arch} {}", k.name);
         }
     }

@@ -122,7 +122,10 @@ fn run(args: &Args) -> Result<bool> {
     }
     if args.update_readme {
         update_readme(args, &results)?;
-        println!("README: {} and {README_PLOT} updated", args.readme.display());
+        println!(
+            "README: {} and {README_PLOT} updated",
+            args.readme.display()
+        );
     }
     let ok = render::all_verified(&results);
     if !ok {
@@ -153,26 +156,43 @@ struct Variants {
 }
 
 fn wanted(args: &Args, name: &str) -> bool {
-    args.kernels.as_ref().is_none_or(|ks| ks.iter().any(|k| k == name))
+    args.kernels
+        .as_ref()
+        .is_none_or(|ks| ks.iter().any(|k| k == name))
 }
 
 fn measure_all(args: &Args) -> Result<Results> {
     let size_list = args.sizes.clone().unwrap_or_else(|| {
-        let s = if args.quick { QUICK_SIZES } else { DEFAULT_SIZES };
+        let s = if args.quick {
+            QUICK_SIZES
+        } else {
+            DEFAULT_SIZES
+        };
         s.split(',').map(String::from).collect()
     });
-    let shapes: Vec<Shape> = size_list.iter().map(|s| parse_size(s)).collect::<Result<_>>()?;
+    let shapes: Vec<Shape> = size_list
+        .iter()
+        .map(|s| parse_size(s))
+        .collect::<Result<_>>()?;
     if let Some(ks) = &args.kernels {
         for k in ks {
             if k != "cublas" && kernels_gpu::registry::find(k).is_none() {
                 bail!(
                     "unknown kernel '{k}': choose from {}, cublas",
-                    KERNELS.iter().map(|k| k.name).collect::<Vec<_>>().join(", ")
+                    KERNELS
+                        .iter()
+                        .map(|k| k.name)
+                        .collect::<Vec<_>>()
+                        .join(", ")
                 );
             }
         }
     }
-    let budget_ms = if args.quick { args.budget_ms.min(100.0) } else { args.budget_ms };
+    let budget_ms = if args.quick {
+        args.budget_ms.min(100.0)
+    } else {
+        args.budget_ms
+    };
     let opts = TimingOptions {
         warmup: args.warmup,
         reps: args.min_reps.max(1),
@@ -184,7 +204,10 @@ fn measure_all(args: &Args) -> Result<Results> {
     let mut skipped = Vec::new();
     let specs: Vec<&'static KernelSpec> = KERNELS.iter().filter(|k| wanted(args, k.name)).collect();
     let cuda = match baselines::load_cuda_twins(&gpu) {
-        Ok(twins) => twins.into_iter().filter(|t| wanted(args, t.twin.name)).collect(),
+        Ok(twins) => twins
+            .into_iter()
+            .filter(|t| wanted(args, t.twin.name))
+            .collect(),
         Err(why) => {
             eprintln!("skipping the CUDA C++ twins: {why}");
             skipped.push(format!("CUDA C++ twins: {why}"));
@@ -201,7 +224,11 @@ fn measure_all(args: &Args) -> Result<Results> {
     } else {
         None
     };
-    let variants = Variants { rust: baselines::load_rust_kernels(&gpu, &specs)?, cuda, cublas };
+    let variants = Variants {
+        rust: baselines::load_rust_kernels(&gpu, &specs)?,
+        cuda,
+        cublas,
+    };
     let per_size = variants.rust.len() + variants.cuda.len() + variants.cublas.iter().count();
 
     let bar = ProgressBar::new((shapes.len() * per_size) as u64);
@@ -220,17 +247,18 @@ fn measure_all(args: &Args) -> Result<Results> {
             continue;
         }
         bar.set_message(format!("{shape}: inputs and reference"));
-        let (a, b) = host::inputs::random_inputs(shape, args.seed);
+        let (a, b) = host::inputs::random_inputs(shape, args.seed)?;
         let reference = Reference::new(*shape, &a, &b, args.seed);
         let mut bufs = Buffers::new(&gpu, *shape, &a, &b)?;
         drop((a, b));
 
-        let mut one = |v: &dyn Enqueue, kind: Kind, spec: Option<&KernelSpec>, twin: Option<&str>| {
-            bar.set_message(format!("{shape}: {}", v.name()));
-            let row = measure_one(&gpu, &mut bufs, &reference, v, kind, spec, twin, opts);
-            bar.inc(1);
-            row
-        };
+        let mut one =
+            |v: &dyn Enqueue, kind: Kind, spec: Option<&KernelSpec>, twin: Option<&str>| {
+                bar.set_message(format!("{shape}: {}", v.name()));
+                let row = measure_one(&gpu, &mut bufs, &reference, v, kind, spec, twin, opts);
+                bar.inc(1);
+                row
+            };
         for k in &variants.rust {
             rows.push(one(k, Kind::Rust, Some(k.spec), None)?);
         }
@@ -267,7 +295,11 @@ fn measure_all(args: &Args) -> Result<Results> {
                 warmup: args.warmup,
                 min_reps: opts.reps,
                 budget_ms,
-                l2: if opts.flush_l2 { "flush".into() } else { "none".into() },
+                l2: if opts.flush_l2 {
+                    "flush".into()
+                } else {
+                    "none".into()
+                },
             },
             skipped,
         },
@@ -314,7 +346,9 @@ fn measure_one(
         p80_ms: t.map(|t| t.p80_ms),
         min_ms: t.map(|t| t.min_ms),
         gflops,
-        percent_of_peak: gflops.zip(gpu.info.peak_fp32_gflops()).map(|(g, p)| 100.0 * g / p),
+        percent_of_peak: gflops
+            .zip(gpu.info.peak_fp32_gflops())
+            .map(|(g, p)| 100.0 * g / p),
         percent_of_cublas: None,
         rust_over_cuda: None,
         model_bytes: model.map(|m| m.bytes),
@@ -327,7 +361,12 @@ fn measure_one(
 /// The SM clock nvidia-smi reports now, if nvidia-smi is there.
 fn sm_clock_mhz(device: usize) -> Option<u32> {
     let out = std::process::Command::new("nvidia-smi")
-        .args(["--query-gpu=clocks.sm", "--format=csv,noheader,nounits", "-i", &device.to_string()])
+        .args([
+            "--query-gpu=clocks.sm",
+            "--format=csv,noheader,nounits",
+            "-i",
+            &device.to_string(),
+        ])
         .output()
         .ok()?;
     String::from_utf8_lossy(&out.stdout).trim().parse().ok()
@@ -349,11 +388,21 @@ fn utc_now() -> String {
     let d = doy - (153 * mp + 2) / 5 + 1;
     let m = if mp < 10 { mp + 3 } else { mp - 9 };
     let y = yoe + era * 400 + i64::from(m <= 2);
-    format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z", rem / 3600, rem % 3600 / 60, rem % 60)
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
 }
 
 fn write_results(args: &Args, results: &Results) -> Result<PathBuf> {
-    let stamp: String = results.meta.date.chars().filter(char::is_ascii_digit).collect();
+    let stamp: String = results
+        .meta
+        .date
+        .chars()
+        .filter(char::is_ascii_digit)
+        .collect();
     let dir = args.out.join(format!("bench-{stamp}"));
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let write = |name: &str, text: String| {
@@ -362,7 +411,10 @@ fn write_results(args: &Args, results: &Results) -> Result<PathBuf> {
     };
     write("bench.json", serde_json::to_string_pretty(results)?)?;
     write("bench.csv", results.csv())?;
-    write("table.md", render::readme_markdown(results, args.headline, "bench.svg"))?;
+    write(
+        "table.md",
+        render::readme_markdown(results, args.headline, "bench.svg"),
+    )?;
     if let Err(e) = plot::write_svg(results, &dir.join("bench.svg")) {
         eprintln!("no plot: {e:#}");
     }
@@ -378,12 +430,21 @@ fn update_readme(args: &Args, results: &Results) -> Result<()> {
             args.readme.display()
         );
     };
-    let plot_path = args.readme.parent().unwrap_or(Path::new(".")).join(README_PLOT);
+    let plot_path = args
+        .readme
+        .parent()
+        .unwrap_or(Path::new("."))
+        .join(README_PLOT);
     if let Some(dir) = plot_path.parent() {
         std::fs::create_dir_all(dir)?;
     }
     plot::write_svg(results, &plot_path)?;
     let table = render::readme_markdown(results, args.headline, README_PLOT);
-    let new = format!("{}{README_BEGIN}\n{table}{}", &readme[..begin], &readme[end..]);
-    std::fs::write(&args.readme, new).with_context(|| format!("cannot write {}", args.readme.display()))
+    let new = format!(
+        "{}{README_BEGIN}\n{table}{}",
+        &readme[..begin],
+        &readme[end..]
+    );
+    std::fs::write(&args.readme, new)
+        .with_context(|| format!("cannot write {}", args.readme.display()))
 }

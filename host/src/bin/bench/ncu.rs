@@ -18,7 +18,12 @@ const METRICS: [&str; 4] = [
 fn find_ncu() -> Option<String> {
     ["ncu", "/usr/local/cuda/bin/ncu"]
         .into_iter()
-        .find(|c| Command::new(c).arg("--version").output().is_ok_and(|o| o.status.success()))
+        .find(|c| {
+            Command::new(c)
+                .arg("--version")
+                .output()
+                .is_ok_and(|o| o.status.success())
+        })
         .map(String::from)
 }
 
@@ -30,7 +35,10 @@ pub fn profile(results: &mut Results, n: usize) -> Result<()> {
     };
     let host = std::env::current_exe()?.with_file_name("host");
     if !host.exists() {
-        eprintln!("--ncu: skipped, no `host` binary next to {}", host.display());
+        eprintln!(
+            "--ncu: skipped, no `host` binary next to {}",
+            host.display()
+        );
         return Ok(());
     }
     let names: Vec<String> = results
@@ -44,19 +52,46 @@ pub fn profile(results: &mut Results, n: usize) -> Result<()> {
     }
     for name in names {
         let out = Command::new(&ncu)
-            .args(["--clock-control", "none", "--csv", "--print-units", "base", "--launch-count", "1"])
+            .args([
+                "--clock-control",
+                "none",
+                "--csv",
+                "--print-units",
+                "base",
+                "--launch-count",
+                "1",
+            ])
             .args(["--metrics", &METRICS.join(",")])
             .arg(&host)
-            .args(["--kernel", &name, "--n", &n.to_string(), "--reps", "0", "--warmup", "0"])
+            .args([
+                "--kernel",
+                &name,
+                "--n",
+                &n.to_string(),
+                "--reps",
+                "0",
+                "--warmup",
+                "0",
+            ])
             .output()?;
         let text = String::from_utf8_lossy(&out.stdout);
         let Some(metrics) = parse(&text) else {
             let err = String::from_utf8_lossy(&out.stderr);
-            let why = err.lines().chain(text.lines()).find(|l| l.contains("ERR") || l.contains("rror"));
-            eprintln!("--ncu: no metrics for {name}: {}", why.unwrap_or("ncu printed no metrics"));
+            let why = err
+                .lines()
+                .chain(text.lines())
+                .find(|l| l.contains("ERR") || l.contains("rror"));
+            eprintln!(
+                "--ncu: no metrics for {name}: {}",
+                why.unwrap_or("ncu printed no metrics")
+            );
             continue;
         };
-        for r in results.rows.iter_mut().filter(|r| r.variant == name && r.is_square() && r.n == n) {
+        for r in results
+            .rows
+            .iter_mut()
+            .filter(|r| r.variant == name && r.is_square() && r.n == n)
+        {
             r.ncu = Some(metrics.clone());
         }
     }
@@ -73,13 +108,21 @@ fn parse(csv: &str) -> Option<NcuMetrics> {
     let mut found = 0;
     for line in lines {
         let cells = split(line);
-        let (Some(name), Some(value)) = (cells.get(name_i), cells.get(value_i)) else { continue };
-        let Ok(v) = value.replace(',', "").parse::<f64>() else { continue };
+        let (Some(name), Some(value)) = (cells.get(name_i), cells.get(value_i)) else {
+            continue;
+        };
+        let Ok(v) = value.replace(',', "").parse::<f64>() else {
+            continue;
+        };
         let slot = match name.as_str() {
             "dram__bytes_read.sum" => &mut m.dram_read_bytes,
             "lts__t_bytes.sum" => &mut m.l2_bytes,
-            "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum" => &mut m.shared_store_bank_conflicts,
-            "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum" => &mut m.shared_load_bank_conflicts,
+            "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum" => {
+                &mut m.shared_store_bank_conflicts
+            }
+            "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum" => {
+                &mut m.shared_load_bank_conflicts
+            }
             _ => continue,
         };
         *slot = v;
@@ -89,7 +132,11 @@ fn parse(csv: &str) -> Option<NcuMetrics> {
 }
 
 fn split(line: &str) -> Vec<String> {
-    line.trim().trim_matches('"').split("\",\"").map(String::from).collect()
+    line.trim()
+        .trim_matches('"')
+        .split("\",\"")
+        .map(String::from)
+        .collect()
 }
 
 #[cfg(test)]

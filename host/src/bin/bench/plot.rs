@@ -6,7 +6,11 @@ use plotters::prelude::*;
 use crate::results::{Kind, Results};
 
 pub fn write_svg(results: &Results, path: &std::path::Path) -> anyhow::Result<()> {
-    let square: Vec<_> = results.rows.iter().filter(|r| r.is_square() && r.gflops.is_some()).collect();
+    let square: Vec<_> = results
+        .rows
+        .iter()
+        .filter(|r| r.is_square() && r.gflops.is_some())
+        .collect();
     anyhow::ensure!(!square.is_empty(), "no square sizes with timings to plot");
     let mut variants: Vec<(String, Kind)> = Vec::new();
     for r in &square {
@@ -20,7 +24,10 @@ pub fn write_svg(results: &Results, path: &std::path::Path) -> anyhow::Result<()
 
     let root = SVGBackend::new(path, (960, 600)).into_drawing_area();
     root.fill(&WHITE)?;
-    let title = format!("SGEMM on {} (FP32), GFLOP/s against n", results.meta.gpu.name);
+    let title = format!(
+        "SGEMM on {} (FP32), GFLOP/s against n",
+        results.meta.gpu.name
+    );
     let mut chart = ChartBuilder::on(&root)
         .caption(title, ("sans-serif", 22))
         .margin(16)

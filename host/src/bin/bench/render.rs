@@ -26,7 +26,11 @@ fn rows_of(results: &Results, size: (usize, usize, usize)) -> impl Iterator<Item
 }
 
 fn status(r: &Row) -> String {
-    if r.verified { "ok".into() } else { format!("FAIL ({:.1e})", r.max_error) }
+    if r.verified {
+        "ok".into()
+    } else {
+        format!("FAIL ({:.1e})", r.max_error)
+    }
 }
 
 /// One terminal table for one size.
@@ -34,8 +38,17 @@ pub fn size_table(results: &Results, size: (usize, usize, usize)) -> Table {
     let mut t = Table::new();
     t.load_preset(UTF8_FULL_CONDENSED);
     t.set_header([
-        "kernel", "check", "median ms", "p20-p80 ms", "GFLOP/s", "% peak", "% cuBLAS", "Rust/C++",
-        "model GB", "FLOP/B", "model ceiling",
+        "kernel",
+        "check",
+        "median ms",
+        "p20-p80 ms",
+        "GFLOP/s",
+        "% peak",
+        "% cuBLAS",
+        "Rust/C++",
+        "model GB",
+        "FLOP/B",
+        "model ceiling",
     ]);
     for r in rows_of(results, size) {
         t.add_row([
@@ -71,7 +84,15 @@ pub fn ncu_table(results: &Results) -> Option<Table> {
     }
     let mut t = Table::new();
     t.load_preset(UTF8_FULL_CONDENSED);
-    t.set_header(["kernel", "size", "model GB", "DRAM read GB", "L2 GB", "smem store conflicts", "smem load conflicts"]);
+    t.set_header([
+        "kernel",
+        "size",
+        "model GB",
+        "DRAM read GB",
+        "L2 GB",
+        "smem store conflicts",
+        "smem load conflicts",
+    ]);
     for r in rows {
         let n = r.ncu.as_ref().unwrap();
         t.add_row([
@@ -103,7 +124,11 @@ pub fn readme_markdown(results: &Results, headline: usize, plot: &str) -> String
         m.date.get(..10).unwrap_or(&m.date),
         m.settings.min_reps,
         m.settings.budget_ms,
-        if m.settings.l2 == "flush" { "flushed" } else { "not flushed" },
+        if m.settings.l2 == "flush" {
+            "flushed"
+        } else {
+            "not flushed"
+        },
     );
     let head = (headline, headline, headline);
     if rows_of(results, head).next().is_some() {
@@ -134,7 +159,11 @@ pub fn readme_markdown(results: &Results, headline: usize, plot: &str) -> String
     }
     s += "\n**GFLOP/s at every size** (square sizes are n; others m x n x k)\n\n| kernel |";
     for &(mm, nn, kk) in &sizes {
-        s += &if mm == nn && nn == kk { format!(" {nn} |") } else { format!(" {mm}x{nn}x{kk} |") };
+        s += &if mm == nn && nn == kk {
+            format!(" {nn} |")
+        } else {
+            format!(" {mm}x{nn}x{kk} |")
+        };
     }
     s += "\n|---|";
     s += &"---:|".repeat(sizes.len());
@@ -144,7 +173,13 @@ pub fn readme_markdown(results: &Results, headline: usize, plot: &str) -> String
         for &size in &sizes {
             let cell = rows_of(results, size)
                 .find(|r| r.variant == v.variant)
-                .map_or("-".into(), |r| if r.verified { fmt(r.gflops, thousands) } else { "FAIL".into() });
+                .map_or("-".into(), |r| {
+                    if r.verified {
+                        fmt(r.gflops, thousands)
+                    } else {
+                        "FAIL".into()
+                    }
+                });
             s += &format!(" {cell} |");
         }
         s.push('\n');
@@ -175,5 +210,8 @@ pub fn readme_markdown(results: &Results, headline: usize, plot: &str) -> String
 
 /// Whether every row passed verification.
 pub fn all_verified(results: &Results) -> bool {
-    results.rows.iter().all(|r| r.verified || r.kind == Kind::Cublas && r.median_ms.is_none())
+    results
+        .rows
+        .iter()
+        .all(|r| r.verified || r.kind == Kind::Cublas && r.median_ms.is_none())
 }

@@ -108,13 +108,17 @@ impl Results {
     pub fn link_rows(&mut self) {
         let rows = self.rows.clone();
         let find = |r: &Row, pred: &dyn Fn(&Row) -> bool| {
-            rows.iter().find(|o| o.m == r.m && o.n == r.n && o.k == r.k && pred(o)).and_then(|o| o.gflops)
+            rows.iter()
+                .find(|o| o.m == r.m && o.n == r.n && o.k == r.k && pred(o))
+                .and_then(|o| o.gflops)
         };
         for r in &mut self.rows {
             let cublas = find(r, &|o| o.kind == Kind::Cublas);
             r.percent_of_cublas = r.gflops.zip(cublas).map(|(g, c)| 100.0 * g / c);
             if r.kind == Kind::Rust {
-                let twin = find(r, &|o| o.kind == Kind::Cuda && o.twin.as_deref() == Some(&r.variant));
+                let twin = find(r, &|o| {
+                    o.kind == Kind::Cuda && o.twin.as_deref() == Some(&r.variant)
+                });
                 r.rust_over_cuda = r.gflops.zip(twin).map(|(g, c)| g / c);
             }
         }

@@ -1,0 +1,318 @@
+//! Step 08: warp tiling. Step 07's kernel (128x128 block tile, BK = 8,
+//! two stages, 64 outputs per thread, 256 threads) with a different map
+//! from threads to outputs. Each warp owns a WM x WN = 32x64 tile of the
+//! block's (8 warps: 4 down, 2 across); inside it the 32 lanes form a
+//! 4 x 8 grid, and each lane computes WM_ITERS x WN_ITERS = 2x2 pieces of
+//! TM x TN = 4x4 outputs, the pieces SUB_M = 16 rows and SUB_N = 32
+//! columns apart. Same 8x8 outputs, same FMAs and loads per thread.
+//!
+//! Why it should be faster: in step 07 the 32 lanes of a warp read B at
+//! 16 float4s 32 bytes apart (two lanes per address): 4 shared wavefronts
+//! per `ld.shared.v4`, with bank conflicts. Here, for every load4 of a
+//! fragment, the lanes of a warp read 8 consecutive float4s of B (128
+//! bytes, one wavefront) and 4 consecutive float4s of A (64 bytes, one
+//! wavefront), so the inner loop's shared traffic per warp is about 2.5x
+//! lower and conflict-free. A warp's C stores are also whole 128-byte rows.
+//! Prediction: 1.1-1.25x over step 07, 38-45 TFLOP/s on an H200.
+//!
+//! Measured on H200: (pending)
+//! ptxas -arch=sm_90 -v: 113 registers, 0 spills, 0 stack; 16384 B shared.
+//!
+//! Edges: as step 06. The vector path needs the block inside C,
+//! K % BK == 0 and N % 4 == 0; other blocks take the guarded path (zeros
+//! staged outside A and B, scalar stores only inside C). Block-uniform;
+//! both paths reach the same barriers.
+
+use crate::device::{SharedTile, block_idx_x, block_idx_y, fma, sync_threads, thread_idx_x};
+use crate::gemm::Gemm;
+use crate::k05_blocktile_2d::unroll;
+use crate::launch::{KernelSpec, Launch};
+
+/// Rows of C per block.
+pub const BM: usize = 128;
+/// Columns of C per block.
+pub const BN: usize = 128;
+/// Step along K.
+pub const BK: usize = 8;
+/// Rows and columns of C per warp.
+pub const WM: usize = 32;
+pub const WN: usize = 64;
+/// A warp's 32 lanes as a LANE_ROWS x LANE_COLS grid.
+const LANE_ROWS: usize = 4;
+const LANE_COLS: usize = 8;
+/// Rows and columns of one piece of a lane's outputs.
+pub const TM: usize = 4;
+pub const TN: usize = 4;
+/// One sweep of the warp's lanes covers SUB_M x SUB_N outputs; a lane's
+/// pieces repeat WM_ITERS times down and WN_ITERS times across the warp tile.
+const SUB_M: usize = LANE_ROWS * TM;
+const SUB_N: usize = LANE_COLS * TN;
+pub const WM_ITERS: usize = WM / SUB_M;
+pub const WN_ITERS: usize = WN / SUB_N;
+/// Warps across the block tile (along N).
+const WARPS_N: usize = BN / WN;
+/// Threads per block: 32 per warp tile.
+pub const THREADS: usize = (BM / WM) * WARPS_N * 32;
+
+const _: () = assert!(LANE_ROWS * LANE_COLS == 32);
+const _: () = assert!(
+    BM.is_multiple_of(WM)
+        && BN.is_multiple_of(WN)
+        && WM.is_multiple_of(SUB_M)
+        && WN.is_multiple_of(SUB_N)
+);
+/// float4s of each tile every thread stages per phase.
+const A_VECS: usize = BM * BK / 4 / THREADS;
+const B_VECS: usize = BK * BN / 4 / THREADS;
+/// Rows between one thread's successive staged float4s.
+const A_ROW_STRIDE: usize = THREADS / (BK / 4);
+const B_ROW_STRIDE: usize = THREADS / (BN / 4);
+
+const _: () = assert!(BK.is_multiple_of(4) && TM.is_multiple_of(4) && TN.is_multiple_of(4));
+const _: () = assert!(THREADS.is_multiple_of(BK / 4) && THREADS.is_multiple_of(BN / 4));
+const _: () = assert!(A_VECS * THREADS * 4 == BM * BK && B_VECS * THREADS * 4 == BK * BN);
+
+type ATile = SharedTile<BK, BM>;
+type BTile = SharedTile<BK, BN>;
+/// Words of one stage: a transposed tile of A (`As[BK][BM]`) then a tile
+/// of B (`Bs[BK][BN]`).
+const STAGE_WORDS: usize = ATile::WORDS + BTile::WORDS;
+/// Shared memory per block: two stages (16 KB).
+pub const SHARED_BYTES: usize = 2 * STAGE_WORDS * 4;
+
+// Every tile starts at a multiple of 4 words, so float4 accesses at
+// columns that are multiples of 4 are 16-byte aligned.
+const _: () = assert!(
+    ATile::WORDS.is_multiple_of(4)
+        && STAGE_WORDS.is_multiple_of(4)
+        && BM.is_multiple_of(4)
+        && BN.is_multiple_of(4)
+);
+
+/// Stage `s` (0 or 1): its tile of A (transposed) and its tile of B.
+#[inline(always)]
+fn stage(s: usize) -> (ATile, BTile) {
+    let base = s * STAGE_WORDS;
+    (ATile::at(base), BTile::at(base + ATile::WORDS))
+}
+
+pub const SPEC: KernelSpec = KernelSpec {
+    name: "warptile",
+    step: 8,
+    summary: "step 07 with warp tiles: each warp a 32x64 tile, lanes 2x2 pieces of 4x4",
+    launch: Launch {
+        block_threads: (THREADS as u32, 1),
+        block_tile: (BM, BN),
+        shared_bytes: SHARED_BYTES,
+    },
+    model_reuse: (BM, BN),
+    body: warptile,
+};
+
+/// Picks the vector body for interior blocks of aligned shapes.
+pub fn warptile(g: Gemm) {
+    let row0 = block_idx_y() * BM;
+    let col0 = block_idx_x() * BN;
+    // Block-uniform: depends on the block index and the shape only.
+    if row0 + BM <= g.m && col0 + BN <= g.n && g.k.is_multiple_of(BK) && g.n.is_multiple_of(4) {
+        body::<false>(g, row0, col0);
+    } else {
+        body::<true>(g, row0, col0);
+    }
+}
+
+/// `A[row][col..col + 4]`, `idx == row * k + col`. Unguarded: one 128-bit
+/// load; the caller guarantees `row < m`, `col + 4 <= k`, `col % 4 == 0`
+/// and `k % 4 == 0`. Guarded: elements outside A read as zero.
+#[inline(always)]
+fn read_a4<const GUARD: bool>(g: Gemm, row: usize, col: usize, idx: usize) -> [f32; 4] {
+    if !GUARD {
+        // SAFETY: in bounds and 16-byte aligned by the caller's guarantee.
+        return unsafe { g.a.read4(idx) };
+    }
+    let mut v = [0.0f32; 4];
+    unroll!(4; 4, |j| {
+        if row < g.m && col + j < g.k {
+            // SAFETY: row < m and col + j < k: inside A.
+            v[j] = unsafe { g.a.read(idx + j) };
+        }
+    });
+    v
+}
+
+/// `B[row][col..col + 4]`, `idx == row * n + col`; as [`read_a4`] with
+/// `k` and `n` for the bounds (unguarded: `n % 4 == 0`).
+#[inline(always)]
+fn read_b4<const GUARD: bool>(g: Gemm, row: usize, col: usize, idx: usize) -> [f32; 4] {
+    if !GUARD {
+        // SAFETY: in bounds and 16-byte aligned by the caller's guarantee.
+        return unsafe { g.b.read4(idx) };
+    }
+    let mut v = [0.0f32; 4];
+    unroll!(4; 4, |j| {
+        if row < g.k && col + j < g.n {
+            // SAFETY: row < k and col + j < n: inside B.
+            v[j] = unsafe { g.b.read(idx + j) };
+        }
+    });
+    v
+}
+
+/// The block at `(row0, col0)` of C. With `GUARD = false` the caller
+/// guarantees the block lies inside C, `K % BK == 0` and `N % 4 == 0`.
+#[inline(always)]
+fn body<const GUARD: bool>(g: Gemm, row0: usize, col0: usize) {
+    let t = thread_idx_x();
+    // Staging roles: A's float4 at (a_r + i * A_ROW_STRIDE, a_c..a_c + 4)
+    // of its tile, B's at (b_r + i * B_ROW_STRIDE, b_c..b_c + 4).
+    let (a_r, a_c) = (t / (BK / 4), t % (BK / 4) * 4);
+    let (b_r, b_c) = (t / (BN / 4), t % (BN / 4) * 4);
+    // Compute role: piece (mi, ni) of this lane is the TM x TN square at
+    // rows m_base + mi * SUB_M, columns n_base + ni * SUB_N of the block tile.
+    let (warp, lane) = (t / 32, t % 32);
+    let (lane_row, lane_col) = (lane / LANE_COLS, lane % LANE_COLS);
+    let m_base = warp / WARPS_N * WM + lane_row * TM;
+    let n_base = warp % WARPS_N * WN + lane_col * TN;
+
+    let mut acc = [[[[0.0f32; TN]; TM]; WN_ITERS]; WM_ITERS];
+    let mut a_frag = [[0.0f32; TM]; WM_ITERS];
+    let mut b_frag = [[0.0f32; TN]; WN_ITERS];
+
+    // Index in A / B of this thread's first staged element of the current tile.
+    let mut a_idx = (row0 + a_r) * g.k + a_c;
+    let mut b_idx = b_r * g.n + col0 + b_c;
+    let a_stride = A_ROW_STRIDE * g.k;
+    let b_stride = B_ROW_STRIDE * g.n;
+    let b_step = BK * g.n;
+
+    // Tile `tile` of K covers k0 = tile * BK .. + BK. Global loads of one
+    // tile into registers, indexed from the tile's k0.
+    let fetch = |k0: usize, a_idx: usize, b_idx: usize| {
+        let mut a_vecs = [[0.0f32; 4]; A_VECS];
+        let mut b_vecs = [[0.0f32; 4]; B_VECS];
+        unroll!(A_VECS; 1, |i| {
+            let r = a_r + i * A_ROW_STRIDE;
+            a_vecs[i] = read_a4::<GUARD>(g, row0 + r, k0 + a_c, a_idx + i * a_stride);
+        });
+        unroll!(B_VECS; 1, |i| {
+            let r = b_r + i * B_ROW_STRIDE;
+            b_vecs[i] = read_b4::<GUARD>(g, k0 + r, col0 + b_c, b_idx + i * b_stride);
+        });
+        (a_vecs, b_vecs)
+    };
+    // Registers to one stage. Callers guarantee no thread reads that stage
+    // between the barriers enclosing the call.
+    let stash = |s: usize, a_vecs: [[f32; 4]; A_VECS], b_vecs: [[f32; 4]; B_VECS]| {
+        let (a_tile, b_tile) = stage(s);
+        unroll!(A_VECS; 1, |i| {
+            let r = a_r + i * A_ROW_STRIDE;
+            unroll!(4; 4, |j| {
+                // SAFETY: a_c + j < BK and r < BM (a_r < A_ROW_STRIDE,
+                // i < A_VECS); one owner per word; no reader (caller).
+                unsafe { a_tile.store(a_c + j, r, a_vecs[i][j]) };
+            });
+        });
+        unroll!(B_VECS; 1, |i| {
+            let r = b_r + i * B_ROW_STRIDE;
+            // SAFETY: r < BK, b_c + 4 <= BN; the word index is a multiple
+            // of 4 (tile start and b_c are); one owner per word; no reader.
+            unsafe { b_tile.store4(r, b_c, b_vecs[i]) };
+        });
+    };
+
+    let tiles = g.k.div_ceil(BK);
+    // Prologue: tile 0 into stage 0. Nothing reads shared memory yet.
+    let (a_vecs, b_vecs) = fetch(0, a_idx, b_idx);
+    stash(0, a_vecs, b_vecs);
+    sync_threads();
+
+    let mut k0 = 0;
+    let mut cur = 0;
+    for tile in 0..tiles {
+        // Same value in every thread: the branches below are uniform.
+        let has_next = tile + 1 < tiles;
+        // Issue the next tile's global loads now; they complete while the
+        // FMAs below run.
+        let mut next = ([[0.0f32; 4]; A_VECS], [[0.0f32; 4]; B_VECS]);
+        if has_next {
+            a_idx += BK;
+            b_idx += b_step;
+            next = fetch(k0 + BK, a_idx, b_idx);
+        }
+
+        let (a_tile, b_tile) = stage(cur);
+        // Rolled on purpose (see step 05); indices inside are literals.
+        for dot in 0..BK {
+            unroll!(WM_ITERS; 2, |mi| {
+                unroll!(TM / 4; 1, |q| {
+                    // SAFETY: dot < BK; m_base + mi * SUB_M + 4 * q + 4 <= BM
+                    // (m_base + TM <= warp row's WM, mi < WM_ITERS); the word
+                    // index is a multiple of 4; stage `cur` is written only
+                    // before the barrier that ended the previous iteration
+                    // (or the prologue's) and next after this iteration's.
+                    let v = unsafe { a_tile.load4(dot, m_base + mi * SUB_M + 4 * q) };
+                    unroll!(4; 4, |e| { a_frag[mi][4 * q + e] = v[e] });
+                });
+            });
+            unroll!(WN_ITERS; 2, |ni| {
+                unroll!(TN / 4; 1, |q| {
+                    // SAFETY: dot < BK; n_base + ni * SUB_N + 4 * q + 4 <= BN;
+                    // the word index is a multiple of 4; as above.
+                    let v = unsafe { b_tile.load4(dot, n_base + ni * SUB_N + 4 * q) };
+                    unroll!(4; 4, |e| { b_frag[ni][4 * q + e] = v[e] });
+                });
+            });
+            unroll!(WM_ITERS; 2, |mi| {
+                unroll!(WN_ITERS; 2, |ni| {
+                    unroll!(TM; 4, |i| {
+                        unroll!(TN; 4, |j| {
+                            acc[mi][ni][i][j] =
+                                fma(a_frag[mi][i], b_frag[ni][j], acc[mi][ni][i][j]);
+                        });
+                    });
+                });
+            });
+        }
+
+        if has_next {
+            // Stage 1 - cur was last read in the previous iteration, and
+            // every thread passed the barrier that ended it before getting
+            // here; it is read next after the barrier below.
+            stash(1 - cur, next.0, next.1);
+        }
+        // The one barrier per step: the other stage is complete, and all
+        // reads of this one are done before the next iteration's stash.
+        sync_threads();
+        cur = 1 - cur;
+        k0 += BK;
+    }
+
+    unroll!(WM_ITERS; 2, |mi| {
+        unroll!(TM; 4, |i| {
+            let row = row0 + m_base + mi * SUB_M + i;
+            unroll!(WN_ITERS; 2, |ni| {
+                let col = col0 + n_base + ni * SUB_N;
+                let out = acc[mi][ni][i];
+                if GUARD {
+                    unroll!(TN; 4, |j| {
+                        if row < g.m && col + j < g.n {
+                            // SAFETY: row < m and col + j < n; this thread
+                            // alone owns C[row][col + j].
+                            unsafe { g.c.write(row * g.n + col + j, out[j]) };
+                        }
+                    });
+                } else {
+                    unroll!(TN / 4; 1, |q| {
+                        let v = [out[4 * q], out[4 * q + 1], out[4 * q + 2], out[4 * q + 3]];
+                        // SAFETY: the block lies inside C, so row < m and
+                        // col + 4 * q + 4 <= n; n % 4 == 0 and col % 4 == 0
+                        // keep the index a multiple of 4; one owner thread.
+                        unsafe { g.c.write4(row * g.n + col + 4 * q, v) };
+                    });
+                }
+            });
+        });
+    });
+}
+
+crate::gemm_kernel!(warptile);

@@ -1,0 +1,511 @@
+//! Step 10: tuning. Step 09's design (warp tiles, lanes 4 x 8, pieces of
+//! TM x TN = 4x4, two shared stages, fragments double-buffered in
+//! registers, the kk loop fully unrolled) as one const-generic body,
+//! instantiated at several parameter sets, each exported as its own PTX
+//! entry `tuned_{BM}x{BN}x{BK}_w{WM}x{WN}` so a search on the GPU can pick
+//! the best per shape. Besides the parameters, three details differ from
+//! step 09:
+//! - A's transposed tile has rows of BM + 4 floats: the transposed stores
+//!   of A are conflict-free at BK = 8 and 2-way at BK = 16 (instead of
+//!   2-way and 4-way); the 128-bit fragment reads stay one wavefront.
+//! - Shared memory may exceed 48 KB (the host raises the limit from
+//!   `shared_bytes`).
+//! - The next tile's global loads are issued one tile earlier, just
+//!   before the barrier, and stored to shared memory a whole tile later.
+//!   Issued at the top of the tile (step 09), ptxas at 255 registers sinks
+//!   the four loads of the w64x64 shapes to just ahead of their shared
+//!   stores, right before the barrier, so every tile waits out their whole
+//!   latency; it does not move them across a barrier. Same registers (the
+//!   loaded tile is live for one tile either way), same two stages: tile
+//!   t + 1 is stored into the stage tile t - 1 used, after the barrier
+//!   that ended tile t - 1. Measured at n = 4096, `128x128x8_w64x64`:
+//!   3.275 ms with step 09's placement, 2.939 ms with this one.
+//!
+//! Parameters: BM x BN block tile, BK step along K, WM x WN warp tile
+//! (WM = 16 * WM_ITERS, WN = 32 * WN_ITERS); threads = 32 * (BM/WM) *
+//! (BN/WN); outputs per thread = 16 * WM_ITERS * WN_ITERS; shared memory
+//! = 2 stages * ((BM + 4) + BN) * BK * 4 bytes.
+//!
+//! Why, per instance (prediction before measuring, H200, n = 4096):
+//! - `128x128x8_w64x64`, `256x64x8_w64x64`, `128x64x8_w64x64`: 128
+//!   outputs per thread (the highest reuse per shared load) in small
+//!   blocks of 4 (or 2) warps, ~255 registers, so 2 (or 4) blocks per SM:
+//!   8 warps like the 256-thread w64x64 shapes, but a block waiting at
+//!   its barrier leaves the SM's other block issuing. 44-48 TFLOP/s.
+//! - `128x256x8_w64x64`, `256x128x8_w64x64`: the same warps in one
+//!   8-warp block per SM (the previous ladder's best, 42.8 TFLOP/s):
+//!   every barrier idles the whole SM. 43-46 TFLOP/s.
+//! - `128x128x16_w64x64`, `256x128x16_w64x64`: half the barriers and
+//!   global-load rounds per FMA, twice the unrolled code (2048 FMAs per
+//!   tile) and twice the staging registers. +0-4% over BK = 8, or a loss.
+//! - `64x128x8_w32x64`, `128x128x8_w32x64`, `128x128x16_w32x64`: 64
+//!   outputs per thread; 2-4 blocks per SM only if ptxas stays near 128
+//!   registers, which it does not (it hoists fragment loads several rows
+//!   ahead: 167-168). For small n and as a control.
+//!
+//! Measured on H200 (helper run, `bench`, 2026-11-30; cuBLAS SGEMM in
+//! the same run 0.342 / 2.675 / 21.446 ms at n = 2048 / 4096 / 8192):
+//!
+//! | instance | 2048 ms | 4096 ms | 8192 ms | % cuBLAS at 2048 / 4096 / 8192 |
+//! |---|---|---|---|---|
+//! | `128x128x8_w64x64` | 0.373 | 2.939 | 23.38 | 91.7 / 91.0 / 91.7 |
+//! | `256x64x8_w64x64` | 0.409 | 3.225 | 25.64 | 83.6 / 82.9 / 83.7 |
+//! | `128x64x8_w64x64` | 0.400 | 3.170 | 24.99 | 85.5 / 84.4 / 85.8 |
+//! | `128x128x16_w64x64` | 0.381 | 2.974 | 23.60 | 89.8 / 89.9 / 90.9 |
+//! | `128x256x8_w64x64` | 0.432 | 3.387 | 27.05 | 79.2 / 79.0 / 79.3 |
+//! | `256x128x8_w64x64` | 0.438 | 3.450 | 27.45 | 78.1 / 77.5 / 78.1 |
+//! | `256x128x16_w64x64` | 0.378 | 2.963 | 23.58 | 90.5 / 90.3 / 91.0 |
+//! | `64x128x8_w32x64` | 0.451 | 3.403 | 26.53 | 75.8 / 78.6 / 80.8 |
+//! | `128x128x8_w32x64` | 0.477 | 3.763 | 29.99 | 71.7 / 71.1 / 71.5 |
+//! | `128x128x16_w32x64` | - | - | - | not in that run |
+//!
+//! Best: `128x128x8_w64x64`, 47.0 TFLOP/s at 4096 (the prediction's top).
+//! Which instance wins is fragile: the same source with the instance
+//! bodies out of line (`#[inline(never)]`) measured `256x128x16_w64x64`
+//! 2.934 ms and `128x128x8_w64x64` 3.185 ms, because ptxas schedules the
+//! loads differently; inlined, as here, has no stack frame.
+//!
+//! ptxas -arch=sm_90 -v (registers; spills; shared per block): 0 spills
+//! and 0 stack unless stated. `128x128x8_w64x64` 255, 16640 B;
+//! `256x64x8_w64x64` 249, 20736 B; `128x64x8_w64x64` 253, 12544 B;
+//! `128x128x16_w64x64` 255, 33280 B; `128x256x8_w64x64` 255, 24 B stack,
+//! 24 B spill stores / loads, 24832 B; `256x128x8_w64x64` 254, 24832 B;
+//! `256x128x16_w64x64` 247, 49664 B; `64x128x8_w32x64` 168, 12544 B;
+//! `128x128x8_w32x64` 167, 16640 B; `128x128x16_w32x64` 167, 33280 B.
+//! SASS, main loop of `128x128x8_w64x64`: 1123 instructions per tile,
+//! 1024 FFMA (91.2%), 48 LDS.128 (each row's 6 issued among the previous
+//! row's FFMAs), 8 STS, 4 LDG.128 just before the BAR.
+//!
+//! Edges: as step 06. The vector path needs the block inside C,
+//! K % BK == 0 and N % 4 == 0; other blocks take the guarded path (zeros
+//! staged outside A and B, scalar stores only inside C). Block-uniform;
+//! both paths reach the same barriers.
+
+use crate::device::{SharedTile, block_idx_x, block_idx_y, fma, sync_threads, thread_idx_x};
+use crate::gemm::Gemm;
+use crate::k05_blocktile_2d::unroll;
+use crate::launch::{KernelSpec, Launch};
+
+/// A warp's 32 lanes as a LANE_ROWS x LANE_COLS grid.
+const LANE_ROWS: usize = 4;
+const LANE_COLS: usize = 8;
+/// Rows and columns of one piece of a lane's outputs.
+const TM: usize = 4;
+const TN: usize = 4;
+/// One sweep of a warp's lanes covers SUB_M x SUB_N outputs.
+const SUB_M: usize = LANE_ROWS * TM;
+const SUB_N: usize = LANE_COLS * TN;
+/// Capacity of the in-flight float4 arrays (A's and B's per thread).
+const MAX_VECS: usize = 4;
+/// Padding of each row of A's transposed tile, in floats: rows `r` and
+/// `r + 4` of the tile start 16 banks apart.
+const A_PAD: usize = 4;
+/// Shared memory an SM can give one block (H100 / H200: 227 KB).
+const MAX_SHARED_BYTES: usize = 227 * 1024;
+
+const _: () = assert!(LANE_ROWS * LANE_COLS == 32 && TM.is_multiple_of(4) && TN.is_multiple_of(4));
+
+/// One parameter set, and what follows from it.
+#[derive(Clone, Copy)]
+struct Params {
+    bm: usize,
+    bn: usize,
+    bk: usize,
+    wm_iters: usize,
+    wn_iters: usize,
+}
+
+impl Params {
+    const fn new(bm: usize, bn: usize, bk: usize, wm_iters: usize, wn_iters: usize) -> Self {
+        Self {
+            bm,
+            bn,
+            bk,
+            wm_iters,
+            wn_iters,
+        }
+    }
+    const fn wm(self) -> usize {
+        self.wm_iters * SUB_M
+    }
+    const fn wn(self) -> usize {
+        self.wn_iters * SUB_N
+    }
+    const fn threads(self) -> usize {
+        (self.bm / self.wm()) * (self.bn / self.wn()) * 32
+    }
+    /// Floats per row of A's transposed tile (`As[BK][BM + A_PAD]`).
+    const fn a_ld(self) -> usize {
+        self.bm + A_PAD
+    }
+    /// float4s of A's tile each thread stages per tile of K.
+    const fn a_vecs(self) -> usize {
+        self.bm * self.bk / 4 / self.threads()
+    }
+    /// float4s of B's tile each thread stages per tile of K.
+    const fn b_vecs(self) -> usize {
+        self.bk * self.bn / 4 / self.threads()
+    }
+    /// Words of one stage: A's tile then B's.
+    const fn stage_words(self) -> usize {
+        (self.a_ld() + self.bn) * self.bk
+    }
+    const fn shared_bytes(self) -> usize {
+        2 * self.stage_words() * 4
+    }
+    /// Panics (at compile time, where it is called in a `const`) unless the
+    /// tiles divide evenly and the staging covers them exactly.
+    const fn check(self, a_ld: usize) {
+        assert!(a_ld == self.a_ld());
+        assert!(
+            self.bk.is_multiple_of(4) && self.bm.is_multiple_of(4) && self.bn.is_multiple_of(4)
+        );
+        assert!(self.bk <= 16);
+        assert!(self.bm.is_multiple_of(self.wm()) && self.bn.is_multiple_of(self.wn()));
+        let t = self.threads();
+        assert!(t.is_multiple_of(self.bk / 4) && t.is_multiple_of(self.bn / 4));
+        assert!(self.a_vecs() * t * 4 == self.bm * self.bk);
+        assert!(self.b_vecs() * t * 4 == self.bk * self.bn);
+        assert!(self.a_vecs() >= 1 && self.a_vecs() <= MAX_VECS);
+        assert!(self.b_vecs() >= 1 && self.b_vecs() <= MAX_VECS);
+        assert!(self.wm_iters <= 4 && self.wn_iters <= 4);
+        // 16-byte alignment of every float4 access: tiles start at
+        // multiples of 4 words and rows are multiples of 4 words long.
+        assert!(self.a_ld().is_multiple_of(4) && self.stage_words().is_multiple_of(4));
+        assert!(self.shared_bytes() <= MAX_SHARED_BYTES);
+    }
+    const fn spec(self, name: &'static str, body: fn(Gemm)) -> KernelSpec {
+        self.check(self.a_ld());
+        KernelSpec {
+            name,
+            step: 10,
+            summary: "step 09's design, const-generic: one entry per parameter set",
+            launch: Launch {
+                block_threads: (self.threads() as u32, 1),
+                block_tile: (self.bm, self.bn),
+                shared_bytes: self.shared_bytes(),
+            },
+            model_reuse: (self.bm, self.bn),
+            body,
+        }
+    }
+}
+
+/// Picks the vector body for interior blocks of aligned shapes.
+#[inline(always)]
+fn tuned<
+    const BM: usize,
+    const BN: usize,
+    const BK: usize,
+    const WM_ITERS: usize,
+    const WN_ITERS: usize,
+    const A_LD: usize,
+>(
+    g: Gemm,
+) {
+    let row0 = block_idx_y() * BM;
+    let col0 = block_idx_x() * BN;
+    // Block-uniform: depends on the block index and the shape only.
+    if row0 + BM <= g.m && col0 + BN <= g.n && g.k.is_multiple_of(BK) && g.n.is_multiple_of(4) {
+        body::<BM, BN, BK, WM_ITERS, WN_ITERS, A_LD, false>(g, row0, col0);
+    } else {
+        body::<BM, BN, BK, WM_ITERS, WN_ITERS, A_LD, true>(g, row0, col0);
+    }
+}
+
+/// One instance: `SPEC` for the host, the body `name` for the emulator,
+/// and the PTX entry `name`.
+macro_rules! instance {
+    ($name:ident, $spec:ident, $bm:literal, $bn:literal, $bk:literal, $wmi:literal, $wni:literal) => {
+        pub const $spec: KernelSpec =
+            Params::new($bm, $bn, $bk, $wmi, $wni).spec(stringify!($name), $name);
+        /// The body of the PTX entry of the same name (inlined into it: an
+        /// out-of-line call costs a stack frame for its ABI).
+        #[inline(always)]
+        pub fn $name(g: Gemm) {
+            tuned::<$bm, $bn, $bk, $wmi, $wni, { $bm + A_PAD }>(g)
+        }
+        mod $name {
+            #[cfg(target_arch = "nvptx64")]
+            use super::$name;
+            crate::gemm_kernel!($name);
+        }
+    };
+}
+
+#[rustfmt::skip]
+mod instances {
+    use super::*;
+    instance!(tuned_128x128x8_w64x64, SPEC_128X128X8_W64X64, 128, 128, 8, 4, 2);
+    instance!(tuned_256x64x8_w64x64, SPEC_256X64X8_W64X64, 256, 64, 8, 4, 2);
+    instance!(tuned_128x64x8_w64x64, SPEC_128X64X8_W64X64, 128, 64, 8, 4, 2);
+    instance!(tuned_128x128x16_w64x64, SPEC_128X128X16_W64X64, 128, 128, 16, 4, 2);
+    instance!(tuned_256x128x8_w64x64, SPEC_256X128X8_W64X64, 256, 128, 8, 4, 2);
+    instance!(tuned_256x128x16_w64x64, SPEC_256X128X16_W64X64, 256, 128, 16, 4, 2);
+    instance!(tuned_64x128x8_w32x64, SPEC_64X128X8_W32X64, 64, 128, 8, 2, 2);
+    instance!(tuned_128x128x8_w32x64, SPEC_128X128X8_W32X64, 128, 128, 8, 2, 2);
+    instance!(tuned_128x128x16_w32x64, SPEC_128X128X16_W32X64, 128, 128, 16, 2, 2);
+}
+pub use instances::*;
+
+/// Every instance, for the search.
+pub const SPECS: &[KernelSpec] = &[
+    SPEC_128X128X8_W64X64,
+    SPEC_256X64X8_W64X64,
+    SPEC_128X64X8_W64X64,
+    SPEC_128X128X16_W64X64,
+    SPEC_256X128X8_W64X64,
+    SPEC_256X128X16_W64X64,
+    SPEC_64X128X8_W32X64,
+    SPEC_128X128X8_W32X64,
+    SPEC_128X128X16_W32X64,
+];
+
+/// `A[row][col..col + 4]`, `idx == row * k + col`. Unguarded: one 128-bit
+/// load; the caller guarantees `row < m`, `col + 4 <= k`, `col % 4 == 0`
+/// and `k % 4 == 0`. Guarded: elements outside A read as zero.
+#[inline(always)]
+fn read_a4<const GUARD: bool>(g: Gemm, row: usize, col: usize, idx: usize) -> [f32; 4] {
+    if !GUARD {
+        // SAFETY: in bounds and 16-byte aligned by the caller's guarantee.
+        return unsafe { g.a.read4(idx) };
+    }
+    let mut v = [0.0f32; 4];
+    unroll!(4; 4, |j| {
+        if row < g.m && col + j < g.k {
+            // SAFETY: row < m and col + j < k: inside A.
+            v[j] = unsafe { g.a.read(idx + j) };
+        }
+    });
+    v
+}
+
+/// `B[row][col..col + 4]`, `idx == row * n + col`; as [`read_a4`] with
+/// `k` and `n` for the bounds (unguarded: `n % 4 == 0`).
+#[inline(always)]
+fn read_b4<const GUARD: bool>(g: Gemm, row: usize, col: usize, idx: usize) -> [f32; 4] {
+    if !GUARD {
+        // SAFETY: in bounds and 16-byte aligned by the caller's guarantee.
+        return unsafe { g.b.read4(idx) };
+    }
+    let mut v = [0.0f32; 4];
+    unroll!(4; 4, |j| {
+        if row < g.k && col + j < g.n {
+            // SAFETY: row < k and col + j < n: inside B.
+            v[j] = unsafe { g.b.read(idx + j) };
+        }
+    });
+    v
+}
+
+/// The block at `(row0, col0)` of C. With `GUARD = false` the caller
+/// guarantees the block lies inside C, `K % BK == 0` and `N % 4 == 0`.
+#[inline(always)]
+fn body<
+    const BM: usize,
+    const BN: usize,
+    const BK: usize,
+    const WM_ITERS: usize,
+    const WN_ITERS: usize,
+    const A_LD: usize,
+    const GUARD: bool,
+>(
+    g: Gemm,
+    row0: usize,
+    col0: usize,
+) {
+    // Compile-time checks of the parameter set (see `Params::check`).
+    const { Params::new(BM, BN, BK, WM_ITERS, WN_ITERS).check(A_LD) };
+    let p = Params::new(BM, BN, BK, WM_ITERS, WN_ITERS);
+    let (wm, wn, threads) = (p.wm(), p.wn(), p.threads());
+    let a_row_stride = threads / (BK / 4);
+    let b_row_stride = threads / (BN / 4);
+    let warps_n = BN / wn;
+    // Stage `s` (0 or 1): A's transposed tile `As[BK][A_LD]`, then B's `Bs[BK][BN]`.
+    let stage_words = SharedTile::<BK, A_LD>::WORDS + SharedTile::<BK, BN>::WORDS;
+    let stage = |s: usize| {
+        let base = s * stage_words;
+        (
+            SharedTile::<BK, A_LD>::at(base),
+            SharedTile::<BK, BN>::at(base + SharedTile::<BK, A_LD>::WORDS),
+        )
+    };
+    let t = thread_idx_x();
+    // Staging roles: A's float4 at (a_r + i * a_row_stride, a_c..a_c + 4)
+    // of its tile, B's at (b_r + i * b_row_stride, b_c..b_c + 4).
+    let (a_r, a_c) = (t / (BK / 4), t % (BK / 4) * 4);
+    let (b_r, b_c) = (t / (BN / 4), t % (BN / 4) * 4);
+    // Compute role: piece (mi, ni) of this lane is the TM x TN square at
+    // rows m_base + mi * SUB_M, columns n_base + ni * SUB_N of the block tile.
+    let (warp, lane) = (t / 32, t % 32);
+    let (lane_row, lane_col) = (lane / LANE_COLS, lane % LANE_COLS);
+    let m_base = warp / warps_n * wm + lane_row * TM;
+    let n_base = warp % warps_n * wn + lane_col * TN;
+
+    let mut acc = [[[[0.0f32; TN]; TM]; WN_ITERS]; WM_ITERS];
+
+    // Index in A / B of this thread's first staged element of the current tile.
+    let mut a_idx = (row0 + a_r) * g.k + a_c;
+    let mut b_idx = b_r * g.n + col0 + b_c;
+    let a_stride = a_row_stride * g.k;
+    let b_stride = b_row_stride * g.n;
+    let b_step = BK * g.n;
+
+    // Tile `tile` of K covers k0 = tile * BK .. + BK. Global loads of one
+    // tile into registers, indexed from the tile's k0.
+    let fetch = |k0: usize, a_idx: usize, b_idx: usize| {
+        let mut a_vecs = [[0.0f32; 4]; MAX_VECS];
+        let mut b_vecs = [[0.0f32; 4]; MAX_VECS];
+        unroll!(Params::new(BM, BN, BK, WM_ITERS, WN_ITERS).a_vecs(); 4, |i| {
+            let r = a_r + i * a_row_stride;
+            a_vecs[i] = read_a4::<GUARD>(g, row0 + r, k0 + a_c, a_idx + i * a_stride);
+        });
+        unroll!(Params::new(BM, BN, BK, WM_ITERS, WN_ITERS).b_vecs(); 4, |i| {
+            let r = b_r + i * b_row_stride;
+            b_vecs[i] = read_b4::<GUARD>(g, k0 + r, col0 + b_c, b_idx + i * b_stride);
+        });
+        (a_vecs, b_vecs)
+    };
+    // Registers to one stage. Callers guarantee no thread reads that stage
+    // between the barriers enclosing the call.
+    let stash = |s: usize, a_vecs: [[f32; 4]; MAX_VECS], b_vecs: [[f32; 4]; MAX_VECS]| {
+        let (a_tile, b_tile) = stage(s);
+        unroll!(Params::new(BM, BN, BK, WM_ITERS, WN_ITERS).a_vecs(); 4, |i| {
+            let r = a_r + i * a_row_stride;
+            unroll!(4; 4, |j| {
+                // SAFETY: a_c + j < BK and r < BM <= A_LD (a_r < a_row_stride,
+                // i < a_vecs); one owner per word; no reader (caller).
+                unsafe { a_tile.store(a_c + j, r, a_vecs[i][j]) };
+            });
+        });
+        unroll!(Params::new(BM, BN, BK, WM_ITERS, WN_ITERS).b_vecs(); 4, |i| {
+            let r = b_r + i * b_row_stride;
+            // SAFETY: r < BK, b_c + 4 <= BN; the word index is a multiple
+            // of 4 (tile start, BN and b_c are); one owner per word; no reader.
+            unsafe { b_tile.store4(r, b_c, b_vecs[i]) };
+        });
+    };
+    // This lane's fragments of row `kk` of stage `s`: WM_ITERS float4s of
+    // A's column kk, WN_ITERS float4s of B's row kk. Callers guarantee no
+    // thread writes stage `s` between the barriers enclosing the call.
+    let frags = |s: usize, kk: usize| {
+        let (a_tile, b_tile) = stage(s);
+        let mut a = [[0.0f32; TM]; WM_ITERS];
+        let mut b = [[0.0f32; TN]; WN_ITERS];
+        unroll!(WM_ITERS; 4, |mi| {
+            // SAFETY: kk < BK; m_base + mi * SUB_M + 4 <= BM <= A_LD
+            // (m_base + TM <= the warp's rows, mi < WM_ITERS); the word
+            // index is a multiple of 4 (A_LD, m_base and SUB_M are); no
+            // writer (caller).
+            a[mi] = unsafe { a_tile.load4(kk, m_base + mi * SUB_M) };
+        });
+        unroll!(WN_ITERS; 4, |ni| {
+            // SAFETY: kk < BK; n_base + ni * SUB_N + 4 <= BN; the word
+            // index is a multiple of 4; no writer (caller).
+            b[ni] = unsafe { b_tile.load4(kk, n_base + ni * SUB_N) };
+        });
+        (a, b)
+    };
+
+    let tiles = g.k.div_ceil(BK);
+    // Prologue: tile 0 into stage 0; tile 1's global loads in flight
+    // across the barrier; row 0 of tile 0's fragments. Nothing reads
+    // shared memory before the barrier; nothing writes stage 0 until the
+    // barrier inside the first iteration.
+    let (a_vecs, b_vecs) = fetch(0, a_idx, b_idx);
+    stash(0, a_vecs, b_vecs);
+    // `next` holds tile + 1 of K during iteration `tile` (when it exists).
+    let mut next = ([[0.0f32; 4]; MAX_VECS], [[0.0f32; 4]; MAX_VECS]);
+    if tiles > 1 {
+        a_idx += BK;
+        b_idx += b_step;
+        next = fetch(BK, a_idx, b_idx);
+    }
+    sync_threads();
+    // Two register sets: row kk of the stage is in `frag[kk % 2]`.
+    let mut frag = [frags(0, 0); 2];
+
+    let mut k0 = 0;
+    let mut cur = 0;
+    for tile in 0..tiles {
+        // Same values in every thread: the branches below are uniform.
+        let has_next = tile + 1 < tiles;
+        let has_next2 = tile + 2 < tiles;
+
+        // Fully unrolled: `kk` is a literal in each copy, so `frag[kk % 2]`
+        // are fixed registers. Each step first issues the shared loads of
+        // the next row (kk + 1, or row 0 of the next tile), then the FMAs
+        // of row kk, which do not depend on them.
+        unroll!(BK; 16, |kk| {
+            if kk + 1 < BK {
+                // Stage `cur` is written only before the barrier that
+                // made it current and next after the barrier below.
+                frag[(kk + 1) % 2] = frags(cur, kk + 1);
+            } else {
+                if has_next {
+                    // Stage 1 - cur was last read before the barrier of
+                    // the previous iteration (its rows were all read by
+                    // kk = BK - 2, row 0 of stage cur after that barrier),
+                    // which every thread has passed. `next` was loaded a
+                    // whole tile ago.
+                    stash(1 - cur, next.0, next.1);
+                }
+                if has_next2 {
+                    // The global loads of tile + 2, issued before the
+                    // barrier so that ptxas cannot sink them to their
+                    // stores (a tile later): they stay in flight during
+                    // all of the next tile's FMAs.
+                    a_idx += BK;
+                    b_idx += b_step;
+                    next = fetch(k0 + 2 * BK, a_idx, b_idx);
+                }
+                // The one barrier per tile: the other stage is complete,
+                // and all reads of this one are done (the FMAs of the last
+                // row use registers only).
+                sync_threads();
+                cur = 1 - cur;
+                if has_next {
+                    // Row 0 of the next tile, in flight during the FMAs of
+                    // this tile's last row.
+                    frag[(kk + 1) % 2] = frags(cur, 0);
+                }
+            }
+            let (a_frag, b_frag) = frag[kk % 2];
+            unroll!(WM_ITERS; 4, |mi| {
+                unroll!(WN_ITERS; 4, |ni| {
+                    unroll!(TM; 4, |i| {
+                        unroll!(TN; 4, |j| {
+                            acc[mi][ni][i][j] =
+                                fma(a_frag[mi][i], b_frag[ni][j], acc[mi][ni][i][j]);
+                        });
+                    });
+                });
+            });
+        });
+        k0 += BK;
+    }
+
+    unroll!(WM_ITERS; 4, |mi| {
+        unroll!(TM; 4, |i| {
+            let row = row0 + m_base + mi * SUB_M + i;
+            unroll!(WN_ITERS; 4, |ni| {
+                let col = col0 + n_base + ni * SUB_N;
+                let out = acc[mi][ni][i];
+                if GUARD {
+                    unroll!(TN; 4, |j| {
+                        if row < g.m && col + j < g.n {
+                            // SAFETY: row < m and col + j < n; this thread
+                            // alone owns C[row][col + j].
+                            unsafe { g.c.write(row * g.n + col + j, out[j]) };
+                        }
+                    });
+                } else {
+                    // SAFETY: the block lies inside C, so row < m and
+                    // col + 4 <= n; n % 4 == 0 and col % 4 == 0 keep the
+                    // index a multiple of 4; one owner thread.
+                    unsafe { g.c.write4(row * g.n + col, out) };
+                }
+            });
+        });
+    });
+}
