@@ -1,1 +1,56 @@
-fn main() {}
+//! Project tasks, run as `cargo xtask <task>` from the repository root
+//! (an alias in `.cargo/config.toml`), or as a plain `./xtask <task>` on a
+//! machine that only has the release binaries (`xtask` and `host` in one
+//! folder, no Rust toolchain).
+//!
+//! One module per task. xtask does not depend on the `host` crate, so it
+//! still builds and runs when the kernels' PTX build is broken: that is
+//! exactly when `doctor` is needed.
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+mod bench;
+mod cuda;
+mod doctor;
+mod locate;
+mod sanitize;
+
+#[derive(Parser, Debug)]
+#[command(about = "Project tasks for the Rust SGEMM kernels")]
+struct Cli {
+    #[command(subcommand)]
+    task: Task,
+}
+
+#[derive(Subcommand, Debug)]
+enum Task {
+    /// Benchmark every kernel next to cuBLAS and the CUDA C++ twins
+    /// (builds and runs the `bench` program; `cargo xtask bench --help`).
+    Bench(bench::Args),
+    /// Check what this machine has for building and running the kernels:
+    /// toolchain, rust-src, PTX build, ptxas, NVIDIA driver, GPUs, NVRTC,
+    /// cuBLAS, ncu and compute-sanitizer.
+    Doctor(doctor::Args),
+    /// Run every kernel under compute-sanitizer (memcheck, racecheck,
+    /// synccheck, initcheck) at small sizes, verifying every result.
+    Sanitize(sanitize::Args),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.task {
+        Task::Bench(args) => bench::run(&args),
+        Task::Doctor(args) => doctor::run(&args),
+        Task::Sanitize(args) => sanitize::run(&args),
+    };
+    match result {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::FAILURE,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
