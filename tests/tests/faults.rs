@@ -10,7 +10,7 @@
 //! not with a panic.
 //!
 //! On a GPU machine with no Rust, run the compiled test binary with
-//! `FAULTS_HOST_BIN=./host` (see docs/faults.md): the host path baked in at
+//! `HOST_BIN=./host` (see docs/faults.md): the host path baked in at
 //! build time is the development machine's.
 
 use std::path::PathBuf;
@@ -32,7 +32,7 @@ const TRAP_PTX: &str = include_str!("../fixtures/trap.ptx");
 const SYNTAX_ERROR_PTX: &str = include_str!("../fixtures/syntax_error.ptx");
 
 fn host_path() -> PathBuf {
-    std::env::var_os("FAULTS_HOST_BIN")
+    std::env::var_os("HOST_BIN")
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_FILE_HOST_host")))
 }

@@ -88,7 +88,11 @@ fn main() -> ExitCode {
 
 /// `host --json` prints one object with a verified, timed entry per kernel.
 fn json_output() -> Result<(), String> {
-    let out = Command::new(env!("CARGO_BIN_FILE_HOST_host"))
+    // HOST_BIN: a copied `host` binary, when this test binary runs on a
+    // machine other than the one it was built on.
+    let host =
+        std::env::var_os("HOST_BIN").unwrap_or_else(|| env!("CARGO_BIN_FILE_HOST_host").into());
+    let out = Command::new(host)
         .args([
             "--m", "300", "--n", "200", "--k", "100", "--reps", "3", "--warmup", "1", "--json",
         ])
