@@ -122,16 +122,18 @@ impl Gpu {
         if major < 7 {
             return Err(HostError::GpuTooOld { major, minor });
         }
-        let module = ctx.load_module(Ptx::from_src(ptx)).map_err(|source| {
-            match ptx_target(ptx).and_then(sm_number) {
-                Some(target) if target > major * 10 + minor => HostError::PtxTooNew {
-                    target: format!("sm_{target}"),
-                    gpu: format!("sm_{major}{minor}"),
-                    source,
-                },
-                _ => HostError::PtxRejected { source },
-            }
-        })?;
+        let module =
+            ctx.load_module(Ptx::from_src(ptx))
+                .map_err(|source| match ptx_target(ptx) {
+                    Some(target) if sm_number(target).is_some_and(|t| t > major * 10 + minor) => {
+                        HostError::PtxTooNew {
+                            target: target.to_string(),
+                            gpu: format!("sm_{major}{minor}"),
+                            source,
+                        }
+                    }
+                    _ => HostError::PtxRejected { source },
+                })?;
         let stream = ctx.default_stream();
         Ok(Self {
             ctx,
@@ -252,4 +254,20 @@ fn device_info(ctx: &Arc<CudaContext>, ordinal: usize) -> Result<DeviceInfo, Hos
         total_memory,
         driver_cuda_version: driver,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ptx_target_and_architecture_number() {
+        let ptx = "//\n.version 7.0\n.target sm_70\n.address_size 64\n";
+        assert_eq!(ptx_target(ptx), Some("sm_70"));
+        assert_eq!(ptx_target(".target sm_90a, debug\n"), Some("sm_90a"));
+        assert_eq!(sm_number("sm_100a"), Some(100));
+        assert_eq!(sm_number("sm_70"), Some(70));
+        assert_eq!(sm_number("compute_70"), None);
+        assert_eq!(ptx_target("no target"), None);
+    }
 }

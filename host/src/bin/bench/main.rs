@@ -34,7 +34,9 @@ const README_PLOT: &str = "docs/bench.svg";
 
 /// Benchmark every kernel against cuBLAS and the CUDA C++ twins.
 #[derive(Parser, Debug)]
-#[command(about)]
+#[command(
+    about = "Every Rust kernel next to its CUDA C++ twin and cuBLAS SGEMM, verified, then timed"
+)]
 struct Args {
     /// Sizes: n for square problems, MxNxK for others (comma-separated).
     #[arg(long, value_delimiter = ',')]
