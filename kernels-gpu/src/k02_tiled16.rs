@@ -14,6 +14,12 @@
 //! buys nothing and makes the two half-warps' stores of a tile land on
 //! the same banks (2-way conflicts); the README shows the measurement.
 //!
+//! ptxas -arch=sm_90 -v: 31 registers, 0 spills, 0 stack; 2176 B shared
+//! (`tiled16_nopad`: 32 registers, 2048 B).
+//! Measured on H200 (`cargo xtask bench`, docs/bench.json): n = 4096
+//! 21.91 ms, 6.27 TFLOP/s, 2.05x naive; its CUDA C++ twin 21.91 ms
+//! (Rust / C++ = 1.000). Without the pad: 16.93 ms.
+//!
 //! Any M, N, K >= 1: tile elements outside A or B are staged as zero,
 //! threads outside C store nothing, and every thread reaches every barrier.
 
