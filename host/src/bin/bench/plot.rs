@@ -22,7 +22,7 @@ pub fn write_svg(results: &Results, path: &std::path::Path) -> anyhow::Result<()
     let x_min = square.iter().map(|r| r.n).min().unwrap() as f64;
     let y_max = square.iter().filter_map(|r| r.gflops).fold(0.0, f64::max) * 1.1;
 
-    let root = SVGBackend::new(path, (960, 600)).into_drawing_area();
+    let root = SVGBackend::new(path, (1200, 640)).into_drawing_area();
     root.fill(&WHITE)?;
     let title = format!(
         "SGEMM on {} (FP32), GFLOP/s against n",
@@ -33,12 +33,23 @@ pub fn write_svg(results: &Results, path: &std::path::Path) -> anyhow::Result<()
         .margin(16)
         .x_label_area_size(40)
         .y_label_area_size(70)
-        .build_cartesian_2d((x_min.log2() - 0.1)..(x_max.log2() + 0.1), 0.0..y_max)?;
+        // Room on the right, past the largest n, for the legend.
+        .build_cartesian_2d((x_min.log2() - 0.1)..(x_max.log2() + 2.4), 0.0..y_max)?;
+    let (lo, hi) = (x_min.log2(), x_max.log2());
     chart
         .configure_mesh()
         .x_desc("n (m = n = k), log scale")
         .y_desc("GFLOP/s")
-        .x_label_formatter(&|x| format!("{:.0}", 2f64.powf(*x)))
+        .x_labels(40)
+        // Label the sizes only where they are powers of two within the data.
+        .x_label_formatter(&|x| {
+            let on_grid = (x - x.round()).abs() < 1e-6 && *x >= lo - 1e-6 && *x <= hi + 1e-6;
+            if on_grid {
+                format!("{:.0}", 2f64.powf(*x))
+            } else {
+                String::new()
+            }
+        })
         .y_label_formatter(&|y| format!("{:.0}", y))
         .draw()?;
     for (i, (variant, kind)) in variants.iter().enumerate() {
@@ -65,7 +76,7 @@ pub fn write_svg(results: &Results, path: &std::path::Path) -> anyhow::Result<()
     }
     chart
         .configure_series_labels()
-        .position(SeriesLabelPosition::UpperLeft)
+        .position(SeriesLabelPosition::UpperRight)
         .background_style(WHITE.mix(0.85))
         .border_style(BLACK)
         .draw()?;
