@@ -46,6 +46,53 @@ impl Gemm {
     }
 }
 
+impl Gemm {
+    /// `A[row][col..col + 4]`, where `idx == row * k + col`. Guarded
+    /// (`GUARD = true`): four scalar loads, elements outside A read as
+    /// zero, any indices allowed. Unguarded: one 128-bit load.
+    ///
+    /// # Safety
+    /// Unguarded only: `row < m`, `col + 4 <= k` and `idx % 4 == 0`.
+    #[inline(always)]
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    pub unsafe fn read_a4<const GUARD: bool>(self, row: usize, col: usize, idx: usize) -> [f32; 4] {
+        if !GUARD {
+            // SAFETY: in bounds and 16-byte aligned by this function's contract.
+            return unsafe { self.a.read4(idx) };
+        }
+        let mut v = [0.0f32; 4];
+        crate::k05_blocktile_2d::unroll!(4; 4, |j| {
+            if row < self.m && col + j < self.k {
+                // SAFETY: row < m and col + j < k: inside A.
+                v[j] = unsafe { self.a.read(idx + j) };
+            }
+        });
+        v
+    }
+
+    /// `B[row][col..col + 4]`, where `idx == row * n + col`; as
+    /// [`Self::read_a4`] with `k` and `n` for the bounds.
+    ///
+    /// # Safety
+    /// Unguarded only: `row < k`, `col + 4 <= n` and `idx % 4 == 0`.
+    #[inline(always)]
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    pub unsafe fn read_b4<const GUARD: bool>(self, row: usize, col: usize, idx: usize) -> [f32; 4] {
+        if !GUARD {
+            // SAFETY: in bounds and 16-byte aligned by this function's contract.
+            return unsafe { self.b.read4(idx) };
+        }
+        let mut v = [0.0f32; 4];
+        crate::k05_blocktile_2d::unroll!(4; 4, |j| {
+            if row < self.k && col + j < self.n {
+                // SAFETY: row < k and col + j < n: inside B.
+                v[j] = unsafe { self.b.read(idx + j) };
+            }
+        });
+        v
+    }
+}
+
 /// Exports a kernel body `fn name(Gemm)` as the PTX entry `name` with the
 /// parameters `(const float* A, const float* B, float* C, u32 M, u32 N, u32 K)`.
 #[macro_export]

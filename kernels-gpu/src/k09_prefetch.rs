@@ -138,43 +138,6 @@ pub fn prefetch(g: Gemm) {
     }
 }
 
-/// `A[row][col..col + 4]`, `idx == row * k + col`. Unguarded: one 128-bit
-/// load; the caller guarantees `row < m`, `col + 4 <= k`, `col % 4 == 0`
-/// and `k % 4 == 0`. Guarded: elements outside A read as zero.
-#[inline(always)]
-fn read_a4<const GUARD: bool>(g: Gemm, row: usize, col: usize, idx: usize) -> [f32; 4] {
-    if !GUARD {
-        // SAFETY: in bounds and 16-byte aligned by the caller's guarantee.
-        return unsafe { g.a.read4(idx) };
-    }
-    let mut v = [0.0f32; 4];
-    unroll!(4; 4, |j| {
-        if row < g.m && col + j < g.k {
-            // SAFETY: row < m and col + j < k: inside A.
-            v[j] = unsafe { g.a.read(idx + j) };
-        }
-    });
-    v
-}
-
-/// `B[row][col..col + 4]`, `idx == row * n + col`; as [`read_a4`] with
-/// `k` and `n` for the bounds (unguarded: `n % 4 == 0`).
-#[inline(always)]
-fn read_b4<const GUARD: bool>(g: Gemm, row: usize, col: usize, idx: usize) -> [f32; 4] {
-    if !GUARD {
-        // SAFETY: in bounds and 16-byte aligned by the caller's guarantee.
-        return unsafe { g.b.read4(idx) };
-    }
-    let mut v = [0.0f32; 4];
-    unroll!(4; 4, |j| {
-        if row < g.k && col + j < g.n {
-            // SAFETY: row < k and col + j < n: inside B.
-            v[j] = unsafe { g.b.read(idx + j) };
-        }
-    });
-    v
-}
-
 /// One lane's fragments of one row of a stage: WM_ITERS float4s of A's
 /// column, WN_ITERS float4s of B's row.
 type Frags = ([[f32; TM]; WM_ITERS], [[f32; TN]; WN_ITERS]);
@@ -211,11 +174,14 @@ fn body<const GUARD: bool>(g: Gemm, row0: usize, col0: usize) {
         let mut b_vecs = [[0.0f32; 4]; B_VECS];
         unroll!(A_VECS; 1, |i| {
             let r = a_r + i * A_ROW_STRIDE;
-            a_vecs[i] = read_a4::<GUARD>(g, row0 + r, k0 + a_c, a_idx + i * a_stride);
+            // SAFETY: unguarded only for interior blocks of aligned shapes
+            // (see `body`): row inside A, 4 columns inside K, index % 4 == 0.
+            a_vecs[i] = unsafe { g.read_a4::<GUARD>(row0 + r, k0 + a_c, a_idx + i * a_stride) };
         });
         unroll!(B_VECS; 1, |i| {
             let r = b_r + i * B_ROW_STRIDE;
-            b_vecs[i] = read_b4::<GUARD>(g, k0 + r, col0 + b_c, b_idx + i * b_stride);
+            // SAFETY: as for A: row inside K, 4 columns inside N, index % 4 == 0.
+            b_vecs[i] = unsafe { g.read_b4::<GUARD>(k0 + r, col0 + b_c, b_idx + i * b_stride) };
         });
         (a_vecs, b_vecs)
     };
