@@ -8,14 +8,14 @@ use std::sync::Arc;
 
 use cudarc::cublas::sys::{cublasMath_t, cublasOperation_t};
 use cudarc::cublas::{CudaBlas, Gemm, GemmConfig};
-use cudarc::driver::{CudaFunction, LaunchConfig, PushKernelArg};
+use cudarc::driver::CudaFunction;
 use cudarc::nvrtc::CompileOptions;
 use kernels_gpu::launch::KernelSpec;
 use kernels_gpu::registry;
 
 use crate::HostError;
 use crate::gpu::Gpu;
-use crate::runner::{Buffers, Enqueue, RustKernel};
+use crate::runner::{self, Buffers, Enqueue, RustKernel};
 
 /// The CUDA C++ twins' source.
 pub const LESSON_CU: &str = include_str!("../cuda/lesson.cu");
@@ -91,38 +91,13 @@ impl Enqueue for CudaTwin {
     }
 
     fn enqueue(&self, gpu: &Gpu, bufs: &mut Buffers) -> Result<(), HostError> {
-        let (gx, gy) = self.twin.launch.grid(bufs.shape.m, bufs.shape.n);
-        let cfg = LaunchConfig {
-            grid_dim: (gx as u32, gy as u32, 1),
-            block_dim: (
-                self.twin.launch.block_threads.0,
-                self.twin.launch.block_threads.1,
-                1,
-            ),
-            // The twins declare their tiles statically (__shared__).
-            shared_mem_bytes: 0,
-        };
-        let (m, n, k) = (
-            bufs.shape.m as i32,
-            bufs.shape.n as i32,
-            bufs.shape.k as i32,
-        );
-        let mut launch = gpu.stream.launch_builder(&self.func);
-        launch
-            .arg(&bufs.a)
-            .arg(&bufs.b)
-            .arg(&mut bufs.c)
-            .arg(&m)
-            .arg(&n)
-            .arg(&k);
-        // SAFETY: the arguments match lesson.cu's signatures; buffers hold
-        // m*k, k*n and m*n floats; the grid covers C as the Rust twin's does.
-        unsafe { launch.launch(cfg) }
-            .map(|_| ())
-            .map_err(|source| HostError::LaunchFailed {
-                kernel: self.label.clone(),
-                source,
-            })
+        // The twins declare their tiles statically (__shared__): no
+        // launch-sized shared memory; the grid is the Rust twin's.
+        let cfg = runner::launch_config(self.twin, &bufs.shape, 0)?;
+        // SAFETY: lesson.cu's kernels take (A, B, C, M, N, K) (ints: the
+        // u32 sizes are at most 2^20, so the bits agree) and guard their
+        // edges like the Rust twins whose grid they are launched with.
+        unsafe { runner::launch_gemm(gpu, &self.func, cfg, bufs, &self.label) }
     }
 }
 

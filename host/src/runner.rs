@@ -106,14 +106,60 @@ impl RustKernel {
 
     /// The launch configuration, from the kernel's own constants.
     pub fn config(&self, shape: &Shape) -> Result<LaunchConfig, HostError> {
-        let launch = &self.spec.launch;
-        let (gx, gy) = check_grid(self.spec, shape)?;
-        Ok(LaunchConfig {
-            grid_dim: (gx as u32, gy as u32, 1),
-            block_dim: (launch.block_threads.0, launch.block_threads.1, 1),
-            shared_mem_bytes: launch.shared_bytes as u32,
-        })
+        launch_config(self.spec, shape, self.spec.launch.shared_bytes)
     }
+}
+
+/// A kernel's launch configuration for `shape`, from its spec, with
+/// `shared_bytes` of launch-sized shared memory.
+pub fn launch_config(
+    spec: &KernelSpec,
+    shape: &Shape,
+    shared_bytes: usize,
+) -> Result<LaunchConfig, HostError> {
+    let (gx, gy) = check_grid(spec, shape)?;
+    let (bx, by) = spec.launch.block_threads;
+    Ok(LaunchConfig {
+        grid_dim: (gx as u32, gy as u32, 1),
+        block_dim: (bx, by, 1),
+        shared_mem_bytes: shared_bytes as u32,
+    })
+}
+
+/// Enqueues `func(A, B, C, m, n, k)`: the signature of every GEMM entry,
+/// Rust (`gemm_kernel!`) or CUDA C++ (`lesson.cu`).
+///
+/// # Safety
+/// `func` takes exactly these six parameters, and `cfg` launches it so that
+/// it stays inside buffers of m*k, k*n and m*n floats.
+pub unsafe fn launch_gemm(
+    gpu: &Gpu,
+    func: &CudaFunction,
+    cfg: LaunchConfig,
+    bufs: &mut Buffers,
+    name: &str,
+) -> Result<(), HostError> {
+    let (m, n, k) = (
+        bufs.shape.m as u32,
+        bufs.shape.n as u32,
+        bufs.shape.k as u32,
+    );
+    let mut launch = gpu.stream.launch_builder(func);
+    launch
+        .arg(&bufs.a)
+        .arg(&bufs.b)
+        .arg(&mut bufs.c)
+        .arg(&m)
+        .arg(&n)
+        .arg(&k);
+    // SAFETY: forwarded from this function's contract; the buffers hold
+    // m*k, k*n and m*n floats.
+    unsafe { launch.launch(cfg) }
+        .map(|_| ())
+        .map_err(|source| HostError::LaunchFailed {
+            kernel: name.into(),
+            source,
+        })
 }
 
 impl Enqueue for RustKernel {
@@ -123,28 +169,9 @@ impl Enqueue for RustKernel {
 
     fn enqueue(&self, gpu: &Gpu, bufs: &mut Buffers) -> Result<(), HostError> {
         let cfg = self.config(&bufs.shape)?;
-        let (m, n, k) = (
-            bufs.shape.m as u32,
-            bufs.shape.n as u32,
-            bufs.shape.k as u32,
-        );
-        let mut launch = gpu.stream.launch_builder(&self.func);
-        launch
-            .arg(&bufs.a)
-            .arg(&bufs.b)
-            .arg(&mut bufs.c)
-            .arg(&m)
-            .arg(&n)
-            .arg(&k);
-        // SAFETY: the arguments match the entry's signature (gemm_kernel!:
-        // A, B, C, m, n, k) and the buffers hold m*k, k*n and m*n floats;
-        // grid, block and shared memory come from the kernel's own spec.
-        unsafe { launch.launch(cfg) }
-            .map(|_| ())
-            .map_err(|source| HostError::LaunchFailed {
-                kernel: self.spec.name.into(),
-                source,
-            })
+        // SAFETY: gemm_kernel! entries take (A, B, C, m, n, k); grid, block
+        // and shared memory come from the kernel's own spec.
+        unsafe { launch_gemm(gpu, &self.func, cfg, bufs, self.spec.name) }
     }
 }
 
