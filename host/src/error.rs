@@ -18,12 +18,12 @@ pub fn cuda_error_name(e: &DriverError) -> String {
 pub enum HostError {
     #[error(
         "no NVIDIA driver found (libcuda.so.1 could not be loaded): install the NVIDIA driver, \
-         or run the kernels on the CPU emulator with --emulate (e.g. --n 64 --emulate)"
+         or run the kernels on the CPU emulator with `host --n 64 --emulate`"
     )]
     NoDriver,
     #[error(
         "the NVIDIA driver found no GPU: check `nvidia-smi` and CUDA_VISIBLE_DEVICES, \
-         or run the kernels on the CPU emulator with --emulate"
+         or run the kernels on the CPU emulator with `host --n 64 --emulate`"
     )]
     NoGpu,
     #[error("GPU {ordinal} does not exist: this machine has {count} (choose --device 0..{})", count - 1)]

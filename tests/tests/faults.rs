@@ -21,12 +21,12 @@ use assert_cmd::Command;
 
 /// The line the host prints when libcuda cannot be loaded.
 const NO_DRIVER: &str = "error: no NVIDIA driver found (libcuda.so.1 could not be loaded): \
-                         install the NVIDIA driver, or run the kernels on the CPU emulator with --emulate \
-                         (e.g. --n 64 --emulate)";
+                         install the NVIDIA driver, or run the kernels on the CPU emulator with \
+                         `host --n 64 --emulate`";
 
 /// The line the host prints when the driver loads but sees no GPU.
 const NO_GPU: &str = "error: the NVIDIA driver found no GPU: check `nvidia-smi` and CUDA_VISIBLE_DEVICES, \
-                      or run the kernels on the CPU emulator with --emulate";
+                      or run the kernels on the CPU emulator with `host --n 64 --emulate`";
 
 const TRAP_PTX: &str = include_str!("../fixtures/trap.ptx");
 const SYNTAX_ERROR_PTX: &str = include_str!("../fixtures/syntax_error.ptx");
