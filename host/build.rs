@@ -1,20 +1,31 @@
-//! Builds `kernels-gpu` for `nvptx64-nvidia-cuda` and hands the PTX to the
-//! host crate (`$OUT_DIR/kernels.ptx`). This is the job Rust-CUDA's
-//! `cuda_builder` does; here it is rustc's own NVPTX backend:
+//! Builds `kernels-gpu` for `nvptx64-nvidia-cuda`, once per PTX module
+//! (`kernels-gpu/src/modules.rs`), and hands the PTX to the host crate:
+//! `$OUT_DIR/<module>.ptx`, listed in `$OUT_DIR/ptx_modules.rs`. This is
+//! the job Rust-CUDA's `cuda_builder` does; here it is rustc's own NVPTX
+//! backend, per module:
 //!
 //! cargo rustc -p kernels-gpu --profile ptx --target nvptx64-nvidia-cuda
-//!     -Zbuild-std=core --crate-type cdylib -- --emit=asm -Zno-link -C target-cpu=sm_70
+//!     -Zbuild-std=core --crate-type cdylib --target-dir $OUT_DIR/ptx-<module>
+//!     -- --emit=asm -Zno-link -C target-cpu=<arch> --cfg gemm_module="<module>"
 //!
-//! The `.s` file that command writes is the PTX. Every failure prints one
-//! line saying what to do (`cargo::error=`), never a backtrace.
+//! The `.s` file that command writes is the PTX. Each module has its own
+//! target folder, so cargo finds the modules an edit did not touch fresh
+//! (a ladder file is compiled into one module only); the modules build in
+//! parallel. Every failure prints one line saying what to do
+//! (`cargo::error=`), never a backtrace.
 
 use std::env;
+use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, exit};
+use std::thread;
 
-/// Oldest GPU the PTX must load on: the driver JIT-compiles sm_70 PTX for
-/// every newer architecture (Volta, Turing, Ampere, Ada, Hopper, Blackwell).
-const PTX_ARCH: &str = "sm_70";
+#[allow(dead_code)] // the host crate uses the rest of the list
+#[path = "../kernels-gpu/src/modules.rs"]
+mod modules;
+
+use modules::{MODULES, PtxModule};
+
 const DEVICE_TARGET: &str = "nvptx64-nvidia-cuda";
 
 fn fail(message: &str) -> ! {
@@ -31,40 +42,80 @@ fn main() {
         kernels.join("src"),
         kernels.join("Cargo.toml"),
         root.join("rust-toolchain.toml"),
-        // The commit and the dirty flag (below) change with these.
-        root.join(".git/HEAD"),
-        root.join(".git/index"),
     ] {
         println!("cargo::rerun-if-changed={}", input.display());
     }
+    let commit = git_commit(&root);
 
     let rustc = env::var("RUSTC").unwrap_or_else(|_| "rustc".into());
     check_toolchain(&rustc);
 
-    // A target dir of its own: the outer cargo holds the lock on its own.
-    let target_dir = out_dir.join("ptx-target");
+    // One thread per module; each runs its own cargo in its own target
+    // folder (the outer cargo holds the lock on ours).
+    let ptx_dir = ptx_target_root(&out_dir);
+    let results: Vec<Result<String, String>> = thread::scope(|scope| {
+        let builds: Vec<_> = MODULES
+            .iter()
+            .map(|module| scope.spawn(|| build_module(&root, &ptx_dir, module)))
+            .collect();
+        builds
+            .into_iter()
+            .map(|b| {
+                b.join()
+                    .unwrap_or_else(|_| Err("the build thread panicked".into()))
+            })
+            .collect()
+    });
+    let mut list = String::from(
+        "/// `(module name, PTX text)` for every module of `kernels_gpu::modules::MODULES`, in order.\n\
+         pub const PTX_MODULES: &[(&str, &str)] = &[\n",
+    );
+    for (module, result) in MODULES.iter().zip(results) {
+        let ptx = result.unwrap_or_else(|e| fail(&e));
+        let file = out_dir.join(format!("{}.ptx", module.name));
+        write_if_changed(&file, &ptx);
+        writeln!(
+            list,
+            "    ({:?}, include_str!({:?})),",
+            module.name,
+            file.display().to_string()
+        )
+        .unwrap();
+    }
+    list.push_str("];\n");
+    write_if_changed(&out_dir.join("ptx_modules.rs"), &list);
+    println!("cargo::rustc-env=GEMM_GIT_COMMIT={commit}");
+}
+
+/// Where the modules' own target folders go: `<target>/ptx/`, shared by
+/// the debug, release and test builds of `host` (whose `OUT_DIR`s differ:
+/// the device build does not depend on the host profile, so build it
+/// once). `OUT_DIR` is `<target>/[<triple>/]<profile>/build/<host-hash>/out`.
+fn ptx_target_root(out_dir: &Path) -> PathBuf {
+    out_dir
+        .ancestors()
+        .find(|dir| dir.file_name().is_some_and(|n| n == "build"))
+        .and_then(|build| build.parent()?.parent())
+        .map_or_else(|| out_dir.join("ptx"), |target| target.join("ptx"))
+}
+
+/// Builds one module; its PTX text, or the one-line reason it failed.
+fn build_module(root: &Path, ptx_dir: &Path, module: &PtxModule) -> Result<String, String> {
+    let target_dir = ptx_dir.join(module.name);
     let cargo = env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let mut cmd = Command::new(cargo);
-    cmd.current_dir(&root)
-        .args([
-            "rustc",
-            "--quiet",
-            "--package",
-            "kernels-gpu",
-            "--profile",
-            "ptx",
-        ])
-        .args([
-            "--target",
-            DEVICE_TARGET,
-            "-Zbuild-std=core",
-            "--crate-type",
-            "cdylib",
-        ])
+    cmd.current_dir(root)
+        .args(["rustc", "--quiet", "--package", "kernels-gpu"])
+        .args(["--profile", "ptx", "--target", DEVICE_TARGET])
+        .args(["-Zbuild-std=core", "--crate-type", "cdylib"])
         .arg("--target-dir")
         .arg(&target_dir)
-        .args(["--", "--emit=asm", "-Zno-link", "-C"])
-        .arg(format!("target-cpu={PTX_ARCH}"));
+        .args(["--", "--emit=asm", "-Zno-link"])
+        .arg(format!("-Ctarget-cpu={}", module.arch.target_cpu))
+        .arg(format!("--cfg=gemm_module={:?}", module.name));
+    if !module.arch.target_features.is_empty() {
+        cmd.arg(format!("-Ctarget-feature={}", module.arch.target_features));
+    }
     // The host's flags (and a host linker or wrapper) mean nothing to the
     // device build.
     for var in [
@@ -79,52 +130,73 @@ fn main() {
     ] {
         cmd.env_remove(var);
     }
-    let output = match cmd.output() {
-        Ok(o) => o,
-        Err(e) => fail(&format!(
-            "could not run cargo to build the kernels' PTX: {e}"
-        )),
-    };
+    let output = cmd.output().map_err(|e| {
+        format!(
+            "could not run cargo to build the kernels' PTX module {}: {e}",
+            module.name
+        )
+    })?;
     if !output.status.success() {
         // The device build's own diagnostics, then one line that sums up.
         eprintln!("{}", String::from_utf8_lossy(&output.stderr));
-        fail("building kernels-gpu for nvptx64-nvidia-cuda failed (compiler errors above)");
+        return Err(format!(
+            "building kernels-gpu's PTX module `{}` for {} failed (compiler errors above)",
+            module.name, module.arch.target_cpu
+        ));
     }
-
     let asm = target_dir
         .join(DEVICE_TARGET)
         .join("ptx")
         .join("deps")
         .join("kernels_gpu.s");
-    let ptx = std::fs::read_to_string(&asm).unwrap_or_else(|e| {
-        fail(&format!(
-            "the device build wrote no PTX at {}: {e}",
+    let ptx = std::fs::read_to_string(&asm).map_err(|e| {
+        format!(
+            "the device build of module {} wrote no PTX at {}: {e}",
+            module.name,
             asm.display()
-        ))
-    });
-    check_ptx(&ptx);
-    std::fs::write(out_dir.join("kernels.ptx"), &ptx).unwrap_or_else(|e| {
-        fail(&format!(
-            "cannot write kernels.ptx to {}: {e}",
-            out_dir.display()
-        ))
-    });
-    println!("cargo::rustc-env=KERNELS_PTX_ARCH={PTX_ARCH}");
-    println!("cargo::rustc-env=GEMM_GIT_COMMIT={}", git_commit(&root));
+        )
+    })?;
+    check_ptx(module, &ptx)?;
+    Ok(ptx)
+}
+
+/// Writes `text` unless the file already holds it (no needless rebuilds).
+fn write_if_changed(path: &Path, text: &str) {
+    if std::fs::read_to_string(path).is_ok_and(|old| old == text) {
+        return;
+    }
+    std::fs::write(path, text)
+        .unwrap_or_else(|e| fail(&format!("cannot write {}: {e}", path.display())));
 }
 
 /// The commit the binary is built from (`-dirty` with local changes), so
-/// results written by the bench name the code that produced them.
+/// results written by the bench name the code that produced them. Watches
+/// what moves HEAD or the index; `--no-optional-locks` keeps `git status`
+/// from refreshing (rewriting) the index it watches, which would make
+/// every next build rerun this script.
 fn git_commit(root: &Path) -> String {
     let git = |args: &[&str]| {
         Command::new("git")
             .current_dir(root)
+            .arg("--no-optional-locks")
             .args(args)
             .output()
             .ok()
             .filter(|o| o.status.success())
             .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
     };
+    let Some(git_dir) = git(&["rev-parse", "--absolute-git-dir"]) else {
+        return "unknown".into();
+    };
+    let git_dir = PathBuf::from(git_dir);
+    let mut watched = vec![git_dir.join("HEAD"), git_dir.join("index")];
+    if let Some(branch) = git(&["symbolic-ref", "-q", "HEAD"]) {
+        watched.push(git_dir.join(branch));
+        watched.push(git_dir.join("packed-refs"));
+    }
+    for path in watched.iter().filter(|p| p.exists()) {
+        println!("cargo::rerun-if-changed={}", path.display());
+    }
     match git(&["rev-parse", "--short=12", "HEAD"]) {
         Some(commit) => {
             let dirty = git(&["status", "--porcelain", "--untracked-files=no"])
@@ -169,16 +241,29 @@ fn check_toolchain(rustc: &str) {
     }
 }
 
-/// A PTX module the driver can load: self-contained, with at least one entry.
-fn check_ptx(ptx: &str) {
+/// A PTX module the driver can load: self-contained, for its architecture,
+/// with at least one entry.
+fn check_ptx(module: &PtxModule, ptx: &str) -> Result<(), String> {
     if let Some(line) = ptx.lines().find(|l| l.starts_with(".extern .func")) {
-        fail(&format!(
-            "the kernels' PTX calls a function it does not define ({}); \
+        return Err(format!(
+            "the PTX module {} calls a function it does not define ({}); \
              the `ptx` profile must keep lto = \"fat\"",
+            module.name,
             line.trim_end_matches(['(', ' '])
         ));
     }
     if !ptx.contains(".entry") {
-        fail("the kernels' PTX has no kernel entry point (`.entry`)");
+        return Err(format!(
+            "the PTX module {} has no kernel entry point (`.entry`): give its files a gemm_kernel!",
+            module.name
+        ));
     }
+    let target = format!(".target {}", module.arch.target_cpu);
+    if !ptx.lines().any(|l| l.trim() == target) {
+        return Err(format!(
+            "the PTX module {} does not say `{target}`",
+            module.name
+        ));
+    }
+    Ok(())
 }

@@ -10,12 +10,16 @@ use cudarc::cublas::sys::{cublasMath_t, cublasOperation_t};
 use cudarc::cublas::{CudaBlas, Gemm, GemmConfig};
 use cudarc::driver::CudaFunction;
 use cudarc::nvrtc::CompileOptions;
-use kernels_gpu::launch::KernelSpec;
+use kernels_gpu::launch::{KernelSpec, Precision};
 use kernels_gpu::registry;
 
 use crate::HostError;
 use crate::gpu::Gpu;
 use crate::runner::{self, Buffers, Enqueue, RustKernel};
+
+/// The baselines' names in reports.
+pub const CUBLAS_FP32: &str = "cuBLAS SGEMM";
+pub const CUBLAS_TF32: &str = "cuBLAS TF32";
 
 /// The CUDA C++ twins' source.
 pub const LESSON_CU: &str = include_str!("../cuda/lesson.cu");
@@ -90,6 +94,10 @@ impl Enqueue for CudaTwin {
         &self.label
     }
 
+    fn precision(&self) -> Precision {
+        self.twin.precision
+    }
+
     fn enqueue(&self, gpu: &Gpu, bufs: &mut Buffers) -> Result<(), HostError> {
         // The twins declare their tiles statically (__shared__): no
         // launch-sized shared memory; the grid is the Rust twin's.
@@ -101,13 +109,15 @@ impl Enqueue for CudaTwin {
     }
 }
 
-/// cuBLAS SGEMM in plain FP32 (TF32 tensor cores off).
+/// cuBLAS SGEMM: in plain FP32 (TF32 tensor cores off), or with TF32
+/// tensor cores allowed (the baseline of the TF32 kernels).
 pub struct Cublas {
     blas: CudaBlas,
+    precision: Precision,
 }
 
 impl Cublas {
-    pub fn load(gpu: &Gpu) -> Result<Self, String> {
+    pub fn load(gpu: &Gpu, precision: Precision) -> Result<Self, String> {
         // SAFETY: only tries to dlopen libcublas under its known names.
         if !unsafe { cudarc::cublas::sys::is_culib_present() } {
             return Err(
@@ -116,28 +126,40 @@ impl Cublas {
                     .into(),
             );
         }
-        if std::env::var("NVIDIA_TF32_OVERRIDE").is_ok_and(|v| v != "0") {
+        if precision == Precision::Fp32
+            && std::env::var("NVIDIA_TF32_OVERRIDE").is_ok_and(|v| v != "0")
+        {
             return Err("NVIDIA_TF32_OVERRIDE is set: cuBLAS would use TF32; unset it".into());
         }
         let blas = CudaBlas::new(Arc::clone(&gpu.stream)).map_err(|e| format!("cuBLAS: {e:?}"))?;
-        // Default math: FP32 SGEMM never uses TF32 tensor cores unless asked.
-        // SAFETY: the handle is live; the mode is a valid enum value.
-        let status = unsafe {
-            cudarc::cublas::sys::cublasSetMathMode(
-                *blas.handle(),
-                cublasMath_t::CUBLAS_DEFAULT_MATH,
-            )
+        // Default math: SGEMM never uses TF32 tensor cores unless asked;
+        // TF32 tensor-op math lets it round A and B to TF32.
+        let mode = match precision {
+            Precision::Fp32 => cublasMath_t::CUBLAS_DEFAULT_MATH,
+            Precision::Tf32 => cublasMath_t::CUBLAS_TF32_TENSOR_OP_MATH,
         };
+        // SAFETY: the handle is live; the mode is a valid enum value.
+        let status = unsafe { cudarc::cublas::sys::cublasSetMathMode(*blas.handle(), mode) };
         if status != cudarc::cublas::sys::cublasStatus_t::CUBLAS_STATUS_SUCCESS {
-            return Err(format!("cuBLAS could not set FP32 math mode: {status:?}"));
+            return Err(format!(
+                "cuBLAS could not set {} math mode: {status:?}",
+                precision.name()
+            ));
         }
-        Ok(Self { blas })
+        Ok(Self { blas, precision })
     }
 }
 
 impl Enqueue for Cublas {
     fn name(&self) -> &str {
-        "cuBLAS SGEMM"
+        match self.precision {
+            Precision::Fp32 => CUBLAS_FP32,
+            Precision::Tf32 => CUBLAS_TF32,
+        }
+    }
+
+    fn precision(&self) -> Precision {
+        self.precision
     }
 
     fn enqueue(&self, _gpu: &Gpu, bufs: &mut Buffers) -> Result<(), HostError> {
@@ -163,7 +185,7 @@ impl Enqueue for Cublas {
         // SAFETY: dimensions and leading dimensions describe exactly the
         // buffers' m*k, k*n and m*n floats.
         unsafe { self.blas.gemm(cfg, &bufs.b, &bufs.a, &mut bufs.c) }.map_err(|e| {
-            HostError::BadShape(format!("cuBLAS SGEMM failed on {}: {e:?}", bufs.shape))
+            HostError::BadShape(format!("{} failed on {}: {e:?}", self.name(), bufs.shape))
         })
     }
 }

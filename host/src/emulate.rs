@@ -45,7 +45,7 @@ pub fn run(
     let mut entries = Vec::new();
     for spec in kernels {
         let report = emu::run_gemm(spec, spec.body, &a, &b, shape.m, shape.n, shape.k);
-        let v = reference.check(&report.c);
+        let v = reference.check(&report.c, spec.precision);
         let ok = v.passed && report.is_clean();
         all_ok &= ok;
         if as_json {

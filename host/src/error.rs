@@ -58,6 +58,23 @@ pub enum HostError {
     NotPtx(String),
     #[error("GPU is compute capability {major}.{minor}; the kernels need 7.0 or newer")]
     GpuTooOld { major: i32, minor: i32 },
+    #[error("kernel {kernel} needs {needs}, but {gpu}: choose another kernel (see --list-kernels)")]
+    NeedsNewerGpu {
+        kernel: String,
+        needs: String,
+        gpu: String,
+    },
+    #[error(
+        "kernel {kernel} needs {} KB of shared memory per block, but this GPU allows {} KB: \
+         choose a kernel with smaller tiles (see --list-kernels)",
+        .need / 1024,
+        .limit / 1024
+    )]
+    TooMuchShared {
+        kernel: String,
+        need: usize,
+        limit: usize,
+    },
     #[error("unknown kernel '{name}': choose one of {available} (see --list-kernels)")]
     UnknownKernel { name: String, available: String },
     #[error("{0}")]

@@ -11,6 +11,7 @@ use cudarc::driver::sys::{CUdevice_attribute, CUfunction_attribute};
 use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream};
 use cudarc::nvrtc::Ptx;
 use kernels_gpu::launch::KernelSpec;
+use kernels_gpu::modules::{MODULES, PtxModule};
 use serde::{Deserialize, Serialize};
 
 use crate::HostError;
@@ -49,6 +50,27 @@ impl DeviceInfo {
             .map(|mhz| self.sms as f64 * self.fp32_lanes_per_sm() as f64 * 2.0 * mhz / 1e3)
     }
 
+    /// Dense TF32 tensor-core FLOP per clock per SM, by architecture: the
+    /// datasheets' dense TF32 rate divided by SMs and boost clock (A100:
+    /// 156 TFLOP/s, 108 SMs, 1410 MHz -> 1024; GA102 and AD102: 256; H100
+    /// SXM: 495 TFLOP/s, 132 SMs, 1830 MHz -> 2048). None where unknown
+    /// or where there are no TF32 tensor cores (before sm_80).
+    pub fn tf32_flops_per_clock_per_sm(&self) -> Option<i32> {
+        match self.compute_capability {
+            (8, 0) => Some(1024),
+            (8, 6) | (8, 9) => Some(256),
+            (9, 0) => Some(2048),
+            _ => None,
+        }
+    }
+
+    /// Dense TF32 tensor-core peak: SMs x the rate above x clock.
+    pub fn peak_tf32_gflops(&self) -> Option<f64> {
+        let per_sm = self.tf32_flops_per_clock_per_sm()?;
+        self.clock_mhz
+            .map(|mhz| self.sms as f64 * per_sm as f64 * mhz / 1e3)
+    }
+
     /// DRAM peak: two transfers per memory clock over the bus.
     pub fn peak_dram_gbs(&self) -> Option<f64> {
         match (self.memory_clock_mhz, self.memory_bus_bits) {
@@ -65,12 +87,23 @@ impl DeviceInfo {
     }
 }
 
-/// An open GPU with the kernels' module loaded.
+/// An open GPU with the kernels' PTX modules it can run loaded.
 pub struct Gpu {
     pub ctx: Arc<CudaContext>,
     pub stream: Arc<CudaStream>,
-    module: Arc<CudaModule>,
+    ptx: Modules,
     pub info: DeviceInfo,
+    /// Most launch-sized shared memory a block may opt into, bytes.
+    max_shared_bytes: usize,
+}
+
+/// Where the kernels' entries come from.
+enum Modules {
+    /// The built-in modules this GPU can run, by name; the others are
+    /// absent (their kernels need a newer GPU).
+    BuiltIn(Vec<(&'static str, Arc<CudaModule>)>),
+    /// One PTX file given by the user, for every kernel (`--ptx`).
+    File(Arc<CudaModule>),
 }
 
 /// Whether the NVIDIA driver library can be loaded (no panic when it cannot).
@@ -95,16 +128,29 @@ pub fn device_count() -> Result<usize, HostError> {
 }
 
 impl Gpu {
-    /// Opens GPU `ordinal` and loads the kernels' built-in PTX.
+    /// Opens GPU `ordinal` and loads the built-in PTX modules it can run.
     pub fn open(ordinal: usize) -> Result<Self, HostError> {
-        Self::open_with_ptx(ordinal, crate::PTX)
+        let mut gpu = Self::open_device(ordinal)?;
+        let mut loaded = Vec::new();
+        for module in MODULES.iter().filter(|m| gpu.runs_module(m)) {
+            loaded.push((module.name, gpu.load(crate::ptx(module))?));
+        }
+        gpu.ptx = Modules::BuiltIn(loaded);
+        Ok(gpu)
     }
 
-    /// Opens GPU `ordinal` and loads the kernels from `ptx` (PTX source text).
+    /// Opens GPU `ordinal` and loads every kernel from `ptx` (PTX source text).
     pub fn open_with_ptx(ordinal: usize, ptx: &str) -> Result<Self, HostError> {
         if ptx.contains('\0') {
             return Err(HostError::NotPtx("it contains a NUL byte".into()));
         }
+        let mut gpu = Self::open_device(ordinal)?;
+        gpu.ptx = Modules::File(gpu.load(ptx)?);
+        Ok(gpu)
+    }
+
+    /// A context and stream on GPU `ordinal`, no module loaded yet.
+    fn open_device(ordinal: usize) -> Result<Self, HostError> {
         let count = device_count()?;
         if count == 0 {
             return Err(HostError::NoGpu);
@@ -122,41 +168,122 @@ impl Gpu {
         if major < 7 {
             return Err(HostError::GpuTooOld { major, minor });
         }
-        let module =
-            ctx.load_module(Ptx::from_src(ptx))
-                .map_err(|source| match ptx_target(ptx) {
-                    Some(target) if sm_number(target).is_some_and(|t| t > major * 10 + minor) => {
-                        HostError::PtxTooNew {
-                            target: target.to_string(),
-                            gpu: format!("sm_{major}{minor}"),
-                            source,
-                        }
-                    }
-                    _ => HostError::PtxRejected { source },
-                })?;
+        let max_shared_bytes = ctx
+            .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)
+            .map_err(HostError::cuda("reading the shared-memory limit"))?
+            .max(0) as usize;
         let stream = ctx.default_stream();
         Ok(Self {
             ctx,
             stream,
-            module,
+            ptx: Modules::BuiltIn(Vec::new()),
             info,
+            max_shared_bytes,
         })
+    }
+
+    /// Loads PTX text as a module, naming the driver's reason when it refuses.
+    fn load(&self, ptx: &str) -> Result<Arc<CudaModule>, HostError> {
+        let (major, minor) = self.info.compute_capability;
+        self.ctx
+            .load_module(Ptx::from_src(ptx))
+            .map_err(|source| match ptx_target(ptx) {
+                Some(target) if sm_number(target).is_some_and(|t| t > major * 10 + minor) => {
+                    HostError::PtxTooNew {
+                        target: target.to_string(),
+                        gpu: format!("sm_{major}{minor}"),
+                        source,
+                    }
+                }
+                _ => HostError::PtxRejected { source },
+            })
+    }
+
+    /// The GPU's compute capability, as the modules' architectures state theirs.
+    fn capability(&self) -> (u32, u32) {
+        let (major, minor) = self.info.compute_capability;
+        (major.max(0) as u32, minor.max(0) as u32)
+    }
+
+    fn runs_module(&self, module: &PtxModule) -> bool {
+        module.arch.runs_on(self.capability())
+    }
+
+    /// Whether this GPU can run `spec` (with `--ptx`, whether the file has it
+    /// is only known when its function is looked up).
+    pub fn runs(&self, spec: &KernelSpec) -> bool {
+        match self.ptx {
+            Modules::File(_) => true,
+            Modules::BuiltIn(_) => self.runs_module(spec.module),
+        }
+    }
+
+    /// Fails with a one-line reason unless this GPU can run `spec`.
+    pub fn check_runs(&self, spec: &KernelSpec) -> Result<(), HostError> {
+        if self.runs(spec) {
+            return Ok(());
+        }
+        let (major, minor) = self.info.compute_capability;
+        Err(HostError::NeedsNewerGpu {
+            kernel: spec.name.into(),
+            needs: format!(
+                "{} ({}, {})",
+                spec.module.arch.needs(),
+                spec.module.arch.target_cpu,
+                spec.module.arch.adds
+            ),
+            gpu: format!("{} is compute capability {major}.{minor}", self.info.name),
+        })
+    }
+
+    /// What is loaded, for reports: `ladder, tuned (sm_70), mma (sm_80)`,
+    /// or the PTX file's `.target`.
+    pub fn ptx_description(&self) -> String {
+        match &self.ptx {
+            Modules::File(_) => "a PTX file (--ptx)".into(),
+            Modules::BuiltIn(loaded) => {
+                let mut parts: Vec<String> = Vec::new();
+                for module in MODULES
+                    .iter()
+                    .filter(|m| loaded.iter().any(|l| l.0 == m.name))
+                {
+                    parts.push(format!("{} ({})", module.name, module.arch.target_cpu));
+                }
+                parts.join(", ")
+            }
+        }
     }
 
     /// The kernel's entry point, ready to launch with its launch's shared memory.
     pub fn function(&self, spec: &KernelSpec) -> Result<CudaFunction, HostError> {
-        let f = self
-            .module
+        self.check_runs(spec)?;
+        let module = match &self.ptx {
+            Modules::File(module) => module,
+            Modules::BuiltIn(loaded) => loaded
+                .iter()
+                .find(|(name, _)| *name == spec.module.name)
+                .map(|(_, module)| module)
+                .expect("every module this GPU runs is loaded"),
+        };
+        let f = module
             .load_function(spec.name)
             .map_err(HostError::cuda(format!(
                 "finding kernel {} in the PTX",
                 spec.name
             )))?;
+        let shared = spec.launch.shared_bytes;
+        if shared > self.max_shared_bytes {
+            return Err(HostError::TooMuchShared {
+                kernel: spec.name.into(),
+                need: shared,
+                limit: self.max_shared_bytes,
+            });
+        }
         // Above 48 KB a block's dynamic shared memory must be opted into.
-        if spec.launch.shared_bytes > 48 * 1024 {
+        if shared > 48 * 1024 {
             f.set_attribute(
                 CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                spec.launch.shared_bytes as i32,
+                shared as i32,
             )
             .map_err(HostError::cuda(format!(
                 "raising {}'s shared-memory limit",

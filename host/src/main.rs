@@ -55,7 +55,7 @@ struct Args {
     /// Print one JSON object instead of text.
     #[arg(long)]
     json: bool,
-    /// List the kernels and exit.
+    /// List the kernels and exit (with --json: one JSON array).
     #[arg(long)]
     list_kernels: bool,
     /// Run on the CPU emulator instead of a GPU: same kernel code, checked
@@ -107,9 +107,9 @@ fn main() -> ExitCode {
     }
 }
 
-/// The kernels named on the command line, in ladder order.
+/// The kernels named on the command line, in ladder order ("all": every one).
 fn select(names: &[String]) -> Result<Vec<&'static KernelSpec>, HostError> {
-    if names.iter().any(|n| n == "all") {
+    if asks_for_all(names) {
         return Ok(KERNELS.iter().collect());
     }
     names
@@ -127,21 +127,73 @@ fn select(names: &[String]) -> Result<Vec<&'static KernelSpec>, HostError> {
         .collect()
 }
 
-fn list_kernels() {
+fn asks_for_all(names: &[String]) -> bool {
+    names.iter().any(|n| n == "all")
+}
+
+/// The selected kernels this GPU can run. Asked for by name, a kernel it
+/// cannot run is an error; under "all", a visible line says it is skipped.
+fn runnable(
+    gpu: &Gpu,
+    kernels: Vec<&'static KernelSpec>,
+    all: bool,
+) -> Result<Vec<&'static KernelSpec>, HostError> {
+    let mut out = Vec::new();
+    for spec in kernels {
+        match gpu.check_runs(spec) {
+            Ok(()) => out.push(spec),
+            Err(why) if all => eprintln!("skipping {}: {why}", spec.name),
+            Err(why) => return Err(why),
+        }
+    }
+    Ok(out)
+}
+
+fn list_kernels(json: bool) -> Result<()> {
+    if json {
+        let list: Vec<serde_json::Value> = KERNELS
+            .iter()
+            .map(|k| {
+                let arch = &k.module.arch;
+                serde_json::json!({
+                    "name": k.name,
+                    "step": k.step,
+                    "summary": k.summary,
+                    "precision": k.precision.name(),
+                    "module": k.module.name,
+                    "target": arch.target_cpu,
+                    "min_capability": format!("{}.{}", arch.capability.0, arch.capability.1),
+                    "exact_capability": arch.exact,
+                    "block_threads": [k.launch.block_threads.0, k.launch.block_threads.1],
+                    "block_tile": [k.launch.block_tile.0, k.launch.block_tile.1],
+                    "shared_bytes": k.launch.shared_bytes,
+                })
+            })
+            .collect();
+        println!("{}", serde_json::to_string_pretty(&list)?);
+        return Ok(());
+    }
     for k in KERNELS {
         let (bm, bn) = k.launch.block_tile;
         let (tx, ty) = k.launch.block_threads;
         println!(
-            "{:02} {:<24} {}  [block {tx}x{ty} threads, tile {bm}x{bn} of C, {} B shared]",
-            k.step, k.name, k.summary, k.launch.shared_bytes
+            "{:02} {:<26} {}  [{}, {} module ({}), block {tx}x{ty} threads, tile {bm}x{bn} of C, {} B shared]",
+            k.step,
+            k.name,
+            k.summary,
+            k.precision.name(),
+            k.module.name,
+            k.module.arch.target_cpu,
+            k.launch.shared_bytes
         );
     }
+    Ok(())
 }
 
 /// Runs everything; Ok(false) when a kernel failed verification.
 fn run(args: &Args) -> Result<bool> {
     if args.list_kernels {
-        list_kernels();
+        list_kernels(args.json)?;
         return Ok(true);
     }
     // Every argument is checked before the GPU is touched.
@@ -168,6 +220,7 @@ fn run(args: &Args) -> Result<bool> {
             Gpu::open_with_ptx(args.device, &ptx)?
         }
     };
+    let kernels = runnable(&gpu, kernels, asks_for_all(&args.kernel))?;
     // Check the size against free memory before making inputs on the host.
     gpu.check_fits(&shape.to_string(), Buffers::device_bytes(&gpu, &shape))?;
     let (a, b) = inputs::random_inputs(&shape, args.seed)?;
@@ -177,9 +230,10 @@ fn run(args: &Args) -> Result<bool> {
 
     let mut report = RunReport {
         peak_fp32_gflops: gpu.info.peak_fp32_gflops(),
+        peak_tf32_gflops: gpu.info.peak_tf32_gflops(),
         peak_dram_gbs: gpu.info.peak_dram_gbs(),
         gpu: gpu.info.clone(),
-        ptx_arch: host::PTX_ARCH,
+        ptx: gpu.ptx_description(),
         shape,
         seed: args.seed,
         timing: opts,

@@ -1,6 +1,6 @@
 //! What a run found, as text for people and as one JSON object for programs.
 
-use kernels_gpu::launch::KernelSpec;
+use kernels_gpu::launch::{KernelSpec, Precision};
 use serde::Serialize;
 
 use crate::gpu::DeviceInfo;
@@ -14,10 +14,15 @@ use crate::shape::Shape;
 pub struct KernelReport {
     pub kernel: String,
     pub summary: String,
+    /// "FP32" or "TF32": what the result was verified as, and which peak
+    /// the rate is compared with.
+    pub precision: &'static str,
     #[serde(flatten)]
     pub measurement: Measurement,
     pub gflops: Option<f64>,
-    pub percent_of_fp32_peak: Option<f64>,
+    /// Percent of the peak of the kernel's precision (FP32 pipe or TF32
+    /// tensor cores), from the device's own clock and SM count.
+    pub percent_of_peak: Option<f64>,
     pub model: ModelEstimate,
     /// Model bytes / median time: the DRAM bandwidth the model implies, GB/s.
     pub model_gbs: Option<f64>,
@@ -33,12 +38,15 @@ impl KernelReport {
         let model = model::estimate(spec, shape, info.peaks());
         let median_s = measurement.timing.as_ref().map(|t| t.median_ms * 1e-3);
         let gflops = median_s.map(|s| shape.flops() / s / 1e9);
+        let peak = match spec.precision {
+            Precision::Fp32 => info.peak_fp32_gflops(),
+            Precision::Tf32 => info.peak_tf32_gflops(),
+        };
         Self {
             kernel: spec.name.into(),
             summary: spec.summary.into(),
-            percent_of_fp32_peak: gflops
-                .zip(info.peak_fp32_gflops())
-                .map(|(g, p)| 100.0 * g / p),
+            precision: spec.precision.name(),
+            percent_of_peak: gflops.zip(peak).map(|(g, p)| 100.0 * g / p),
             model_gbs: median_s.map(|s| model.bytes / s / 1e9),
             measurement,
             gflops,
@@ -56,8 +64,10 @@ impl KernelReport {
 pub struct RunReport {
     pub gpu: DeviceInfo,
     pub peak_fp32_gflops: Option<f64>,
+    pub peak_tf32_gflops: Option<f64>,
     pub peak_dram_gbs: Option<f64>,
-    pub ptx_arch: &'static str,
+    /// The PTX modules loaded, and their architectures.
+    pub ptx: String,
     pub shape: Shape,
     pub seed: u64,
     pub timing: TimingOptions,
@@ -86,9 +96,12 @@ impl RunReport {
         let clock = g
             .clock_mhz
             .map_or("clock unknown".into(), |c| format!("{c:.0} MHz"));
-        let peak = self.peak_fp32_gflops.map_or(String::new(), |p| {
+        let mut peak = self.peak_fp32_gflops.map_or(String::new(), |p| {
             format!(", FP32 peak {} GFLOP/s", thousands(p))
         });
+        if let Some(p) = self.peak_tf32_gflops {
+            peak += &format!(", TF32 tensor peak {}", thousands(p));
+        }
         let dram = self
             .peak_dram_gbs
             .map_or(String::new(), |b| format!(", DRAM {} GB/s", thousands(b)));
@@ -96,14 +109,14 @@ impl RunReport {
         let t = &self.timing;
         format!(
             "GPU      {} (sm_{major}{minor}, {} SMs at {clock}{peak}{dram}; driver CUDA {}.{})\n\
-             PTX      rustc nvptx64, .target {} (JIT-compiled by the driver for sm_{major}{minor})\n\
+             PTX      rustc nvptx64, modules {} (JIT-compiled by the driver for sm_{major}{minor})\n\
              Problem  C[{m}x{n}] = A[{m}x{k}] * B[{k}x{n}], f32 row-major, inputs uniform in [-1, 1) from seed {}\n\
              Timing   {} warm-up + {} timed launches per kernel, CUDA events, median; L2 {}\n",
             g.name,
             g.sms,
             g.driver_cuda_version / 1000,
             g.driver_cuda_version % 1000 / 10,
-            self.ptx_arch,
+            self.ptx,
             self.seed,
             t.warmup,
             t.reps,
@@ -127,7 +140,7 @@ impl RunReport {
             ),
         };
         s += &format!(
-            "  verify   {}  max error {:.2e} (tolerance {:.0e}; |c - ref| / sum|a*b|), {how}; {} non-finite\n",
+            "  verify   {}  max error {:.2e} (tolerance {:.2e}; |c - ref| / sum|a*b|), {how}; {} non-finite\n",
             if v.passed { "PASS" } else { "FAIL" },
             v.max_error,
             v.tolerance,
@@ -154,8 +167,10 @@ impl RunReport {
         s += &format!(
             "  rate     {} GFLOP/s{}\n",
             thousands(gflops),
-            r.percent_of_fp32_peak
-                .map_or(String::new(), |p| format!(" = {p:.1}% of FP32 peak"))
+            r.percent_of_peak.map_or(String::new(), |p| format!(
+                " = {p:.1}% of {} peak",
+                r.precision
+            ))
         );
         let m = &r.model;
         s += &format!(

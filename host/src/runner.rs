@@ -10,7 +10,7 @@ use cudarc::driver::sys::CUevent_flags;
 use cudarc::driver::{
     CudaFunction, CudaSlice, DevicePtrMut, DriverError, LaunchConfig, PushKernelArg,
 };
-use kernels_gpu::launch::KernelSpec;
+use kernels_gpu::launch::{KernelSpec, Precision};
 use serde::Serialize;
 
 use crate::HostError;
@@ -86,6 +86,8 @@ fn memset<T>(gpu: &Gpu, buf: &mut CudaSlice<T>, byte: u8) -> Result<(), DriverEr
 pub trait Enqueue {
     /// Name in reports.
     fn name(&self) -> &str;
+    /// The arithmetic it does (what its result is verified against).
+    fn precision(&self) -> Precision;
     /// Enqueues one product into `bufs.c`; returns without waiting.
     fn enqueue(&self, gpu: &Gpu, bufs: &mut Buffers) -> Result<(), HostError>;
 }
@@ -167,6 +169,10 @@ impl Enqueue for RustKernel {
         self.spec.name
     }
 
+    fn precision(&self) -> Precision {
+        self.spec.precision
+    }
+
     fn enqueue(&self, gpu: &Gpu, bufs: &mut Buffers) -> Result<(), HostError> {
         let cfg = self.config(&bufs.shape)?;
         // SAFETY: gemm_kernel! entries take (A, B, C, m, n, k); grid, block
@@ -225,7 +231,7 @@ pub fn measure(
     kernel.enqueue(gpu, bufs)?;
     gpu.sync(&format!("running {name}"))
         .map_err(|e| launch_error(&name, e))?;
-    let verification = reference.check(&gpu.download(&bufs.c)?);
+    let verification = reference.check(&gpu.download(&bufs.c)?, kernel.precision());
     if !verification.passed || opts.reps == 0 {
         return Ok(Measurement {
             verification,

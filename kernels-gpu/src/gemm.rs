@@ -61,7 +61,7 @@ impl Gemm {
             return unsafe { self.a.read4(idx) };
         }
         let mut v = [0.0f32; 4];
-        crate::k05_blocktile_2d::unroll!(4; 4, |j| {
+        crate::unroll::unroll!(4; 4, |j| {
             if row < self.m && col + j < self.k {
                 // SAFETY: row < m and col + j < k: inside A.
                 v[j] = unsafe { self.a.read(idx + j) };
@@ -83,7 +83,7 @@ impl Gemm {
             return unsafe { self.b.read4(idx) };
         }
         let mut v = [0.0f32; 4];
-        crate::k05_blocktile_2d::unroll!(4; 4, |j| {
+        crate::unroll::unroll!(4; 4, |j| {
             if row < self.k && col + j < self.n {
                 // SAFETY: row < k and col + j < n: inside B.
                 v[j] = unsafe { self.b.read(idx + j) };

@@ -24,51 +24,10 @@
 
 use crate::device::{SharedTile, block_idx_x, block_idx_y, fma, sync_threads, thread_idx_x};
 use crate::gemm::Gemm;
-use crate::launch::{KernelSpec, Launch};
+use crate::launch::{KernelSpec, Launch, Precision};
+use crate::modules;
+use crate::unroll::unroll;
 
-/// `unroll!(n; MAX, |i| { body })` repeats `body` for `i = 0, 1, .., n - 1`,
-/// where `n` is a constant expression (a const generic parameter is fine)
-/// and `MAX` a literal (1, 2, 4, 8 or 16) with `n <= MAX`. Every copy sees
-/// `i` as a literal, so register arrays indexed by it are promoted to
-/// registers. LLVM fully unrolls small constant-trip loops by itself, but
-/// not one whose body is large (the guarded epilogue: 64 stores, each
-/// behind a branch), and a register array indexed by a loop counter lands
-/// in local memory (ptxas reported a 256-byte stack frame). `MAX` bounds
-/// the copies the compiler has to type-check before the `i < n` tests
-/// fold away (nesting multiplies them). Later steps reuse this macro.
-macro_rules! unroll {
-    (@copies $n:expr, $i:ident, $body:block, $($k:literal)*) => {{
-        $(
-            if $k < $n {
-                let $i: usize = $k;
-                $body
-            }
-        )*
-    }};
-    ($n:expr; 1, |$i:ident| $body:block) => {{
-        const { assert!($n <= 1) };
-        $crate::k05_blocktile_2d::unroll!(@copies $n, $i, $body, 0)
-    }};
-    ($n:expr; 2, |$i:ident| $body:block) => {{
-        const { assert!($n <= 2) };
-        $crate::k05_blocktile_2d::unroll!(@copies $n, $i, $body, 0 1)
-    }};
-    ($n:expr; 4, |$i:ident| $body:block) => {{
-        const { assert!($n <= 4) };
-        $crate::k05_blocktile_2d::unroll!(@copies $n, $i, $body, 0 1 2 3)
-    }};
-    ($n:expr; 8, |$i:ident| $body:block) => {{
-        const { assert!($n <= 8) };
-        $crate::k05_blocktile_2d::unroll!(@copies $n, $i, $body, 0 1 2 3 4 5 6 7)
-    }};
-    ($n:expr; 16, |$i:ident| $body:block) => {{
-        const { assert!($n <= 16) };
-        $crate::k05_blocktile_2d::unroll!(
-            @copies $n, $i, $body, 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15
-        )
-    }};
-}
-pub(crate) use unroll;
 
 /// Rows of C per block.
 pub const BM: usize = 128;
@@ -102,6 +61,8 @@ pub const SHARED_BYTES: usize = B_SHARED.end() * 4;
 pub const SPEC: KernelSpec = KernelSpec {
     name: "blocktile_2d",
     step: 5,
+    module: &modules::LADDER,
+    precision: Precision::Fp32,
     summary: "128x128 block tile, each thread an 8x8 square (outer products in registers)",
     launch: Launch {
         block_threads: (THREADS as u32, 1),

@@ -31,8 +31,9 @@
 
 use crate::device::{SharedTile, block_idx_x, block_idx_y, fma, sync_threads, thread_idx_x};
 use crate::gemm::Gemm;
-use crate::k05_blocktile_2d::unroll;
-use crate::launch::{KernelSpec, Launch};
+use crate::unroll::unroll;
+use crate::launch::{KernelSpec, Launch, Precision};
+use crate::modules;
 
 /// Rows of C per block.
 pub const BM: usize = 128;
@@ -70,6 +71,8 @@ const _: () =
 pub const SPEC: KernelSpec = KernelSpec {
     name: "vectorized",
     step: 6,
+    module: &modules::LADDER,
+    precision: Precision::Fp32,
     summary: "step 05 with 128-bit global and shared loads (A transposed in shared memory)",
     launch: Launch {
         block_threads: (THREADS as u32, 1),

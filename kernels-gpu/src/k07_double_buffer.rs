@@ -25,8 +25,9 @@
 
 use crate::device::{SharedTile, block_idx_x, block_idx_y, fma, sync_threads, thread_idx_x};
 use crate::gemm::Gemm;
-use crate::k05_blocktile_2d::unroll;
-use crate::launch::{KernelSpec, Launch};
+use crate::unroll::unroll;
+use crate::launch::{KernelSpec, Launch, Precision};
+use crate::modules;
 
 /// Rows of C per block.
 pub const BM: usize = 128;
@@ -78,6 +79,8 @@ fn stage(s: usize) -> (ATile, BTile) {
 pub const SPEC: KernelSpec = KernelSpec {
     name: "double_buffer",
     step: 7,
+    module: &modules::LADDER,
+    precision: Precision::Fp32,
     summary: "step 06 with two shared stages: next tile loaded to registers during compute",
     launch: Launch {
         block_threads: (THREADS as u32, 1),

@@ -27,8 +27,9 @@
 
 use crate::device::{SharedTile, block_idx_x, block_idx_y, fma, sync_threads, thread_idx_x};
 use crate::gemm::Gemm;
-use crate::k05_blocktile_2d::unroll;
-use crate::launch::{KernelSpec, Launch};
+use crate::unroll::unroll;
+use crate::launch::{KernelSpec, Launch, Precision};
+use crate::modules;
 
 /// Rows of C per block.
 pub const BM: usize = 128;
@@ -101,6 +102,8 @@ fn stage(s: usize) -> (ATile, BTile) {
 pub const SPEC: KernelSpec = KernelSpec {
     name: "warptile",
     step: 8,
+    module: &modules::LADDER,
+    precision: Precision::Fp32,
     summary: "step 07 with warp tiles: each warp a 32x64 tile, lanes 2x2 pieces of 4x4",
     launch: Launch {
         block_threads: (THREADS as u32, 1),

@@ -42,8 +42,9 @@
 
 use crate::device::{SharedTile, block_idx_x, block_idx_y, fma, sync_threads, thread_idx_x};
 use crate::gemm::Gemm;
-use crate::k05_blocktile_2d::unroll;
-use crate::launch::{KernelSpec, Launch};
+use crate::unroll::unroll;
+use crate::launch::{KernelSpec, Launch, Precision};
+use crate::modules;
 
 /// Rows of C per block.
 pub const BM: usize = 128;
@@ -116,6 +117,8 @@ fn stage(s: usize) -> (ATile, BTile) {
 pub const SPEC: KernelSpec = KernelSpec {
     name: "prefetch",
     step: 9,
+    module: &modules::LADDER,
+    precision: Precision::Fp32,
     summary: "step 08 with register double-buffered fragments: row kk+1 loads during row kk's FMAs",
     launch: Launch {
         block_threads: (THREADS as u32, 1),

@@ -85,8 +85,9 @@
 
 use crate::device::{SharedTile, block_idx_x, block_idx_y, fma, sync_threads, thread_idx_x};
 use crate::gemm::Gemm;
-use crate::k05_blocktile_2d::unroll;
-use crate::launch::{KernelSpec, Launch};
+use crate::unroll::unroll;
+use crate::launch::{KernelSpec, Launch, Precision};
+use crate::modules;
 
 /// A warp's 32 lanes as a LANE_ROWS x LANE_COLS grid.
 const LANE_ROWS: usize = 4;
@@ -181,6 +182,8 @@ impl Params {
         KernelSpec {
             name,
             step: 10,
+            module: &modules::TUNED,
+            precision: Precision::Fp32,
             summary: "step 09's design, const-generic: one entry per parameter set",
             launch: Launch {
                 block_threads: (self.threads() as u32, 1),

@@ -1,7 +1,30 @@
 //! What the host needs to know to launch a kernel, stated once, by the
-//! kernel itself: block shape, the tile of C each block owns, shared memory.
+//! kernel itself: block shape, the tile of C each block owns, shared
+//! memory, the PTX module (and so the GPUs) it is built for, and the
+//! precision it computes in.
 
 use crate::gemm::Gemm;
+use crate::modules::PtxModule;
+
+/// The arithmetic a kernel does. Inputs and outputs are `f32` for all.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Precision {
+    /// f32 multiply-adds (the FMA pipe).
+    Fp32,
+    /// A and B rounded to TF32 (10 explicit mantissa bits, round to
+    /// nearest) and multiplied on the tensor cores, accumulated in f32.
+    Tf32,
+}
+
+impl Precision {
+    /// `FP32` or `TF32`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Precision::Fp32 => "FP32",
+            Precision::Tf32 => "TF32",
+        }
+    }
+}
 
 /// How a kernel is launched.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -33,6 +56,10 @@ pub struct KernelSpec {
     pub name: &'static str,
     /// Step on the ladder (01, 02, ...).
     pub step: u32,
+    /// The PTX module the entry is built into: its architecture says
+    /// which GPUs can run the kernel.
+    pub module: &'static PtxModule,
+    pub precision: Precision,
     /// One line: what this step changes.
     pub summary: &'static str,
     pub launch: Launch,

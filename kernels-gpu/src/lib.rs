@@ -1,7 +1,9 @@
 //! SGEMM kernels in pure Rust, for `nvptx64-nvidia-cuda`.
 //!
 //! Every kernel computes `C = A * B` for row-major `A` (M x K), `B` (K x N)
-//! and `C` (M x N), for any M, N, K >= 1. One file per step of the ladder:
+//! and `C` (M x N), for any M, N, K >= 1 (f32 in and out; step 11 multiplies
+//! in TF32). One file per step of the ladder, each built into one of the
+//! PTX [`modules`]:
 //!
 //! | step | file | what it changes |
 //! |---|---|---|
@@ -15,6 +17,7 @@
 //! | 08 | [`k08_warptile`] | warp tiles (32x64 per warp, lanes 2x2 pieces of 4x4): conflict-free shared reads |
 //! | 09 | [`k09_prefetch`] | fragments double-buffered in registers: row kk+1's shared loads in flight during row kk's FMAs |
 //! | 10 | [`k10_tuned`] | step 09 as a const-generic body, one PTX entry per parameter set |
+//! | 11 | [`k11_mma`] | TF32 tensor cores (`mma.sync`), a multi-stage `cp.async` pipeline, swizzled tiles |
 //!
 //! The same crate builds for the host, where it exports the kernels'
 //! constants ([`registry`]) so that launch shapes are never retyped, and
@@ -22,6 +25,8 @@
 //! with race, barrier and bank-conflict checks).
 //! Only [`device`] touches `core::arch::nvptx` and shared memory.
 #![cfg_attr(target_arch = "nvptx64", no_std)]
+// `#[inline(always)]` on the closures of a kernel body.
+#![feature(stmt_expr_attributes)]
 #![cfg_attr(
     target_arch = "nvptx64",
     feature(
@@ -32,22 +37,31 @@
         gpu_launch_sized_workgroup_mem
     )
 )]
+#![cfg_attr(target_arch = "nvptx64", feature(asm_experimental_arch))]
 #![cfg_attr(target_arch = "nvptx64", allow(internal_features))]
 
 pub mod device;
 pub mod gemm;
 pub mod launch;
+pub mod modules;
+pub mod unroll;
 
-pub mod k01_naive;
-pub mod k02_tiled16;
-pub mod k03_tiled32;
-pub mod k04_blocktile_1d;
-pub mod k05_blocktile_2d;
-pub mod k06_vectorized;
-pub mod k07_double_buffer;
-pub mod k08_warptile;
-pub mod k09_prefetch;
-pub mod k10_tuned;
+/// Declares ladder files and the PTX module (see [`modules`]) their entries
+/// are built into. The host build has every file; a device build, only the
+/// files of the module `host/build.rs` asks for with `--cfg gemm_module`.
+macro_rules! ladder_files {
+    ($module:literal: $($file:ident),+) => {
+        $(
+            #[cfg(any(not(target_arch = "nvptx64"), gemm_module = $module))]
+            pub mod $file;
+        )+
+    };
+}
+
+ladder_files!("ladder": k01_naive, k02_tiled16, k03_tiled32, k04_blocktile_1d, k05_blocktile_2d,
+    k06_vectorized, k07_double_buffer, k08_warptile, k09_prefetch);
+ladder_files!("tuned": k10_tuned);
+ladder_files!("mma": k11_mma);
 
 #[cfg(not(target_arch = "nvptx64"))]
 pub mod registry;

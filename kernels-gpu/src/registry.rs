@@ -3,7 +3,7 @@
 use crate::launch::KernelSpec;
 
 /// The kernels, in ladder order. `name` is also the PTX entry's name.
-/// Step 10's instances are all listed (also as `k10_tuned::SPECS`).
+/// Steps 10 and 11 list every instance (also as `k10_tuned::SPECS`, `k11_mma::SPECS`).
 pub const KERNELS: &[KernelSpec] = &[
     crate::k01_naive::SPEC,
     crate::k02_tiled16::SPEC,
@@ -24,6 +24,11 @@ pub const KERNELS: &[KernelSpec] = &[
     crate::k10_tuned::SPEC_64X128X8_W32X64,
     crate::k10_tuned::SPEC_128X128X8_W32X64,
     crate::k10_tuned::SPEC_128X128X16_W32X64,
+    crate::k11_mma::SPEC_128X128X32_W64X64_S2,
+    crate::k11_mma::SPEC_256X128X32_W64X64_S3,
+    crate::k11_mma::SPEC_128X256X32_W64X64_S3,
+    crate::k11_mma::SPEC_64X128X32_W32X64_S2,
+    crate::k11_mma::SPEC_128X64X32_W64X32_S2,
 ];
 
 /// The kernel called `name`, if there is one.

@@ -1,40 +1,68 @@
-//! The PTX that `host/build.rs` builds from `kernels-gpu`, checked without a
-//! GPU: it exists, exports every kernel, is self-contained, the lesson's
-//! kernel has its two barriers and its shared tiles, and NVIDIA's `ptxas`
-//! assembles it for sm_75 and sm_90 with no spills. (The PTX targets sm_70;
-//! ptxas 13, the one on PyPI, no longer accepts `-arch=sm_70`, so the
-//! oldest architecture it checks is Turing.)
+//! The PTX modules that `host/build.rs` builds from `kernels-gpu`, checked
+//! without a GPU: each exists, targets its architecture, is self-contained
+//! and exports exactly the kernels the registry assigns to it; the lesson's
+//! kernel has its two barriers; the tensor-core kernels use `mma.sync` with
+//! TF32, `ldmatrix`, `cp.async` and `cvt.rna`, with every `mma` where the
+//! whole warp reaches it; and NVIDIA's `ptxas` assembles every module for
+//! two architectures with no spills and no stack. (ptxas 13, the one on
+//! PyPI, no longer accepts `-arch=sm_70`, so the oldest architecture it
+//! checks for the sm_70 modules is Turing.)
 
 use std::process::Command;
 
+use kernels_gpu::k11_mma;
+use kernels_gpu::launch::KernelSpec;
+use kernels_gpu::modules::{MODULES, PtxModule};
 use kernels_gpu::registry::KERNELS;
 use tests::{find_ptxas, parse_ptxas, ptx_entry};
 
+fn kernels_of(module: &PtxModule) -> Vec<&'static KernelSpec> {
+    KERNELS.iter().filter(|k| k.module == module).collect()
+}
+
 #[test]
-fn ptx_exports_every_kernel_and_nothing_unresolved() {
-    let ptx = host::PTX;
-    assert!(
-        ptx.contains(".target sm_70"),
-        "PTX must load on compute capability 7.0+"
-    );
-    assert!(
-        !ptx.contains(".extern .func"),
-        "PTX calls a function it does not define"
-    );
-    for k in KERNELS {
+fn every_module_exports_its_kernels_and_nothing_unresolved() {
+    for module in MODULES {
+        let ptx = host::ptx(module);
+        let target = format!(".target {}", module.arch.target_cpu);
         assert!(
-            ptx_entry(ptx, k.name).is_some(),
-            "no .entry {} in the PTX",
-            k.name
+            ptx.lines().any(|l| l.trim() == target),
+            "module {} must say `{target}`",
+            module.name
+        );
+        assert!(
+            !ptx.contains(".extern .func"),
+            "module {} calls a function it does not define",
+            module.name
+        );
+        let kernels = kernels_of(module);
+        assert!(!kernels.is_empty(), "module {} has no kernel", module.name);
+        for k in &kernels {
+            assert!(
+                ptx_entry(ptx, k.name).is_some(),
+                "no .entry {} in module {}",
+                k.name,
+                module.name
+            );
+        }
+        assert_eq!(
+            ptx.matches(".visible .entry").count(),
+            kernels.len(),
+            "module {}: PTX entries and registry disagree",
+            module.name
         );
     }
-    let entries = ptx.matches(".visible .entry").count();
-    assert_eq!(entries, KERNELS.len(), "PTX entries and registry disagree");
+    assert_eq!(
+        MODULES.iter().map(|m| kernels_of(m).len()).sum::<usize>(),
+        KERNELS.len(),
+        "a registered kernel belongs to no module"
+    );
 }
 
 #[test]
 fn tiled16_has_two_barriers_and_uses_shared_memory() {
-    let body = ptx_entry(host::PTX, "tiled16").unwrap();
+    let ladder = host::ptx(&kernels_gpu::modules::LADDER);
+    let body = ptx_entry(ladder, "tiled16").unwrap();
     assert_eq!(
         body.matches("bar.sync").count(),
         2,
@@ -49,8 +77,44 @@ fn tiled16_has_two_barriers_and_uses_shared_memory() {
         "the inner loop reads shared memory"
     );
     assert!(body.contains("fma.rn.f32"), "the inner loop uses FMA");
-    let naive = ptx_entry(host::PTX, "naive").unwrap();
+    let naive = ptx_entry(ladder, "naive").unwrap();
     assert!(!naive.contains("bar.sync") && !naive.contains(".shared"));
+}
+
+/// Step 11's entries: TF32 `mma.sync`, `ldmatrix`, `cp.async` with groups,
+/// `cvt.rna`. rustc marks no `asm!` as convergent, so LLVM could copy a
+/// warp-collective instruction into a branch only some lanes take (tail
+/// duplication); the count of `mma` shows it did not: each entry has
+/// exactly its three bodies (aligned, aligned with checks, 4-byte copies),
+/// each with BK / 8 k-steps of MI x NI tiles, where MI x NI = BM BN / (4
+/// threads) (a warp's WM WN / 128 outputs).
+#[test]
+fn tensor_core_kernels_use_mma_sync_tf32_once_per_warp_tile() {
+    let mma = host::ptx(&kernels_gpu::modules::MMA);
+    for k in k11_mma::SPECS {
+        let body = ptx_entry(mma, k.name).unwrap();
+        let (bm, bn) = k.launch.block_tile;
+        let per_step = bm * bn / (4 * k.launch.threads() as usize);
+        let expected = 3 * (k11_mma::BK / 8) * per_step;
+        assert_eq!(
+            body.matches("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32")
+                .count(),
+            expected,
+            "{}: mma.sync count",
+            k.name
+        );
+        for needed in [
+            "ldmatrix.sync.aligned.m8n8.x4.shared.b16",
+            "cp.async.cg.shared.global",
+            "cp.async.ca.shared.global",
+            "cp.async.commit_group",
+            "cp.async.wait_group",
+            "cvt.rna.tf32.f32",
+            "bar.sync",
+        ] {
+            assert!(body.contains(needed), "{}: no {needed}", k.name);
+        }
+    }
 }
 
 #[test]
@@ -73,10 +137,21 @@ fn launch_constants_are_consistent() {
     }
 }
 
-/// `ptxas -v` for each architecture: every entry assembles with no spills
-/// and no stack frame (a stack frame means a register array went to local memory).
+/// The architectures each module is assembled for: its own target (or
+/// Turing for sm_70, see the module docs) and Hopper.
+fn ptxas_archs(module: &PtxModule) -> [&'static str; 2] {
+    match module.arch.target_cpu {
+        "sm_70" => ["sm_75", "sm_90"],
+        "sm_80" => ["sm_80", "sm_90"],
+        other => panic!("no ptxas architectures chosen for {other}"),
+    }
+}
+
+/// `ptxas -v` for each module and architecture: every entry assembles with
+/// no spills and no stack frame (a stack frame means a register array went
+/// to local memory).
 #[test]
-fn ptxas_assembles_without_spills() {
+fn ptxas_assembles_every_module_without_spills() {
     let Some(ptxas) = find_ptxas() else {
         assert!(
             std::env::var_os("REQUIRE_PTXAS").is_none(),
@@ -90,39 +165,45 @@ fn ptxas_assembles_without_spills() {
     };
     let dir = std::env::temp_dir().join(format!("gemm-ptxas-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let file = dir.join("kernels.ptx");
-    std::fs::write(&file, host::PTX).unwrap();
-    for arch in ["sm_75", "sm_90"] {
-        let out = Command::new(&ptxas)
-            .args(["-v", &format!("-arch={arch}")])
-            .arg(&file)
-            .args(["-o", "/dev/null"])
-            .output()
-            .expect("run ptxas");
-        let log = String::from_utf8_lossy(&out.stderr);
-        assert!(out.status.success(), "ptxas -arch={arch} failed:\n{log}");
-        let entries = parse_ptxas(&log);
-        for k in KERNELS {
-            let e = entries
-                .iter()
-                .find(|e| e.name == k.name)
-                .unwrap_or_else(|| panic!("ptxas did not report {}:\n{log}", k.name));
-            println!(
-                "{arch} {:<24} {:>3} registers, {} B stack",
-                e.name, e.registers, e.stack_bytes
+    for module in MODULES {
+        let file = dir.join(format!("{}.ptx", module.name));
+        std::fs::write(&file, host::ptx(module)).unwrap();
+        for arch in ptxas_archs(module) {
+            let out = Command::new(&ptxas)
+                .args(["-v", &format!("-arch={arch}")])
+                .arg(&file)
+                .args(["-o", "/dev/null"])
+                .output()
+                .expect("run ptxas");
+            let log = String::from_utf8_lossy(&out.stderr);
+            assert!(
+                out.status.success(),
+                "ptxas -arch={arch} failed on module {}:\n{log}",
+                module.name
             );
-            assert_eq!(
-                (e.spill_stores, e.spill_loads),
-                (0, 0),
-                "{arch} {}: spills",
-                k.name
-            );
-            assert_eq!(
-                e.stack_bytes, 0,
-                "{arch} {}: stack frame (local memory)",
-                k.name
-            );
-            assert!(e.registers > 0 && e.registers <= 255, "{arch} {}", k.name);
+            let entries = parse_ptxas(&log);
+            for k in kernels_of(module) {
+                let e = entries
+                    .iter()
+                    .find(|e| e.name == k.name)
+                    .unwrap_or_else(|| panic!("ptxas did not report {}:\n{log}", k.name));
+                println!(
+                    "{arch} {:<26} {:>3} registers, {} B stack",
+                    e.name, e.registers, e.stack_bytes
+                );
+                assert_eq!(
+                    (e.spill_stores, e.spill_loads),
+                    (0, 0),
+                    "{arch} {}: spills",
+                    k.name
+                );
+                assert_eq!(
+                    e.stack_bytes, 0,
+                    "{arch} {}: stack frame (local memory)",
+                    k.name
+                );
+                assert!(e.registers > 0 && e.registers <= 255, "{arch} {}", k.name);
+            }
         }
     }
     std::fs::remove_dir_all(&dir).ok();

@@ -14,6 +14,7 @@ use anyhow::Result;
 
 use crate::cuda::{self, Driver};
 use crate::locate;
+use crate::modules::{self, MODULES};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -286,44 +287,58 @@ fn ptx_build(r: &mut Report, root: &Path) -> bool {
         );
         return false;
     }
-    match newest_ptx(&locate::target_dir(root).join("debug/build")) {
-        Some(ptx) => {
-            let text = fs::read_to_string(&ptx).unwrap_or_default();
-            let target = text
-                .lines()
-                .find_map(|l| l.trim().strip_prefix(".target "))
-                .unwrap_or("?")
-                .to_string();
-            let entries = text.lines().filter(|l| l.contains(".entry ")).count();
-            r.ok(
-                "PTX build",
-                format!(
-                    "{} ({} KB, .target {target}, {entries} kernels)",
-                    ptx.display(),
-                    text.len() / 1024
-                ),
-            );
-            true
-        }
-        None => {
+    let Some(out_dir) = newest_out_dir(&locate::target_dir(root).join("debug/build")) else {
+        r.build_missing(
+            "PTX build",
+            "cargo succeeded but no host-*/out/ptx_modules.rs was found",
+        );
+        return false;
+    };
+    let mut ok = true;
+    for module in MODULES {
+        let path = out_dir.join(format!("{}.ptx", module.name));
+        let Ok(text) = fs::read_to_string(&path) else {
             r.build_missing(
                 "PTX build",
-                "cargo succeeded but no host-*/out/kernels.ptx was found",
+                format!("module {} missing: {}", module.name, path.display()),
             );
-            false
-        }
+            ok = false;
+            continue;
+        };
+        let target = text
+            .lines()
+            .find_map(|l| l.trim().strip_prefix(".target "))
+            .unwrap_or("?")
+            .to_string();
+        let entries = text.lines().filter(|l| l.contains(".entry ")).count();
+        r.ok(
+            "PTX build",
+            format!(
+                "module {} ({}): {} KB, .target {target}, {entries} kernels",
+                module.name,
+                module.files,
+                text.len() / 1024
+            ),
+        );
     }
+    ok
 }
 
-/// The most recently written `host-*/out/kernels.ptx` under `build_dir`.
-fn newest_ptx(build_dir: &Path) -> Option<PathBuf> {
+/// The `host-*/out` folder of the most recent build of `host` under
+/// `build_dir`: where build.rs writes each module's PTX.
+fn newest_out_dir(build_dir: &Path) -> Option<PathBuf> {
     fs::read_dir(build_dir)
         .ok()?
         .filter_map(|e| e.ok())
         .filter(|e| e.file_name().to_string_lossy().starts_with("host-"))
-        .map(|e| e.path().join("out/kernels.ptx"))
-        .filter(|p| p.is_file())
-        .max_by_key(|p| p.metadata().and_then(|m| m.modified()).ok())
+        .map(|e| e.path().join("out"))
+        .filter(|p| p.join("ptx_modules.rs").is_file())
+        .max_by_key(|p| {
+            p.join("ptx_modules.rs")
+                .metadata()
+                .and_then(|m| m.modified())
+                .ok()
+        })
 }
 
 /// On a machine with only the release binaries: the `host` next to us
@@ -471,9 +486,32 @@ fn driver_and_gpus(r: &mut Report) -> usize {
                         "GPU",
                         format!("{detail}: too old, the kernels need 7.0 or newer"),
                     );
-                } else {
-                    r.ok("GPU", detail);
+                    continue;
                 }
+                r.ok("GPU", detail);
+                let capability = (major.max(0) as u32, minor.max(0) as u32);
+                let (runs, not): (Vec<_>, Vec<_>) =
+                    MODULES.iter().partition(|m| m.arch.runs_on(capability));
+                let names = |ms: &[&modules::PtxModule]| {
+                    ms.iter()
+                        .map(|m| format!("{} ({})", m.name, m.arch.target_cpu))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                };
+                let detail = if not.is_empty() {
+                    format!(
+                        "GPU {} runs {}; not {}: their kernels are skipped",
+                        g.ordinal,
+                        names(&runs),
+                        not.iter()
+                            .map(|m| format!("{} (needs {})", m.name, m.arch.needs()))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    )
+                } else {
+                    format!("GPU {} runs every module: {}", g.ordinal, names(&runs))
+                };
+                r.ok("PTX modules", detail);
             }
             gpus.iter().filter(|g| g.compute_capability.0 >= 7).count()
         }

@@ -13,8 +13,13 @@ use clap::{Parser, Subcommand};
 
 mod bench;
 mod cuda;
+// The PTX modules and their architectures: the same list host/build.rs
+// builds from (plain data; xtask does not depend on the kernels crate).
 mod doctor;
 mod locate;
+#[allow(dead_code)]
+#[path = "../../kernels-gpu/src/modules.rs"]
+mod modules;
 mod sanitize;
 
 #[derive(Parser, Debug)]

@@ -203,33 +203,44 @@ fn host_binary(args: &Args) -> Result<PathBuf> {
 /// Parses `host --list-kernels`: `01 naive  summary  [block 16x16 threads, tile 16x16 of C, ...]`.
 fn list_kernels(host: &Path) -> Result<Vec<Kernel>> {
     let out = Command::new(host)
-        .arg("--list-kernels")
+        .args(["--list-kernels", "--json"])
         .output()
         .with_context(|| format!("cannot run {}", host.display()))?;
     if !out.status.success() {
         bail!(
-            "`{} --list-kernels` failed: {}",
+            "`{} --list-kernels --json` failed: {}",
             host.display(),
             String::from_utf8_lossy(&out.stderr).trim()
         );
     }
-    let text = String::from_utf8_lossy(&out.stdout);
-    let kernels: Vec<Kernel> = text
-        .lines()
-        .filter_map(|line| {
-            let name = line.split_whitespace().nth(1)?.to_string();
-            let tile = line
-                .split("tile ")
-                .nth(1)
-                .and_then(|t| t.split_whitespace().next())
-                .and_then(|t| t.split_once('x'))
-                .and_then(|(a, b)| Some((a.parse().ok()?, b.parse().ok()?)))
-                .unwrap_or((1, 1));
-            Some(Kernel { name, tile })
+    parse_kernel_list(&String::from_utf8_lossy(&out.stdout)).with_context(|| {
+        format!(
+            "`{} --list-kernels --json` printed no kernel list",
+            host.display()
+        )
+    })
+}
+
+/// Reads `host --list-kernels --json`: names and tiles of C per block.
+fn parse_kernel_list(json: &str) -> Result<Vec<Kernel>> {
+    let list: Vec<serde_json::Value> = serde_json::from_str(json)?;
+    let kernels = list
+        .iter()
+        .map(|k| {
+            let name = k["name"].as_str().context("a kernel without a name")?;
+            let tile = &k["block_tile"];
+            let dim = |i: usize| tile[i].as_u64().map(|v| v as usize);
+            let tile = dim(0)
+                .zip(dim(1))
+                .context("a kernel without a block_tile")?;
+            Ok(Kernel {
+                name: name.to_string(),
+                tile,
+            })
         })
-        .collect();
+        .collect::<Result<Vec<_>>>()?;
     if kernels.is_empty() {
-        bail!("`{} --list-kernels` listed no kernels", host.display());
+        bail!("the list is empty");
     }
     Ok(kernels)
 }
@@ -477,6 +488,16 @@ mod tests {
             Outcome::HostFailed(s) => assert_eq!(s, "verification failed (see FAIL above)"),
             _ => panic!("not a host failure"),
         }
+    }
+
+    #[test]
+    fn reads_the_json_kernel_list() {
+        let json = r#"[{"name": "naive", "block_tile": [16, 16]}, {"name": "mma", "block_tile": [128, 256]}]"#;
+        let k = parse_kernel_list(json).unwrap();
+        assert_eq!((k[1].name.as_str(), k[1].tile), ("mma", (128, 256)));
+        assert!(parse_kernel_list("[]").is_err());
+        assert!(parse_kernel_list("naive 16x16").is_err());
+        assert!(parse_kernel_list(r#"[{"name": "x"}]"#).is_err());
     }
 
     #[test]

@@ -56,6 +56,20 @@ impl GlobalIn {
         unsafe { backend::read(self.ptr, index) }
     }
 
+    /// The device address of element `index` (for `cp.async`, which takes
+    /// addresses); not dereferenced here.
+    #[cfg(target_arch = "nvptx64")]
+    #[inline(always)]
+    pub(crate) fn address(self, index: usize) -> *const f32 {
+        self.ptr.wrapping_add(index)
+    }
+
+    /// The emulator's buffer behind this view.
+    #[cfg(not(target_arch = "nvptx64"))]
+    pub(crate) fn buffer(self) -> backend::Buffer {
+        self.ptr
+    }
+
     /// Reads elements `index..index + 4` as one 128-bit load (`ld.global.v4.f32`).
     ///
     /// # Safety
@@ -100,6 +114,17 @@ impl GlobalOut {
         unsafe { backend::write(self.ptr, index, value) }
     }
 
+    /// Writes elements `index..index + 2` as one 64-bit store.
+    ///
+    /// # Safety
+    /// As for [`Self::write`] for both elements, and `index % 2 == 0`.
+    #[inline(always)]
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    pub unsafe fn write2(self, index: usize, values: [f32; 2]) {
+        // SAFETY: in bounds, aligned and single-writer by this function's contract.
+        unsafe { backend::write2(self.ptr, index, values) }
+    }
+
     /// Writes elements `index..index + 4` as one 128-bit store.
     ///
     /// # Safety
@@ -115,7 +140,7 @@ impl GlobalOut {
 /// On the GPU: plain pointer accesses (`ld.global`, `st.global`).
 #[cfg(target_arch = "nvptx64")]
 mod backend {
-    use crate::device::shared::Vec4;
+    use crate::device::shared::{Vec2, Vec4};
 
     pub type In = *const f32;
     pub type Out = *mut f32;
@@ -147,6 +172,15 @@ mod backend {
     pub unsafe fn write(ptr: Out, index: usize, value: f32) {
         // SAFETY: in bounds and single-writer by the caller's contract.
         unsafe { ptr.add(index).write(value) }
+    }
+
+    /// # Safety
+    /// `index..index + 2` is inside the buffer, `index % 2 == 0`; no
+    /// other thread writes those elements.
+    #[inline(always)]
+    pub unsafe fn write2(ptr: Out, index: usize, values: [f32; 2]) {
+        // SAFETY: in bounds, aligned and single-writer by the caller's contract.
+        unsafe { (ptr.add(index) as *mut Vec2).write(Vec2(values)) }
     }
 
     /// # Safety

@@ -1,5 +1,5 @@
 //! Device helpers: the only code in the project that touches
-//! `core::arch::nvptx` and the block's shared memory.
+//! `core::arch::nvptx`, inline `asm!` and the block's shared memory.
 //!
 //! Kernels are written against this module, one concept per submodule:
 //!
@@ -7,7 +7,9 @@
 //! - [`barrier`]: `sync_threads`, the block-wide barrier;
 //! - [`shared`]: tiles carved out of the block's launch-sized shared memory;
 //! - [`global`]: typed views of the kernel's global-memory buffers;
-//! - [`math`]: fused multiply-add (rustc never contracts `a * b + c`).
+//! - [`math`]: fused multiply-add (rustc never contracts `a * b + c`);
+//! - [`mma`]: TF32 tensor cores, `mma.sync` m16n8k8 (sm_80+);
+//! - [`async_copy`]: `cp.async` global-to-shared copies in groups (sm_80+).
 //!
 //! On the host the same functions run the kernel bodies on the CPU
 //! emulator ([`crate::emu`]), which checks every access; only the
@@ -24,9 +26,11 @@
 //! [`KernelSpec`]: crate::launch::KernelSpec
 //! [`Gemm`]: crate::gemm::Gemm
 
+pub mod async_copy;
 pub mod barrier;
 pub mod global;
 pub mod math;
+pub mod mma;
 pub mod shared;
 pub mod thread;
 

@@ -37,8 +37,9 @@ impl<const ROWS: usize, const COLS: usize> SharedTile<ROWS, COLS> {
         self.offset + Self::WORDS
     }
 
+    /// The word `tile[row][col]` is, counted from the start of shared memory.
     #[inline(always)]
-    fn word(self, row: usize, col: usize) -> usize {
+    pub(crate) fn word(self, row: usize, col: usize) -> usize {
         self.offset + row * COLS + col
     }
 
@@ -53,6 +54,18 @@ impl<const ROWS: usize, const COLS: usize> SharedTile<ROWS, COLS> {
     pub unsafe fn load(self, row: usize, col: usize) -> f32 {
         // SAFETY: in bounds and race-free by this function's contract.
         unsafe { backend::load(self.word(row, col)) }
+    }
+
+    /// Reads `tile[row][col..col + 2]` as one 64-bit access (`ld.shared.v2.f32`).
+    ///
+    /// # Safety
+    /// As for [`Self::load`] for both words, and the first word's index in
+    /// shared memory is even, so the access is 8-byte aligned.
+    #[inline(always)]
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    pub unsafe fn load2(self, row: usize, col: usize) -> [f32; 2] {
+        // SAFETY: in bounds, aligned and race-free by this function's contract.
+        unsafe { backend::load2(self.word(row, col)) }
     }
 
     /// Writes `tile[row][col] = value`.
@@ -99,14 +112,45 @@ impl<const ROWS: usize, const COLS: usize> SharedTile<ROWS, COLS> {
 #[derive(Clone, Copy)]
 pub(crate) struct Vec4(pub [f32; 4]);
 
+/// Two floats with 8-byte alignment: read and written as one vector.
+#[cfg(target_arch = "nvptx64")]
+#[repr(C, align(8))]
+#[derive(Clone, Copy)]
+pub(crate) struct Vec2(pub [f32; 2]);
+
+/// The shared-memory address (the `.shared` window, as `cp.async` takes
+/// it) of `word`.
+#[cfg(target_arch = "nvptx64")]
+#[inline(always)]
+pub(crate) fn address(word: usize) -> u32 {
+    backend::address(word)
+}
+
 #[cfg(target_arch = "nvptx64")]
 mod backend {
-    use super::Vec4;
+    use super::{Vec2, Vec4};
     use core::intrinsics::gpu::gpu_launch_sized_workgroup_mem;
 
     #[inline(always)]
     fn base() -> *mut f32 {
         gpu_launch_sized_workgroup_mem::<f32>()
+    }
+
+    /// `cvta.to.shared` of the region's start, plus `4 * word` bytes.
+    #[inline(always)]
+    pub fn address(word: usize) -> u32 {
+        let window: u64;
+        // SAFETY: converts an address between state spaces; reads nothing.
+        // `pure` lets LLVM compute the base once per kernel.
+        unsafe {
+            core::arch::asm!(
+                "cvta.to.shared.u64 {window}, {generic};",
+                window = out(reg64) window,
+                generic = in(reg64) base(),
+                options(pure, nomem, nostack),
+            );
+        }
+        window as u32 + 4 * word as u32
     }
 
     /// # Safety
@@ -123,6 +167,14 @@ mod backend {
     pub unsafe fn store(word: usize, value: f32) {
         // SAFETY: the caller keeps `word` inside the launch-sized region.
         unsafe { base().add(word).write(value) }
+    }
+
+    /// # Safety
+    /// `word..word + 2` lies inside shared memory; `word % 2 == 0`.
+    #[inline(always)]
+    pub unsafe fn load2(word: usize) -> [f32; 2] {
+        // SAFETY: in bounds and 8-byte aligned by the caller's contract.
+        unsafe { (base().add(word) as *const Vec2).read().0 }
     }
 
     /// # Safety

@@ -198,6 +198,13 @@ pub mod shared {
     /// # Safety
     /// As for [`load`].
     #[track_caller]
+    pub unsafe fn load2(word: usize) -> [f32; 2] {
+        access::<2>(word, Op::Load, [0.0; 2])
+    }
+
+    /// # Safety
+    /// As for [`load`].
+    #[track_caller]
     pub unsafe fn load4(word: usize) -> [f32; 4] {
         access::<4>(word, Op::Load, [0.0; 4])
     }
@@ -274,7 +281,40 @@ pub mod global {
     /// # Safety
     /// As for [`read`].
     #[track_caller]
+    pub unsafe fn write2(buffer: Buffer, index: usize, values: [f32; 2]) {
+        write_n::<2>(buffer, index, values);
+    }
+
+    /// # Safety
+    /// As for [`read`].
+    #[track_caller]
     pub unsafe fn write4(buffer: Buffer, index: usize, values: [f32; 4]) {
         write_n::<4>(buffer, index, values);
     }
+}
+
+// TRANSIENT: replaced by the warp rendezvous and pending copies.
+pub mod mma {
+    pub fn to_tf32(x: f32) -> u32 {
+        x.to_bits()
+    }
+    #[track_caller]
+    pub fn mma_m16n8k8_tf32(_c: &mut [f32; 4], _a: [u32; 4], _b: [u32; 2]) {
+        unimplemented!("emulated mma")
+    }
+    #[track_caller]
+    pub unsafe fn load_matrix_x4(_word: usize) -> [f32; 4] {
+        unimplemented!("emulated ldmatrix")
+    }
+}
+pub mod async_copy {
+    use crate::device::GlobalIn;
+    #[track_caller]
+    pub unsafe fn copy<const W: usize>(_word: usize, _src: GlobalIn, _index: usize, _valid: usize) {
+        unimplemented!("emulated cp.async")
+    }
+    #[track_caller]
+    pub fn commit_group() {}
+    #[track_caller]
+    pub fn wait_group<const N: u32>() {}
 }

@@ -1,5 +1,5 @@
-//! `bench`: every Rust kernel next to its CUDA C++ twin and cuBLAS SGEMM,
-//! in one process, at a sweep of sizes. Each variant is verified against
+//! `bench`: every Rust kernel next to its CUDA C++ twin and cuBLAS (SGEMM,
+//! and TF32 for the tensor-core kernels), in one process, at a sweep of sizes. Each variant is verified against
 //! the same f64 reference before it is timed. Writes JSON, CSV, an SVG plot
 //! and a Markdown table into a results folder; `--update-readme` puts the
 //! table and plot into README.md. Run it as `cargo xtask bench`.
@@ -21,7 +21,7 @@ use host::reference::Reference;
 use host::runner::{self, Buffers, Enqueue, RustKernel, TimingOptions};
 use host::shape::Shape;
 use indicatif::{ProgressBar, ProgressStyle};
-use kernels_gpu::launch::KernelSpec;
+use kernels_gpu::launch::{KernelSpec, Precision};
 use kernels_gpu::registry::KERNELS;
 
 use results::{Kind, Meta, Results, Row, Settings};
@@ -41,7 +41,8 @@ struct Args {
     /// Sizes: n for square problems, MxNxK for others (comma-separated).
     #[arg(long, value_delimiter = ',')]
     sizes: Option<Vec<String>>,
-    /// Only these kernels (Rust names; their CUDA twins follow them), plus "cublas".
+    /// Only these kernels (Rust names; their CUDA twins follow them), plus
+    /// "cublas" (SGEMM, FP32) and "cublas_tf32" (TF32 tensor cores allowed).
     #[arg(long, value_delimiter = ',')]
     kernels: Option<Vec<String>>,
     /// A short run: sizes 1000 and 4096, a smaller time budget.
@@ -154,8 +155,13 @@ fn parse_size(s: &str) -> Result<Shape> {
 struct Variants {
     rust: Vec<RustKernel>,
     cuda: Vec<CudaTwin>,
-    cublas: Option<Cublas>,
+    /// cuBLAS SGEMM, then cuBLAS TF32, where loaded.
+    cublas: Vec<Cublas>,
 }
+
+/// `--kernels` names of the two cuBLAS baselines.
+const CUBLAS: &str = "cublas";
+const CUBLAS_TF32: &str = "cublas_tf32";
 
 fn wanted(args: &Args, name: &str) -> bool {
     args.kernels
@@ -178,9 +184,9 @@ fn measure_all(args: &Args) -> Result<Results> {
         .collect::<Result<_>>()?;
     if let Some(ks) = &args.kernels {
         for k in ks {
-            if k != "cublas" && kernels_gpu::registry::find(k).is_none() {
+            if k != CUBLAS && k != CUBLAS_TF32 && kernels_gpu::registry::find(k).is_none() {
                 bail!(
-                    "unknown kernel '{k}': choose from {}, cublas",
+                    "unknown kernel '{k}': choose from {}, {CUBLAS}, {CUBLAS_TF32}",
                     KERNELS
                         .iter()
                         .map(|k| k.name)
@@ -204,7 +210,16 @@ fn measure_all(args: &Args) -> Result<Results> {
 
     let gpu = Gpu::open(args.device)?;
     let mut skipped = Vec::new();
-    let specs: Vec<&'static KernelSpec> = KERNELS.iter().filter(|k| wanted(args, k.name)).collect();
+    let mut specs: Vec<&'static KernelSpec> = Vec::new();
+    for spec in KERNELS.iter().filter(|k| wanted(args, k.name)) {
+        match gpu.check_runs(spec) {
+            Ok(()) => specs.push(spec),
+            Err(why) => {
+                eprintln!("skipping {}: {why}", spec.name);
+                skipped.push(format!("{}: {why}", spec.name));
+            }
+        }
+    }
     let cuda = match baselines::load_cuda_twins(&gpu) {
         Ok(twins) => twins
             .into_iter()
@@ -216,22 +231,37 @@ fn measure_all(args: &Args) -> Result<Results> {
             Vec::new()
         }
     };
-    let cublas = if wanted(args, "cublas") {
-        Cublas::load(&gpu)
-            .inspect_err(|why| {
-                eprintln!("skipping cuBLAS: {why}");
-                skipped.push(format!("cuBLAS: {why}"));
-            })
-            .ok()
-    } else {
-        None
-    };
+    // cuBLAS TF32 is the TF32 kernels' baseline: run it where one runs
+    // (and where asked for by name).
+    let any_tf32 = specs.iter().any(|s| s.precision == Precision::Tf32);
+    let mut cublas = Vec::new();
+    for (name, precision, want) in [
+        (CUBLAS, Precision::Fp32, wanted(args, CUBLAS)),
+        (
+            CUBLAS_TF32,
+            Precision::Tf32,
+            args.kernels.as_ref().map_or(any_tf32, |ks| {
+                ks.iter().any(|k| k == CUBLAS_TF32) || (any_tf32 && wanted(args, CUBLAS))
+            }),
+        ),
+    ] {
+        if !want {
+            continue;
+        }
+        match Cublas::load(&gpu, precision) {
+            Ok(c) => cublas.push(c),
+            Err(why) => {
+                eprintln!("skipping {name}: {why}");
+                skipped.push(format!("{name}: {why}"));
+            }
+        }
+    }
     let variants = Variants {
         rust: baselines::load_rust_kernels(&gpu, &specs)?,
         cuda,
         cublas,
     };
-    let per_size = variants.rust.len() + variants.cuda.len() + variants.cublas.iter().count();
+    let per_size = variants.rust.len() + variants.cuda.len() + variants.cublas.len();
 
     let bar = ProgressBar::new((shapes.len() * per_size) as u64);
     bar.set_style(
@@ -267,7 +297,7 @@ fn measure_all(args: &Args) -> Result<Results> {
         for t in &variants.cuda {
             rows.push(one(t, Kind::Cuda, Some(t.twin), Some(t.twin.name))?);
         }
-        if let Some(c) = &variants.cublas {
+        for c in &variants.cublas {
             rows.push(one(c, Kind::Cublas, None, None)?);
         }
         if let Some(mhz) = sm_clock_mhz(args.device) {
@@ -277,9 +307,12 @@ fn measure_all(args: &Args) -> Result<Results> {
     bar.finish_and_clear();
 
     let info = gpu.info.clone();
+    let ptx = gpu.ptx_description();
     let mut results = Results {
         meta: Meta {
             peak_fp32_gflops: info.peak_fp32_gflops(),
+            peak_tf32_gflops: info.peak_tf32_gflops(),
+            tf32_flops_per_clock_per_sm: info.tf32_flops_per_clock_per_sm(),
             peak_dram_gbs: info.peak_dram_gbs(),
             cuda_driver: format!(
                 "{}.{}",
@@ -290,7 +323,7 @@ fn measure_all(args: &Args) -> Result<Results> {
             sm_clocks_seen_mhz: clocks,
             git_commit: host::GIT_COMMIT.into(),
             date: utc_now(),
-            ptx_arch: host::PTX_ARCH.into(),
+            ptx,
             settings: Settings {
                 sizes: size_list,
                 seed: args.seed,
@@ -332,12 +365,17 @@ fn measure_one(
     let model = spec.map(|s| model::estimate(s, &shape, gpu.info.peaks()));
     let t = m.timing.as_ref();
     let gflops = t.map(|t| t.gflops(shape.flops()));
+    let peak = match v.precision() {
+        Precision::Fp32 => gpu.info.peak_fp32_gflops(),
+        Precision::Tf32 => gpu.info.peak_tf32_gflops(),
+    };
     Ok(Row {
         m: shape.m,
         n: shape.n,
         k: shape.k,
         variant: v.name().to_string(),
         kind,
+        precision: v.precision().name().into(),
         step: spec.map(|s| s.step),
         twin: twin.map(String::from),
         verified: m.verification.passed,
@@ -348,10 +386,10 @@ fn measure_one(
         p80_ms: t.map(|t| t.p80_ms),
         min_ms: t.map(|t| t.min_ms),
         gflops,
-        percent_of_peak: gflops
-            .zip(gpu.info.peak_fp32_gflops())
-            .map(|(g, p)| 100.0 * g / p),
+        percent_of_peak: gflops.zip(peak).map(|(g, p)| 100.0 * g / p),
         percent_of_cublas: None,
+        percent_of_cublas_tf32: None,
+        error_over_cublas_tf32: None,
         rust_over_cuda: None,
         model_bytes: model.map(|m| m.bytes),
         model_intensity: model.map(|m| m.intensity),

@@ -8,12 +8,17 @@ use anyhow::Result;
 
 use crate::results::{Kind, NcuMetrics, Results};
 
-const METRICS: [&str; 4] = [
+const METRICS: [&str; 6] = [
     "dram__bytes_read.sum",
     "lts__t_bytes.sum",
     "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum",
     "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum",
+    TENSOR_PIPE,
+    "sm__warps_active.avg.pct_of_peak_sustained_active",
 ];
+
+/// The tensor pipe's busy cycles (HMMA, which `mma.sync` issues), percent.
+const TENSOR_PIPE: &str = "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active";
 
 fn find_ncu() -> Option<String> {
     ["ncu", "/usr/local/cuda/bin/ncu"]
@@ -123,6 +128,10 @@ fn parse(csv: &str) -> Option<NcuMetrics> {
             "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum" => {
                 &mut m.shared_load_bank_conflicts
             }
+            TENSOR_PIPE => &mut m.tensor_pipe_percent,
+            "sm__warps_active.avg.pct_of_peak_sustained_active" => {
+                &mut m.achieved_occupancy_percent
+            }
             _ => continue,
         };
         *slot = v;
@@ -147,11 +156,14 @@ mod tests {
                    \"0\",\"tiled16\",\"dram__bytes_read.sum\",\"byte\",\"16,280,000,000\"\n\
                    \"0\",\"tiled16\",\"lts__t_bytes.sum\",\"byte\",\"41300000000\"\n\
                    \"0\",\"tiled16\",\"l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum\",\"\",\"276,339,578\"\n\
-                   \"0\",\"tiled16\",\"l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum\",\"\",\"796,399\"\n";
+                   \"0\",\"tiled16\",\"l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum\",\"\",\"796,399\"\n\
+                   \"0\",\"tiled16\",\"sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active\",\"%\",\"0\"\n\
+                   \"0\",\"tiled16\",\"sm__warps_active.avg.pct_of_peak_sustained_active\",\"%\",\"92.5\"\n";
         let m = super::parse(csv).unwrap();
         assert_eq!(m.dram_read_bytes, 16.28e9);
         assert_eq!(m.shared_store_bank_conflicts, 276_339_578.0);
         assert_eq!(m.shared_load_bank_conflicts, 796_399.0);
+        assert_eq!(m.achieved_occupancy_percent, 92.5);
         assert!(super::parse("no csv here").is_none());
     }
 }

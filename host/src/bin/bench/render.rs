@@ -26,10 +26,23 @@ fn rows_of(results: &Results, size: (usize, usize, usize)) -> impl Iterator<Item
 }
 
 fn status(r: &Row) -> String {
-    if r.verified {
-        "ok".into()
-    } else {
+    if !r.verified {
         format!("FAIL ({:.1e})", r.max_error)
+    } else if !r.passed() {
+        format!(
+            "FAIL (error {:.1}x cuBLAS TF32's)",
+            r.error_over_cublas_tf32.unwrap_or(f64::NAN)
+        )
+    } else {
+        "ok".into()
+    }
+}
+
+/// The max error, and for TF32 kernels its ratio to cuBLAS TF32's.
+fn error_cell(r: &Row) -> String {
+    match r.error_over_cublas_tf32 {
+        Some(x) => format!("{:.1e} ({x:.2}x)", r.max_error),
+        None => format!("{:.1e}", r.max_error),
     }
 }
 
@@ -40,11 +53,13 @@ pub fn size_table(results: &Results, size: (usize, usize, usize)) -> Table {
     t.set_header([
         "kernel",
         "check",
+        "max error (x cuBLAS TF32)",
         "median ms",
         "p20-p80 ms",
         "GFLOP/s",
         "% peak",
         "% cuBLAS",
+        "% cuBLAS TF32",
         "Rust/C++",
         "model GB",
         "FLOP/B",
@@ -52,8 +67,9 @@ pub fn size_table(results: &Results, size: (usize, usize, usize)) -> Table {
     ]);
     for r in rows_of(results, size) {
         t.add_row([
-            r.variant.clone(),
+            format!("{} ({})", r.variant, r.precision),
             status(r),
+            error_cell(r),
             fmt(r.median_ms, |v| format!("{v:.3}")),
             match (r.p20_ms, r.p80_ms) {
                 (Some(a), Some(b)) => format!("{a:.3}-{b:.3}"),
@@ -62,13 +78,14 @@ pub fn size_table(results: &Results, size: (usize, usize, usize)) -> Table {
             fmt(r.gflops, thousands),
             fmt(r.percent_of_peak, |v| format!("{v:.1}")),
             fmt(r.percent_of_cublas, |v| format!("{v:.1}")),
+            fmt(r.percent_of_cublas_tf32, |v| format!("{v:.1}")),
             fmt(r.rust_over_cuda, |v| format!("{v:.3}")),
             fmt(r.model_bytes, |v| format!("{:.2}", v / 1e9)),
             fmt(r.model_intensity, |v| format!("{v:.2}")),
             fmt(r.model_ceiling_gflops, thousands),
         ]);
     }
-    for i in 2..11 {
+    for i in 2..13 {
         if let Some(c) = t.column_mut(i) {
             c.set_cell_alignment(CellAlignment::Right);
         }
@@ -92,6 +109,8 @@ pub fn ncu_table(results: &Results) -> Option<Table> {
         "L2 GB",
         "smem store conflicts",
         "smem load conflicts",
+        "tensor pipe %",
+        "occupancy %",
     ]);
     for r in rows {
         let n = r.ncu.as_ref().unwrap();
@@ -103,6 +122,8 @@ pub fn ncu_table(results: &Results) -> Option<Table> {
             format!("{:.2}", n.l2_bytes / 1e9),
             thousands(n.shared_store_bank_conflicts),
             thousands(n.shared_load_bank_conflicts),
+            format!("{:.1}", n.tensor_pipe_percent),
+            format!("{:.1}", n.achieved_occupancy_percent),
         ]);
     }
     Some(t)
@@ -112,10 +133,19 @@ pub fn ncu_table(results: &Results) -> Option<Table> {
 /// sizes, and where the numbers come from.
 pub fn readme_markdown(results: &Results, headline: usize, plot: &str) -> String {
     let m = &results.meta;
+    let tf32_peak = match (m.peak_tf32_gflops, m.tf32_flops_per_clock_per_sm) {
+        (Some(p), Some(rate)) => format!(
+            ", dense TF32 tensor peak {} GFLOP/s ({rate} FLOP per clock per SM, the datasheets' \
+             dense TF32 rate over SMs and boost clock)",
+            thousands(p)
+        ),
+        _ => String::new(),
+    };
     let mut s = format!(
         "Measured by `cargo xtask bench` on {} ({} SMs, driver CUDA {}, FP32 peak {} GFLOP/s from the \
-         device's clock), commit `{}`, {}. Median of timed launches (CUDA events, at least {} and about \
-         {:.0} ms per kernel and size), L2 {} before each launch; every kernel verified before it was timed.\n\n",
+         device's clock{tf32_peak}), commit `{}`, {}. Median of timed launches (CUDA events, at least {} and about \
+         {:.0} ms per kernel and size), L2 {} before each launch; every kernel verified before it was timed \
+         (TF32 kernels: within the TF32 bound of `host/src/reference.rs`, and at most {}x cuBLAS TF32's error on the same inputs).\n\n",
         m.gpu.name,
         m.gpu.sms,
         m.cuda_driver,
@@ -129,20 +159,24 @@ pub fn readme_markdown(results: &Results, headline: usize, plot: &str) -> String
         } else {
             "not flushed"
         },
+        crate::results::MAX_ERROR_OVER_CUBLAS_TF32,
     );
     let head = (headline, headline, headline);
     if rows_of(results, head).next().is_some() {
         s += &format!(
-            "**n = {headline}**\n\n| kernel | ms | GFLOP/s | % of FP32 peak | % of cuBLAS | Rust / CUDA C++ | lesson's model: GB moved | FLOP/byte |\n|---|---:|---:|---:|---:|---:|---:|---:|\n"
+            "**n = {headline}**\n\n| kernel | precision | ms | GFLOP/s | % of peak (its precision) | % of cuBLAS SGEMM | % of cuBLAS TF32 | max error (x cuBLAS TF32's) | Rust / CUDA C++ | lesson's model: GB moved | FLOP/byte |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n"
         );
         for r in rows_of(results, head) {
             s += &format!(
-                "| {} | {} | {} | {} | {} | {} | {} | {} |\n",
+                "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
                 r.variant,
+                r.precision,
                 fmt(r.median_ms, |v| format!("{v:.2}")),
                 fmt(r.gflops, thousands),
                 fmt(r.percent_of_peak, |v| format!("{v:.1}")),
                 fmt(r.percent_of_cublas, |v| format!("{v:.1}")),
+                fmt(r.percent_of_cublas_tf32, |v| format!("{v:.1}")),
+                error_cell(r),
                 fmt(r.rust_over_cuda, |v| format!("{v:.3}")),
                 fmt(r.model_bytes, |v| format!("{:.1}", v / 1e9)),
                 fmt(r.model_intensity, |v| format!("{v:.2}")),
@@ -174,7 +208,7 @@ pub fn readme_markdown(results: &Results, headline: usize, plot: &str) -> String
             let cell = rows_of(results, size)
                 .find(|r| r.variant == v.variant)
                 .map_or("-".into(), |r| {
-                    if r.verified {
+                    if r.passed() {
                         fmt(r.gflops, thousands)
                     } else {
                         "FAIL".into()
@@ -186,11 +220,11 @@ pub fn readme_markdown(results: &Results, headline: usize, plot: &str) -> String
     }
     if results.rows.iter().any(|r| r.ncu.is_some()) {
         s += "\n**The lesson's model next to Nsight Compute** (`--ncu`, `ncu --clock-control none`)\n\n\
-              | kernel | size | model: GB from DRAM | measured DRAM read GB | L2 traffic GB | shared-store bank conflicts | shared-load bank conflicts |\n|---|---:|---:|---:|---:|---:|---:|\n";
+              | kernel | size | model: GB from DRAM | measured DRAM read GB | L2 traffic GB | shared-store bank conflicts | shared-load bank conflicts | tensor pipe busy % | achieved occupancy % |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|\n";
         for r in results.rows.iter().filter(|r| r.ncu.is_some()) {
             let n = r.ncu.as_ref().unwrap();
             s += &format!(
-                "| {} | {} | {} | {:.2} | {:.2} | {} | {} |\n",
+                "| {} | {} | {} | {:.2} | {:.2} | {} | {} | {:.1} | {:.1} |\n",
                 r.variant,
                 r.size_label(),
                 fmt(r.model_bytes, |v| format!("{:.1}", v / 1e9)),
@@ -198,6 +232,8 @@ pub fn readme_markdown(results: &Results, headline: usize, plot: &str) -> String
                 n.l2_bytes / 1e9,
                 thousands(n.shared_store_bank_conflicts),
                 thousands(n.shared_load_bank_conflicts),
+                n.tensor_pipe_percent,
+                n.achieved_occupancy_percent,
             );
         }
     }
@@ -213,5 +249,5 @@ pub fn all_verified(results: &Results) -> bool {
     results
         .rows
         .iter()
-        .all(|r| r.verified || r.kind == Kind::Cublas && r.median_ms.is_none())
+        .all(|r| r.passed() || r.kind == Kind::Cublas && r.median_ms.is_none())
 }

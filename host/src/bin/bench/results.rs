@@ -22,6 +22,12 @@ pub struct NcuMetrics {
     pub l2_bytes: f64,
     pub shared_store_bank_conflicts: f64,
     pub shared_load_bank_conflicts: f64,
+    /// Percent of active cycles the tensor pipe (HMMA) was busy.
+    #[serde(default)]
+    pub tensor_pipe_percent: f64,
+    /// Achieved occupancy: active warps over the SM's maximum, percent.
+    #[serde(default)]
+    pub achieved_occupancy_percent: f64,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -31,6 +37,9 @@ pub struct Row {
     pub k: usize,
     pub variant: String,
     pub kind: Kind,
+    /// "FP32" or "TF32" (rows written before TF32 kernels existed are FP32).
+    #[serde(default = "fp32")]
+    pub precision: String,
     /// The Rust kernel's ladder step; for a CUDA twin, its Rust twin's.
     pub step: Option<u32>,
     /// For a CUDA twin, the Rust kernel it mirrors (and vice versa).
@@ -43,8 +52,16 @@ pub struct Row {
     pub p80_ms: Option<f64>,
     pub min_ms: Option<f64>,
     pub gflops: Option<f64>,
+    /// Percent of the peak of the row's precision (FP32 pipe, TF32 tensor cores).
     pub percent_of_peak: Option<f64>,
+    /// Percent of cuBLAS SGEMM (FP32), same size, same run.
     pub percent_of_cublas: Option<f64>,
+    /// TF32 rows: percent of cuBLAS TF32, same size, same run.
+    #[serde(default)]
+    pub percent_of_cublas_tf32: Option<f64>,
+    /// TF32 rows: this row's max error over cuBLAS TF32's on the same inputs.
+    #[serde(default)]
+    pub error_over_cublas_tf32: Option<f64>,
     /// Rust GFLOP/s over its CUDA C++ twin's, same size, same run.
     pub rust_over_cuda: Option<f64>,
     pub model_bytes: Option<f64>,
@@ -53,7 +70,27 @@ pub struct Row {
     pub ncu: Option<NcuMetrics>,
 }
 
+fn fp32() -> String {
+    "FP32".into()
+}
+
+/// A TF32 kernel whose error exceeds this many times cuBLAS TF32's on the
+/// same inputs fails the bench.
+pub const MAX_ERROR_OVER_CUBLAS_TF32: f64 = 2.0;
+
 impl Row {
+    pub fn is_tf32(&self) -> bool {
+        self.precision == "TF32"
+    }
+
+    /// Verified, and (TF32) no less accurate than the bench demands.
+    pub fn passed(&self) -> bool {
+        self.verified
+            && self
+                .error_over_cublas_tf32
+                .is_none_or(|e| e <= MAX_ERROR_OVER_CUBLAS_TF32)
+    }
+
     pub fn size_label(&self) -> String {
         if self.m == self.n && self.n == self.k {
             self.n.to_string()
@@ -83,6 +120,11 @@ pub struct Settings {
 pub struct Meta {
     pub gpu: DeviceInfo,
     pub peak_fp32_gflops: Option<f64>,
+    /// Dense TF32 tensor peak, and the per-SM rate it was computed from.
+    #[serde(default)]
+    pub peak_tf32_gflops: Option<f64>,
+    #[serde(default)]
+    pub tf32_flops_per_clock_per_sm: Option<i32>,
     pub peak_dram_gbs: Option<f64>,
     /// Driver's CUDA version, e.g. "13.0".
     pub cuda_driver: String,
@@ -91,7 +133,9 @@ pub struct Meta {
     pub git_commit: String,
     /// UTC, ISO 8601.
     pub date: String,
-    pub ptx_arch: String,
+    /// The PTX modules loaded, with their architectures (older runs: one `.target`).
+    #[serde(alias = "ptx_arch")]
+    pub ptx: String,
     pub settings: Settings,
     /// Why a baseline is missing, if one is.
     pub skipped: Vec<String>,
@@ -107,14 +151,23 @@ impl Results {
     /// Fills the ratios that compare rows of the same size.
     pub fn link_rows(&mut self) {
         let rows = self.rows.clone();
-        let find = |r: &Row, pred: &dyn Fn(&Row) -> bool| {
+        let find_row = |r: &Row, pred: &dyn Fn(&Row) -> bool| {
             rows.iter()
                 .find(|o| o.m == r.m && o.n == r.n && o.k == r.k && pred(o))
-                .and_then(|o| o.gflops)
+                .cloned()
         };
+        let find = |r: &Row, pred: &dyn Fn(&Row) -> bool| find_row(r, pred).and_then(|o| o.gflops);
         for r in &mut self.rows {
-            let cublas = find(r, &|o| o.kind == Kind::Cublas);
+            let cublas = find(r, &|o| o.kind == Kind::Cublas && !o.is_tf32());
             r.percent_of_cublas = r.gflops.zip(cublas).map(|(g, c)| 100.0 * g / c);
+            if r.is_tf32() && r.kind != Kind::Cublas {
+                let tf32 = find_row(r, &|o| o.kind == Kind::Cublas && o.is_tf32());
+                let tf32_gflops = tf32.as_ref().and_then(|o| o.gflops);
+                r.percent_of_cublas_tf32 = r.gflops.zip(tf32_gflops).map(|(g, c)| 100.0 * g / c);
+                r.error_over_cublas_tf32 = tf32
+                    .filter(|o| o.verified && r.verified)
+                    .map(|o| r.max_error / o.max_error.max(f64::MIN_POSITIVE));
+            }
             if r.kind == Kind::Rust {
                 let twin = find(r, &|o| {
                     o.kind == Kind::Cuda && o.twin.as_deref() == Some(&r.variant)
@@ -126,10 +179,11 @@ impl Results {
 
     pub fn csv(&self) -> String {
         let mut s = String::from(
-            "m,n,k,variant,kind,step,verified,max_error,reps,median_ms,p20_ms,p80_ms,min_ms,gflops,\
-             percent_of_peak,percent_of_cublas,rust_over_cuda,model_bytes,model_intensity,\
-             model_ceiling_gflops,ncu_dram_read_bytes,ncu_l2_bytes,ncu_shared_store_conflicts,\
-             ncu_shared_load_conflicts\n",
+            "m,n,k,variant,kind,precision,step,verified,max_error,reps,median_ms,p20_ms,p80_ms,min_ms,\
+             gflops,percent_of_peak,percent_of_cublas,percent_of_cublas_tf32,error_over_cublas_tf32,\
+             rust_over_cuda,model_bytes,model_intensity,model_ceiling_gflops,ncu_dram_read_bytes,\
+             ncu_l2_bytes,ncu_shared_store_conflicts,ncu_shared_load_conflicts,ncu_tensor_pipe_percent,\
+             ncu_achieved_occupancy_percent\n",
         );
         let opt = |x: Option<f64>| x.map_or(String::new(), |v| format!("{v}"));
         for r in &self.rows {
@@ -140,6 +194,7 @@ impl Results {
                 r.k.to_string(),
                 format!("\"{}\"", r.variant),
                 format!("{:?}", r.kind).to_lowercase(),
+                r.precision.clone(),
                 r.step.map_or(String::new(), |s| s.to_string()),
                 r.verified.to_string(),
                 format!("{:e}", r.max_error),
@@ -151,6 +206,8 @@ impl Results {
                 opt(r.gflops),
                 opt(r.percent_of_peak),
                 opt(r.percent_of_cublas),
+                opt(r.percent_of_cublas_tf32),
+                opt(r.error_over_cublas_tf32),
                 opt(r.rust_over_cuda),
                 opt(r.model_bytes),
                 opt(r.model_intensity),
@@ -159,6 +216,8 @@ impl Results {
                 opt(ncu.map(|n| n.l2_bytes)),
                 opt(ncu.map(|n| n.shared_store_bank_conflicts)),
                 opt(ncu.map(|n| n.shared_load_bank_conflicts)),
+                opt(ncu.map(|n| n.tensor_pipe_percent)),
+                opt(ncu.map(|n| n.achieved_occupancy_percent)),
             ]
             .join(",");
             s.push('\n');

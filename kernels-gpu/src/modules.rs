@@ -1,0 +1,114 @@
+//! The PTX modules: which kernels are compiled for which GPU architecture.
+//!
+//! The kernels are not one PTX file but several. Each module is a separate
+//! device build of this crate (`host/build.rs`: `--cfg gemm_module="NAME"`
+//! selects the module's files, `-C target-cpu` its architecture), so that
+//!
+//! - kernels that need newer instructions (`mma.sync` and `cp.async` from
+//!   sm_80, `wgmma` and TMA from sm_90a) do not raise the bar for the
+//!   others: the ladder stays sm_70 PTX, which loads on every GPU from
+//!   Volta on, and the host loads only the modules the GPU can run;
+//! - an edit of one ladder file rebuilds only its module: the modules are
+//!   built in their own target folders and cargo skips the fresh ones.
+//!
+//! This file is plain data with no dependencies, because `host/build.rs`
+//! includes it as well: the one list both the build and the host read.
+
+/// A GPU architecture a module is compiled for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Arch {
+    /// rustc's `-C target-cpu` and the PTX `.target`, e.g. `sm_80`.
+    pub target_cpu: &'static str,
+    /// Extra `-C target-feature` for rustc (a newer PTX ISA), or "".
+    pub target_features: &'static str,
+    /// The oldest compute capability that can load the module.
+    pub capability: (u32, u32),
+    /// Architecture-specific PTX (`sm_90a`): the driver loads it on
+    /// exactly `capability` and JIT-compiles it for nothing newer.
+    pub exact: bool,
+    /// What the architecture adds that the module's kernels use.
+    pub adds: &'static str,
+}
+
+impl Arch {
+    /// Volta: the ladder's FP32 kernels (the driver JIT-compiles sm_70 PTX
+    /// for every newer GPU).
+    pub const SM70: Arch = Arch {
+        target_cpu: "sm_70",
+        target_features: "",
+        capability: (7, 0),
+        exact: false,
+        adds: "FP32 FMA, shared memory, bar.sync",
+    };
+    /// Ampere: TF32 tensor cores through `mma.sync`, `cp.async`.
+    pub const SM80: Arch = Arch {
+        target_cpu: "sm_80",
+        target_features: "",
+        capability: (8, 0),
+        exact: false,
+        adds: "mma.sync TF32 tensor cores, cp.async",
+    };
+    /// Hopper only: `wgmma`, TMA (`cp.async.bulk.tensor`), `setmaxnreg`.
+    pub const SM90A: Arch = Arch {
+        target_cpu: "sm_90a",
+        target_features: "+ptx80",
+        capability: (9, 0),
+        exact: true,
+        adds: "wgmma, TMA, mbarrier",
+    };
+
+    /// Whether a GPU of compute capability `(major, minor)` can load PTX
+    /// built for this architecture.
+    pub const fn runs_on(&self, (major, minor): (u32, u32)) -> bool {
+        let (want_major, want_minor) = self.capability;
+        if self.exact {
+            major == want_major && minor == want_minor
+        } else {
+            major > want_major || (major == want_major && minor >= want_minor)
+        }
+    }
+
+    /// "compute capability 8.0 or newer" (or "exactly 9.0").
+    #[cfg(not(target_arch = "nvptx64"))]
+    pub fn needs(&self) -> String {
+        let (major, minor) = self.capability;
+        if self.exact {
+            format!("compute capability exactly {major}.{minor}")
+        } else {
+            format!("compute capability {major}.{minor} or newer")
+        }
+    }
+}
+
+/// One PTX module: a device build of some of this crate's kernel files.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PtxModule {
+    /// The `gemm_module` cfg value, and the module's name on the host.
+    pub name: &'static str,
+    pub arch: Arch,
+    /// The ladder files it holds.
+    pub files: &'static str,
+}
+
+/// Steps 01-09: the lesson and the FP32 ladder up to register prefetching.
+pub const LADDER: PtxModule = PtxModule {
+    name: "ladder",
+    arch: Arch::SM70,
+    files: "k01_naive .. k09_prefetch",
+};
+/// Step 10: nine fully unrolled parameter sets, the slowest file to compile,
+/// so a module of its own.
+pub const TUNED: PtxModule = PtxModule {
+    name: "tuned",
+    arch: Arch::SM70,
+    files: "k10_tuned",
+};
+/// Step 11: TF32 tensor cores through `mma.sync`.
+pub const MMA: PtxModule = PtxModule {
+    name: "mma",
+    arch: Arch::SM80,
+    files: "k11_mma",
+};
+
+/// Every module, in ladder order.
+pub const MODULES: &[PtxModule] = &[LADDER, TUNED, MMA];
