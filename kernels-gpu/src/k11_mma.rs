@@ -163,7 +163,7 @@ macro_rules! instance {
         /// The body of the PTX entry of the same name (inlined into it).
         #[inline(always)]
         pub fn $name(g: Gemm) {
-            mma::<$bm, $bn, BK, $wm, $wn, $s, { $wm / 16 }, { $wn / 8 }, { $s - 2 }, { $bn + B_PAD }>(g)
+            mma::<$bm, $bn, BK, $wm, $wn, $s, { $wm / 16 }, { $wn / 8 }, { $s - 2 }, { $bn + B_PAD }, NONE>(g)
         }
         mod $name {
             #[cfg(target_arch = "nvptx64")]
@@ -204,6 +204,32 @@ const fn a_swizzle(row: usize, col: usize) -> usize {
 /// Padding of each row of B's tile, in floats.
 const B_PAD: usize = 8;
 
+/// What [`body`] breaks: nothing for the kernels; the others are the
+/// `mutants` feature's test-only variants (constants, so the kernels' PTX
+/// has no trace of them).
+const NONE: u8 = 0;
+/// A fragment's registers 1 and 2 swapped (rows g + 8 and columns t + 4).
+const SWAPPED_FRAGMENT: u8 = 1;
+/// The main loop's `wait_group` left out: tiles are read before they land.
+const NO_WAIT: u8 = 2;
+
+/// Broken variants of [`mma_64x128x32_w32x64_s2`], for the CPU emulator's
+/// tests only (feature `mutants`; never in the PTX).
+#[cfg(all(feature = "mutants", not(target_arch = "nvptx64")))]
+pub mod mutants {
+    use super::*;
+
+    /// A's fragment in the wrong register order.
+    pub fn swapped_fragment(g: Gemm) {
+        mma::<64, 128, BK, 32, 64, 2, 2, 8, 0, { 128 + B_PAD }, SWAPPED_FRAGMENT>(g)
+    }
+
+    /// No `cp.async.wait_group` before the barrier that ends a tile.
+    pub fn no_wait(g: Gemm) {
+        mma::<64, 128, BK, 32, 64, 2, 2, 8, 0, { 128 + B_PAD }, NO_WAIT>(g)
+    }
+}
+
 /// The parameter set of an instance, from its const generic parameters.
 const fn params<
     const BM: usize,
@@ -239,18 +265,19 @@ fn mma<
     const NI: usize,
     const WAIT: u32,
     const B_LD: usize,
+    const MUTATION: u8,
 >(
     g: Gemm,
 ) {
     let (row0, col0) = (block_idx_y() * BM, block_idx_x() * BN);
     if g.k.is_multiple_of(4) && g.n.is_multiple_of(4) {
         if row0 + BM <= g.m && col0 + BN <= g.n && g.k.is_multiple_of(BK) {
-            body::<BM, BN, BK, WM, WN, STAGES, MI, NI, WAIT, B_LD, true, false>(g, row0, col0)
+            body::<BM, BN, BK, WM, WN, STAGES, MI, NI, WAIT, B_LD, true, false, MUTATION>(g, row0, col0)
         } else {
-            body::<BM, BN, BK, WM, WN, STAGES, MI, NI, WAIT, B_LD, true, true>(g, row0, col0)
+            body::<BM, BN, BK, WM, WN, STAGES, MI, NI, WAIT, B_LD, true, true, MUTATION>(g, row0, col0)
         }
     } else {
-        body::<BM, BN, BK, WM, WN, STAGES, MI, NI, WAIT, B_LD, false, true>(g, row0, col0)
+        body::<BM, BN, BK, WM, WN, STAGES, MI, NI, WAIT, B_LD, false, true, MUTATION>(g, row0, col0)
     }
 }
 
@@ -274,6 +301,7 @@ fn body<
     const B_LD: usize,
     const ALIGNED: bool,
     const GUARD: bool,
+    const MUTATION: u8,
 >(
     g: Gemm,
     row0: usize,
@@ -403,6 +431,12 @@ fn body<
             // and the swizzle moves whole chunks, so the word is a multiple
             // of 4; the stage is not written (caller).
             let raw = unsafe { a_tile.load_matrix_x4(r, a_swizzle(r, k0 + ldm_col)) };
+            let raw = if MUTATION == SWAPPED_FRAGMENT {
+                // The mutant's A fragment in the wrong register order.
+                [raw[0], raw[2], raw[1], raw[3]]
+            } else {
+                raw
+            };
             a[mi] = raw.map(to_tf32);
         });
         unroll!(NI; 8, |ni| {
@@ -453,7 +487,9 @@ fn body<
         // Tile kt + 1 is the oldest group but WAIT: wait for it, then one
         // barrier makes every thread's copies visible and ends all reads
         // of tile kt.
-        wait_group::<WAIT>();
+        if MUTATION != NO_WAIT {
+            wait_group::<WAIT>();
+        }
         sync_threads();
         read_stage = if read_stage + 1 == STAGES { 0 } else { read_stage + 1 };
     }
