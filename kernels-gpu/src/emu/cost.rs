@@ -17,14 +17,15 @@
 //! threads. Block (0, 0) is the costliest kind: edge blocks only have
 //! fewer threads with work.
 //!
-//! The depths start at 16 and 32 and double until a block at `k_hi`
-//! takes clearly longer than at `k_lo` (so the slope is not noise, and a
-//! kernel whose K tile is deeper than `k_lo` is seen to cost more with
-//! K), until a block takes long enough that K matters little next to the
-//! rest of its work, or until `k_hi` is the launch's own K. Measuring
-//! so costs a few small blocks: tens of milliseconds for most kernels.
-//! The test `estimates_next_to_runs` (tests/tests/emulator.rs) sets the
-//! estimates next to real runs.
+//! The depths start at 32 and 64 (or at half the launch's K and its K,
+//! if smaller) and double until a block at `k_hi` takes clearly longer
+//! than at `k_lo` (so the slope is not noise, and a kernel whose K tile
+//! is deeper than `k_lo` is seen to cost more with K), until a block
+//! takes long enough that K matters little next to the rest of its work,
+//! or until `k_hi` is the launch's own K. Measuring so costs a few small
+//! blocks: tens of milliseconds for most kernels. The test
+//! `estimates_next_to_runs` (tests/tests/emulator.rs) sets the estimates
+//! next to real runs.
 
 use std::thread;
 use std::time::Instant;
@@ -36,7 +37,7 @@ use crate::launch::KernelSpec;
 
 /// The first K measured (at most), and the largest (its inputs then
 /// hold at most 2^16 x (BM + BN) floats).
-const K_FIRST: usize = 32;
+const K_FIRST: usize = 64;
 const K_LAST: usize = 1 << 16;
 
 /// K is doubled until a block at `k_hi` takes this many seconds more than
@@ -48,7 +49,7 @@ const CAP: f64 = 0.05;
 
 /// Runs of the block per depth: up to [`RUNS`] (the median counts), but
 /// no more once they took [`ENOUGH`] seconds (a slow block varies less).
-const RUNS: usize = 3;
+const RUNS: usize = 5;
 const ENOUGH: f64 = 0.01;
 
 /// A launch's estimated time on the emulator, measured on this machine.
