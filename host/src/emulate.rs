@@ -10,7 +10,7 @@
 //! together would take longer than [`MAX_SECONDS`] on is refused with a
 //! size that fits.
 
-use anyhow::{Result, bail};
+use anyhow::{Result, anyhow, bail};
 use host::inputs;
 use host::reference::Reference;
 use host::shape::Shape;
@@ -94,10 +94,16 @@ pub fn run(
 /// Refuses `shape` if `kernels` would together take longer than
 /// [`MAX_SECONDS`] on the emulator, naming a size that fits.
 fn check_time(shape: &Shape, kernels: &[&'static KernelSpec]) -> Result<()> {
-    let estimates: Vec<emu::Estimate> = kernels
+    let estimates = kernels
         .iter()
         .map(|spec| emu::estimate(spec, spec.body, shape.m, shape.n, shape.k))
-        .collect();
+        .collect::<std::io::Result<Vec<_>>>()
+        .map_err(|e| {
+            anyhow!(
+                "the CPU emulator could not start its threads ({e}): it needs one per thread \
+                 of a block, up to 1024; raise this process's limits on threads or memory"
+            )
+        })?;
     let seconds = |s: Shape| -> f64 { estimates.iter().map(|e| e.seconds_at(s.m, s.n, s.k)).sum() };
     let total = seconds(*shape);
     if total <= MAX_SECONDS {

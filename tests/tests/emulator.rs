@@ -469,7 +469,7 @@ fn estimates_and_runs(shape: (usize, usize, usize)) -> Vec<(&'static str, f64, f
     KERNELS
         .iter()
         .map(|spec| {
-            let estimate = emu::estimate(spec, spec.body, m, n, k);
+            let estimate = emu::estimate(spec, spec.body, m, n, k).expect("threads");
             let started = Instant::now();
             let report = emu::run_gemm(spec, spec.body, &a, &b, m, n, k);
             let ran = started.elapsed().as_secs_f64();

@@ -480,6 +480,26 @@ fn emulating_the_shape_that_crashed() {
     }
 }
 
+/// The OS refuses the emulator's threads (here: 8 MiB stacks for 1024
+/// threads in 1.5 GB of address space): one line, no panic, no hang.
+#[test]
+fn emulator_threads_refused() {
+    let host = host_path();
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg(r#"ulimit -v 1500000 && exec "$0" --emulate --n 64 --kernel tiled32"#)
+        .arg(&host)
+        .env("RUST_MIN_STACK", (8 << 20).to_string())
+        .timeout(Duration::from_secs(60))
+        .output()
+        .expect("cannot start sh");
+    assert_error_like(
+        &out,
+        "error: the CPU emulator could not start its threads (",
+        &["raise this process's limits on threads or memory"],
+    );
+}
+
 /// The built-in PTX retargeted to sm_100a (Blackwell, arch-specific): no
 /// GPU below compute capability 10.0 can load it.
 #[test]

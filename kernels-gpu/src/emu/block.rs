@@ -26,6 +26,7 @@
 //! condition variable would make hundreds of woken threads queue for it
 //! again on every barrier).
 
+use std::io;
 use std::panic::{self, AssertUnwindSafe};
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64};
@@ -101,14 +102,14 @@ impl Pool {
     /// `dims` threads with `shared_words` words of shared memory, which
     /// run `body` for each block [`Pool::run`] gives them.
     ///
-    /// # Panics
-    /// If the OS refuses a thread.
+    /// If the OS refuses a thread, the threads already spawned are
+    /// stopped and its error is returned.
     pub fn new<'scope>(
         scope: &'scope Scope<'scope, '_>,
         dims: Coord,
         shared_words: usize,
         body: fn(Gemm),
-    ) -> Pool {
+    ) -> io::Result<Pool> {
         let count = dims.0 * dims.1;
         let block = Arc::new(Block {
             dims,
@@ -134,18 +135,25 @@ impl Pool {
             threads: OnceLock::new(),
             coordinator: thread::current(),
         });
-        let threads = (0..count)
-            .map(|tid| {
-                let block = Arc::clone(&block);
-                let handle = thread::Builder::new()
-                    .spawn_scoped(scope, move || serve(&block, tid, body))
-                    .expect("the OS refused a thread for an emulated GPU thread");
-                handle.thread().clone()
-            })
-            .collect();
+        let mut threads = Vec::with_capacity(count);
+        for tid in 0..count {
+            let serving = Arc::clone(&block);
+            let spawned =
+                thread::Builder::new().spawn_scoped(scope, move || serve(&serving, tid, body));
+            match spawned {
+                Ok(handle) => threads.push(handle.thread().clone()),
+                Err(error) => {
+                    // Stop the threads already running, or the scope
+                    // would wait for them forever.
+                    let _ = block.threads.set(threads);
+                    drop(Pool { block });
+                    return Err(error);
+                }
+            }
+        }
         // Before any block starts, so every waker finds them.
         let _ = block.threads.set(threads);
-        Pool { block }
+        Ok(Pool { block })
     }
 
     /// Runs block `idx` of `launch` (the kernel's arguments: `gemm`) to

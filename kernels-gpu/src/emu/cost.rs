@@ -27,6 +27,7 @@
 //! `estimates_next_to_runs` (tests/tests/emulator.rs) sets the estimates
 //! next to real runs.
 
+use std::io;
 use std::thread;
 use std::time::Instant;
 
@@ -90,9 +91,15 @@ impl Estimate {
 /// Measures what `run_gemm(spec, body, a, b, m, n, k)` would cost, in
 /// a small fraction of a second (see the module's documentation).
 ///
-/// # Panics
-/// If the OS refuses a thread.
-pub fn estimate(spec: &KernelSpec, body: fn(Gemm), m: usize, n: usize, k: usize) -> Estimate {
+/// # Errors
+/// The OS's, if it refuses a thread (`run_gemm` would then panic).
+pub fn estimate(
+    spec: &KernelSpec,
+    body: fn(Gemm),
+    m: usize,
+    n: usize,
+    k: usize,
+) -> io::Result<Estimate> {
     install_panic_hook();
     let started = Instant::now();
     let (bm, bn) = spec.launch.block_tile;
@@ -102,7 +109,7 @@ pub fn estimate(spec: &KernelSpec, body: fn(Gemm), m: usize, n: usize, k: usize)
     // Starting and stopping the threads is what the scope takes beyond
     // the measurements.
     let (k_lo, k_hi, lo, hi, measuring) = thread::scope(|scope| {
-        let pool = Pool::new(scope, dims, spec.launch.shared_bytes / 4, body);
+        let pool = Pool::new(scope, dims, spec.launch.shared_bytes / 4, body)?;
         let measuring = Instant::now();
         let block_at = |k| measure(&pool, spec, m1, n1, k);
         let mut k_hi = k.min(K_FIRST);
@@ -113,15 +120,15 @@ pub fn estimate(spec: &KernelSpec, body: fn(Gemm), m: usize, n: usize, k: usize)
             k_hi = (2 * k_hi).min(k).min(K_LAST);
             hi = block_at(k_hi);
         }
-        (k_lo, k_hi, lo, hi, measuring.elapsed().as_secs_f64())
-    });
+        io::Result::Ok((k_lo, k_hi, lo, hi, measuring.elapsed().as_secs_f64()))
+    })?;
     let calibration = started.elapsed().as_secs_f64();
     let per_k = if k_hi > k_lo {
         ((hi - lo) / (k_hi - k_lo) as f64).max(0.0)
     } else {
         0.0
     };
-    Estimate {
+    Ok(Estimate {
         kernel: spec.name,
         shape: (m, n, k),
         geometry: spec.launch,
@@ -130,7 +137,7 @@ pub fn estimate(spec: &KernelSpec, body: fn(Gemm), m: usize, n: usize, k: usize)
         k_lo,
         per_k,
         calibration,
-    }
+    })
 }
 
 /// Times block (0, 0) of `spec` on `m x n x k` (inputs all 1), up to

@@ -149,7 +149,8 @@ pub fn run_gemm(
     let (launch, gemm) = Launch::new(spec, a.to_vec(), b.to_vec(), (m, n, k));
     let (gx, gy) = launch.grid;
     thread::scope(|scope| {
-        let pool = Pool::new(scope, launch.block_dims, launch.shared_words, body);
+        let pool = Pool::new(scope, launch.block_dims, launch.shared_words, body)
+            .expect("the OS refused a thread for an emulated GPU thread");
         for y in 0..gy {
             for x in 0..gx {
                 pool.run(&launch, gemm, (x, y));
