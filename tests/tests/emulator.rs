@@ -430,8 +430,8 @@ fn tiled16_unpadded_tiles_are_conflict_free() {
     );
 }
 
-/// Thread 3 of block (0, 0) panics; every thread of every block then
-/// waits at a barrier, and writes C.
+/// Thread 3 of block (0, 0) panics, so its block's barrier breaks; the
+/// other threads wait at the barrier and then write C.
 fn block_0_panics(g: Gemm) {
     let x = block_idx_x() * 32 + thread_idx_x();
     if x == 3 {
