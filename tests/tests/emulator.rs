@@ -1,10 +1,14 @@
 //! The kernels on the CPU emulator (`kernels_gpu::emu`), no GPU needed:
 //! every registered kernel against an f64 reference, broken variants of
 //! tiled16 reported (not hung), direct misuse of the device API
-//! reported, and the emulator's bank-conflict counts against a
-//! derivation on paper and against Nsight Compute on an H200.
+//! reported, the emulator's bank-conflict counts against a derivation on
+//! paper and against Nsight Compute on an H200, and its time estimates
+//! against its real times.
 
-use kernels_gpu::device::{SharedTile, sync_threads, thread_idx_x};
+use std::sync::{PoisonError, RwLock};
+use std::time::Instant;
+
+use kernels_gpu::device::{SharedTile, block_idx_x, sync_threads, thread_idx_x};
 use kernels_gpu::emu::{self, EmuReport, Memory, Op};
 use kernels_gpu::gemm::Gemm;
 use kernels_gpu::k02_tiled16::{self, mutants};
@@ -72,12 +76,17 @@ fn assert_matches_reference(
     }
 }
 
+/// Held for reading by every emulation, for writing by the tests that
+/// time emulations: those run alone, not next to other tests' threads.
+static TIMING: RwLock<()> = RwLock::new(());
+
 fn run(
     spec: &KernelSpec,
     body: fn(Gemm),
     (m, n, k): (usize, usize, usize),
 ) -> (EmuReport, Vec<f32>, Vec<f32>) {
     let (a, b) = inputs(m, n, k);
+    let _side_by_side = TIMING.read().unwrap_or_else(PoisonError::into_inner);
     let report = emu::run_gemm(spec, body, &a, &b, m, n, k);
     (report, a, b)
 }
@@ -419,4 +428,110 @@ fn tiled16_unpadded_tiles_are_conflict_free() {
         (32 * per, 0),
         "{banks}"
     );
+}
+
+/// Thread 3 of block (0, 0) panics, so its block's barrier breaks; the
+/// other threads wait at the barrier and then write C.
+fn block_0_panics(g: Gemm) {
+    let x = block_idx_x() * 32 + thread_idx_x();
+    if x == 3 {
+        panic!("block 0 thread 3 gives up");
+    }
+    sync_threads();
+    // SAFETY: x < n = 64 (two blocks of 32), one writer per element.
+    unsafe { g.c.write(x, 1.0) };
+}
+
+#[test]
+fn a_block_that_panics_does_not_spoil_the_next_one() {
+    // The pool's threads run block (1, 0) after block (0, 0) broke.
+    let (report, ..) = run(
+        &probe("panic_then_run", 32, 0, block_0_panics),
+        block_0_panics,
+        (1, 64, 1),
+    );
+    assert_eq!(report.panics.len(), 1, "{report}");
+    assert_eq!(report.barrier_errors.len(), 1, "{report}");
+    assert_eq!(report.barrier_errors[0].block, (0, 0), "{report}");
+    assert!(
+        report.c[32..].iter().all(|&x| x == 1.0),
+        "block (1, 0) did not run: {:?}",
+        &report.c[32..]
+    );
+}
+
+/// For each registered kernel on `shape`: the estimate, the time
+/// `run_gemm` took, and the time the estimate took to measure.
+fn estimates_and_runs(shape: (usize, usize, usize)) -> Vec<(&'static str, f64, f64, f64)> {
+    let (m, n, k) = shape;
+    let (a, b) = inputs(m, n, k);
+    let _alone = TIMING.write().unwrap_or_else(PoisonError::into_inner);
+    KERNELS
+        .iter()
+        .map(|spec| {
+            let estimate = emu::estimate(spec, spec.body, m, n, k).expect("threads");
+            let started = Instant::now();
+            let report = emu::run_gemm(spec, spec.body, &a, &b, m, n, k);
+            let ran = started.elapsed().as_secs_f64();
+            assert!(report.is_clean(), "{report}");
+            (spec.name, estimate.seconds(), ran, estimate.calibration)
+        })
+        .collect()
+}
+
+/// The estimate is what `host --emulate` refuses sizes by: it must be
+/// near the real time for every kernel. (Bounds are loose: this is a
+/// debug build, with other test binaries' work possibly beside it;
+/// `estimates_next_to_runs` measures a release build.)
+#[test]
+fn estimates_are_near_the_runs() {
+    let rows = estimates_and_runs((48, 80, 64));
+    let table: String = (rows.iter())
+        .map(|(kernel, estimate, ran, _)| {
+            format!("\n{kernel}: estimated {estimate:.3} s, ran {ran:.3} s")
+        })
+        .collect();
+    for &(kernel, estimate, ran, calibration) in &rows {
+        assert!(
+            (0.25..4.0).contains(&(estimate / ran)),
+            "{kernel} is off:{table}"
+        );
+        assert!(
+            calibration < 1.0,
+            "{kernel}: measuring took {calibration:.3} s"
+        );
+    }
+    let estimated: f64 = rows.iter().map(|r| r.1).sum();
+    let ran: f64 = rows.iter().map(|r| r.2).sum();
+    assert!(
+        (0.5..2.0).contains(&(estimated / ran)),
+        "all kernels are off:{table}"
+    );
+}
+
+/// The table of estimates next to real times (a few minutes; run alone,
+/// in release: `cargo test --release -p tests --test emulator --
+/// --ignored --nocapture estimates_next_to_runs`).
+#[test]
+#[ignore]
+fn estimates_next_to_runs() {
+    println!("| kernel | m x n x k | estimated s | ran s | estimate / run | measuring s |");
+    println!("|---|---|---:|---:|---:|---:|");
+    for shape in [
+        (128, 128, 128),
+        (256, 256, 256),
+        (1, 1, 16384),
+        (1, 65536, 1),
+    ] {
+        for (kernel, estimate, ran, calibration) in estimates_and_runs(shape) {
+            let (m, n, k) = shape;
+            let ratio = estimate / ran;
+            println!(
+                "| {kernel} | {m} x {n} x {k} | {estimate:.3} | {ran:.3} | {ratio:.2} | {calibration:.3} |"
+            );
+            if ran > 0.1 {
+                assert!((0.5..2.0).contains(&ratio), "{kernel} at {shape:?}");
+            }
+        }
+    }
 }

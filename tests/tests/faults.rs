@@ -16,6 +16,7 @@
 use std::path::PathBuf;
 use std::process::Output;
 use std::sync::OnceLock;
+use std::time::{Duration, Instant};
 
 use assert_cmd::Command;
 
@@ -368,6 +369,134 @@ fn grid_too_high() {
         &host(&args),
         "error: m=1048576 n=1 k=1 needs a grid of ",
         &["for kernel naive, above CUDA's limit of 65,535 rows of blocks"],
+    );
+}
+
+// ---- The CPU emulator: the same on every machine.
+
+/// `host --emulate` with `args`, and how long it took; killed after
+/// two minutes (a refusal takes a second or two, an accepted run at most
+/// about one).
+fn emulate(args: &[&str]) -> (Output, Duration) {
+    let started = Instant::now();
+    let out = Command::new(host_path())
+        .arg("--emulate")
+        .args(args)
+        .timeout(Duration::from_secs(120))
+        .output()
+        .expect("cannot start the host binary");
+    (out, started.elapsed())
+}
+
+/// `args` with the flags of `choice` ("--k 13000", "--n 96") set to its values.
+fn with_flags(args: &[&str], choice: &str) -> Vec<String> {
+    let mut args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+    let choice: Vec<&str> = choice.split_whitespace().collect();
+    for pair in choice.chunks(2) {
+        let [flag, value] = pair else {
+            panic!("not a list of flags and values: {choice:?}")
+        };
+        match args.iter().position(|a| a == flag) {
+            Some(i) => args[i + 1] = value.to_string(),
+            None => args.extend([flag.to_string(), value.to_string()]),
+        }
+    }
+    args
+}
+
+/// A problem the emulator would take more than a minute on is refused
+/// before it runs, in one line that names a size that fits; that size
+/// then runs, in seconds, and passes.
+#[test]
+fn too_slow_to_emulate() {
+    let all = format!(
+        " on the CPU emulator for {} kernels (the limit is 60 s): choose --n ",
+        kernels_gpu::registry::KERNELS.len()
+    );
+    let cases: [(&[&str], &str, &str); 2] = [
+        // Once still running after 10 minutes: one block, 65,536 K tiles.
+        (
+            &[
+                "--m", "1", "--n", "1", "--k", "1048576", "--kernel", "tiled16",
+            ],
+            "error: m=1 n=1 k=1048576 would take about ",
+            " on the CPU emulator for kernel tiled16 (the limit is 60 s): choose --k ",
+        ),
+        (
+            &["--n", "1024"],
+            "error: m=1024 n=1024 k=1024 would take about ",
+            &all,
+        ),
+    ];
+    for (args, prefix, middle) in cases {
+        let (out, refused_in) = emulate(args);
+        let line = assert_error_like(&out, prefix, &[middle, " or smaller"]);
+        assert!(
+            refused_in < Duration::from_secs(20),
+            "{args:?}: refused after {refused_in:?}, not up front"
+        );
+        let choice = line
+            .split(": choose ")
+            .nth(1)
+            .and_then(|rest| rest.strip_suffix(" or smaller"))
+            .unwrap_or_else(|| panic!("no size in {line:?}"));
+        let smaller = with_flags(args, choice);
+        let smaller: Vec<&str> = smaller.iter().map(String::as_str).collect();
+        let (out, took) = emulate(&smaller);
+        assert_no_panic(&out);
+        let stdout = text(&out.stdout);
+        assert!(
+            out.status.success() && stdout.contains("PASS") && !stdout.contains("FAIL"),
+            "the suggested {smaller:?} did not pass:\n{stdout}{}",
+            text(&out.stderr)
+        );
+        eprintln!("{line} (in {refused_in:.1?}); {choice} ran in {took:.1?}");
+    }
+}
+
+/// m = 1, n = 1,048,576, k = 1 on the naive kernel: 65,536 blocks of 256
+/// threads. It once died of SIGSEGV when the emulator created an OS
+/// thread per GPU thread per block (16.7 million threads): now it runs to
+/// completion or is refused in one line, and never ends by a signal.
+#[test]
+fn emulating_the_shape_that_crashed() {
+    let args = [
+        "--m", "1", "--n", "1048576", "--k", "1", "--kernel", "naive",
+    ];
+    let (out, _) = emulate(&args);
+    assert!(
+        out.status.code().is_some(),
+        "ended by a signal: {:?}",
+        out.status
+    );
+    if out.status.success() {
+        assert!(text(&out.stdout).contains("PASS"), "{}", text(&out.stdout));
+    } else {
+        assert_error_like(
+            &out,
+            "error: m=1 n=1048576 k=1 would take about ",
+            &["for kernel naive (the limit is 60 s): choose --n "],
+        );
+    }
+}
+
+/// The OS refuses the emulator's threads (here: 8 MiB stacks for 1024
+/// threads in 1.5 GB of address space): one line, no panic, no hang.
+#[test]
+fn emulator_threads_refused() {
+    let host = host_path();
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg(r#"ulimit -v 1500000 && exec "$0" --emulate --n 64 --kernel tiled32"#)
+        .arg(&host)
+        .env("RUST_MIN_STACK", (8 << 20).to_string())
+        .timeout(Duration::from_secs(60))
+        .output()
+        .expect("cannot start sh");
+    assert_error_like(
+        &out,
+        "error: the CPU emulator could not start its threads (",
+        &["raise this process's limits on threads or memory"],
     );
 }
 

@@ -2,11 +2,11 @@
 //! and the shared- and global-memory accessors of [`crate::device`] do
 //! when a kernel body runs on the CPU.
 //!
-//! Every emulated GPU thread is an OS thread, and a thread-local
-//! [`EmuThread`] says which thread it is and which block and launch it
-//! belongs to. Memory that threads share is atomics (`Relaxed`, holding
-//! `f32` bits), so a racy kernel is a reported finding, never undefined
-//! behaviour in Rust. Shared-memory accesses are logged per thread and
+//! Every emulated GPU thread runs on an OS thread of the launch's pool
+//! ([`super::block`]), and a thread-local [`EmuThread`] says which thread
+//! it is and which block and launch it belongs to. Memory that threads
+//! share is atomics (`Relaxed`, holding `f32` bits), so a racy kernel is
+//! a reported finding, never undefined behaviour in Rust. Shared-memory accesses are logged per thread and
 //! checked when the barrier interval closes ([`super::check`]); global
 //! accesses are checked on the spot.
 //!
@@ -30,7 +30,9 @@ pub(super) struct EmuThread {
     /// Linear id in the block: `y * block_x + x`.
     pub tid: usize,
     pub thread: (usize, usize),
+    /// The block it belongs to, and that block's index in the grid.
     pub block: Arc<Block>,
+    pub block_idx: (usize, usize),
     pub launch: Arc<Launch>,
     /// This barrier interval's shared-memory accesses, in program order.
     pub log: Vec<SharedAccess>,
@@ -99,7 +101,7 @@ impl EmuThread {
             len,
             misaligned: index.checked_add(width).is_some_and(|end| end <= len),
             thread: GridThread {
-                block: self.block.idx,
+                block: self.block_idx,
                 thread: self.thread,
             },
             site,
@@ -119,12 +121,12 @@ pub fn thread_idx_y() -> usize {
 
 /// `blockIdx.x` of the calling emulated thread.
 pub fn block_idx_x() -> usize {
-    with(|t| t.block.idx.0)
+    with(|t| t.block_idx.0)
 }
 
 /// `blockIdx.y` of the calling emulated thread.
 pub fn block_idx_y() -> usize {
-    with(|t| t.block.idx.1)
+    with(|t| t.block_idx.1)
 }
 
 /// `__syncthreads()`: a real barrier across the block's OS threads. A
@@ -251,7 +253,7 @@ pub mod global {
                 return;
             }
             for (i, v) in values.into_iter().enumerate() {
-                t.launch.write_c(index + i, v, t.block.idx, t.thread, site);
+                t.launch.write_c(index + i, v, t.block_idx, t.thread, site);
             }
         })
     }

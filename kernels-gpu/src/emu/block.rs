@@ -1,5 +1,15 @@
-//! One block of an emulated launch: its OS threads, its shared memory and
-//! its barrier.
+//! The blocks of an emulated launch: a pool of OS threads, one per GPU
+//! thread of a block, that runs the launch's blocks one after another;
+//! the block's shared memory; and its barrier.
+//!
+//! [`Pool::new`] spawns the threads once per launch (or once for the
+//! small launches that measure a kernel's cost); [`Pool::run`] runs one
+//! block on them: it resets shared memory and the barrier, publishes the
+//! block and wakes the threads, each of which runs the kernel body as its
+//! thread of that block and then exits the block. When the last one has
+//! exited, the block's last interval is checked and `run` returns. No OS
+//! thread is created per block (a launch of the naive kernel at
+//! n = 2^20 would otherwise create and destroy 2^24 of them).
 //!
 //! The barrier counts arrivals and exits under one mutex. When every
 //! thread has either arrived or exited, the block cannot make progress
@@ -9,11 +19,19 @@
 //! is broken, reported, and every waiting thread unwinds with a
 //! [`BarrierBroken`] payload. So a barrier that some threads skip is an
 //! error, never a hang.
+//!
+//! Waiting is `thread::park` on a counter: a waiter sleeps until the
+//! counter it waits on moves, and whoever moves it unparks the threads
+//! concerned. Released waiters then run without touching the mutex (a
+//! condition variable would make hundreds of woken threads queue for it
+//! again on every barrier).
 
+use std::io;
 use std::panic::{self, AssertUnwindSafe};
-use std::sync::atomic::AtomicU32;
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
-use std::thread;
+use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError, RwLock};
+use std::thread::{self, Scope, Thread};
 
 use super::backend::{self, EmuThread};
 use super::check::IntervalCheck;
@@ -25,25 +43,46 @@ use crate::gemm::Gemm;
 /// is not a kernel panic: the barrier error is the finding).
 struct BarrierBroken;
 
+/// The block the pool is running: its shared memory, barrier and threads.
 pub(crate) struct Block {
-    pub idx: Coord,
     pub dims: Coord,
     /// The block's shared memory, `f32` bits per word.
     pub shared: Box<[AtomicU32]>,
     sync: Mutex<Sync>,
-    released: Condvar,
+    /// Bumped when a block starts, and when the pool stops.
+    starts: AtomicU64,
+    /// The block that starts (`None`: the pool stops), written before
+    /// `starts` moves. Only read while the block runs, so never contended.
+    job: RwLock<Option<Job>>,
+    /// Bumped when a barrier releases the block or breaks.
+    releases: AtomicU64,
+    /// Set (before `releases` is bumped) when a barrier of the current
+    /// block broke; cleared when the next block starts.
+    broken: AtomicBool,
+    /// Set when the last thread of the block has exited.
+    finished: AtomicBool,
+    /// The pool's threads, by linear thread id (set once, before the
+    /// first block starts), and the thread that runs the pool.
+    threads: OnceLock<Vec<Thread>>,
+    coordinator: Thread,
 }
 
-/// The barrier's state, and the logs of the open interval.
+/// A block to run: which one, of which launch, with which arguments.
+#[derive(Clone)]
+struct Job {
+    idx: Coord,
+    launch: Arc<Launch>,
+    gemm: Gemm,
+}
+
+/// The current block's barrier state, and the logs of the open interval.
 struct Sync {
+    idx: Coord,
     /// Per thread: the barrier site it waits at.
     waiting_at: Vec<Option<Site>>,
     waiting: usize,
     exited: Vec<bool>,
     exits: usize,
-    /// Bumped each time a barrier releases the block.
-    generation: u64,
-    broken: bool,
     /// Barriers completed, and the last one's site: the open interval.
     barriers: usize,
     last_barrier: Option<Site>,
@@ -52,54 +91,160 @@ struct Sync {
     check: IntervalCheck,
 }
 
-impl Block {
-    /// Runs block `idx` of `launch` to completion: one OS thread per GPU thread.
-    pub fn run(launch: &Arc<Launch>, idx: Coord, body: fn(Gemm), gemm: Gemm) {
-        let dims = launch.block_dims;
-        let threads = dims.0 * dims.1;
+/// The threads that run a kernel's blocks. Dropping it stops them (the
+/// scope they were spawned in then joins them).
+pub(crate) struct Pool {
+    block: Arc<Block>,
+}
+
+impl Pool {
+    /// Spawns, in `scope`, one OS thread per GPU thread of a block of
+    /// `dims` threads with `shared_words` words of shared memory, which
+    /// run `body` for each block [`Pool::run`] gives them.
+    ///
+    /// If the OS refuses a thread, the threads already spawned are
+    /// stopped and its error is returned.
+    pub fn new<'scope>(
+        scope: &'scope Scope<'scope, '_>,
+        dims: Coord,
+        shared_words: usize,
+        body: fn(Gemm),
+    ) -> io::Result<Pool> {
+        let count = dims.0 * dims.1;
         let block = Arc::new(Block {
-            idx,
             dims,
-            shared: (0..launch.shared_words)
+            shared: (0..shared_words)
                 .map(|_| AtomicU32::new(f32::NAN.to_bits()))
                 .collect(),
             sync: Mutex::new(Sync {
-                waiting_at: vec![None; threads],
+                idx: (0, 0),
+                waiting_at: vec![None; count],
                 waiting: 0,
-                exited: vec![false; threads],
+                exited: vec![false; count],
                 exits: 0,
-                generation: 0,
-                broken: false,
                 barriers: 0,
                 last_barrier: None,
-                logs: vec![Vec::new(); threads],
-                check: IntervalCheck::new(launch.shared_words),
+                logs: vec![Vec::new(); count],
+                check: IntervalCheck::new(shared_words),
             }),
-            released: Condvar::new(),
+            starts: AtomicU64::new(0),
+            job: RwLock::new(None),
+            releases: AtomicU64::new(0),
+            broken: AtomicBool::new(false),
+            finished: AtomicBool::new(false),
+            threads: OnceLock::new(),
+            coordinator: thread::current(),
         });
-        thread::scope(|scope| {
-            for tid in 0..threads {
-                let thread = EmuThread {
-                    tid,
-                    thread: (tid % dims.0, tid / dims.0),
-                    block: Arc::clone(&block),
-                    launch: Arc::clone(launch),
-                    log: Vec::new(),
-                };
-                thread::Builder::new()
-                    .spawn_scoped(scope, move || run_thread(thread, body, gemm))
-                    .expect("the OS refused a thread for an emulated GPU thread");
+        let mut threads = Vec::with_capacity(count);
+        for tid in 0..count {
+            let serving = Arc::clone(&block);
+            let spawned =
+                thread::Builder::new().spawn_scoped(scope, move || serve(&serving, tid, body));
+            match spawned {
+                Ok(handle) => threads.push(handle.thread().clone()),
+                Err(error) => {
+                    // Stop the threads already running, or the scope
+                    // would wait for them forever.
+                    let _ = block.threads.set(threads);
+                    drop(Pool { block });
+                    return Err(error);
+                }
             }
-        });
+        }
+        // Before any block starts, so every waker finds them.
+        let _ = block.threads.set(threads);
+        Ok(Pool { block })
+    }
+
+    /// Runs block `idx` of `launch` (the kernel's arguments: `gemm`) to
+    /// completion, and records what its checks found.
+    pub fn run(&self, launch: &Arc<Launch>, gemm: Gemm, idx: Coord) {
+        let block = &self.block;
+        assert!(
+            launch.block_dims == block.dims && launch.shared_words == block.shared.len(),
+            "a pool runs blocks of the shape it was made for"
+        );
+        {
+            let mut sync = block.lock();
+            for word in block.shared.iter() {
+                word.store(f32::NAN.to_bits(), Relaxed);
+            }
+            sync.idx = idx;
+            sync.waiting_at.fill(None);
+            sync.waiting = 0;
+            sync.exited.fill(false);
+            sync.exits = 0;
+            sync.barriers = 0;
+            sync.last_barrier = None;
+            block.broken.store(false, Release);
+            block.finished.store(false, Release);
+            *block.job.write().unwrap_or_else(PoisonError::into_inner) = Some(Job {
+                idx,
+                launch: Arc::clone(launch),
+                gemm,
+            });
+            block.starts.fetch_add(1, Release);
+        }
+        block.wake_threads();
+        park_until(|| block.finished.load(Acquire));
         // Every thread has exited: check the last interval.
         let mut sync = block.lock();
         block.close_interval(&mut sync, launch, None);
         let banks = sync.check.take_banks();
         launch.findings(|f| f.banks.merge(&banks));
     }
+}
 
+impl Drop for Pool {
+    fn drop(&mut self) {
+        *self
+            .block
+            .job
+            .write()
+            .unwrap_or_else(PoisonError::into_inner) = None;
+        self.block.starts.fetch_add(1, Release);
+        self.block.wake_threads();
+    }
+}
+
+/// Parks the calling thread until `ready()`. Whoever makes it true
+/// unparks the thread afterwards, so no wake-up is lost (an unpark
+/// before the park makes the park return at once).
+fn park_until(ready: impl Fn() -> bool) {
+    while !ready() {
+        thread::park();
+    }
+}
+
+/// A pool thread's life: run each block it is given as thread `tid`.
+fn serve(block: &Arc<Block>, tid: usize, body: fn(Gemm)) {
+    let mut seen = 0;
+    loop {
+        park_until(|| block.starts.load(Acquire) != seen);
+        seen = block.starts.load(Acquire);
+        let job = block
+            .job
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        match job {
+            Some(job) => run_thread(block, &job, tid, body),
+            None => return,
+        }
+    }
+}
+
+impl Block {
     fn lock(&self) -> MutexGuard<'_, Sync> {
         self.sync.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn wake_threads(&self) {
+        self.threads
+            .get()
+            .into_iter()
+            .flatten()
+            .for_each(Thread::unpark);
     }
 
     /// Thread `tid` arrives at the barrier at `site`, handing in its log
@@ -107,23 +252,23 @@ impl Block {
     /// released; unwinds with [`BarrierBroken`] if it never will be.
     pub fn arrive(&self, tid: usize, site: Site, log: &mut Vec<SharedAccess>, launch: &Launch) {
         let mut sync = self.lock();
-        if !sync.broken {
+        if !self.broken.load(Acquire) {
             std::mem::swap(&mut sync.logs[tid], log);
             sync.waiting_at[tid] = Some(site);
             sync.waiting += 1;
-            let generation = sync.generation;
-            self.settle(&mut sync, launch);
-            while sync.generation == generation && !sync.broken {
-                sync = self
-                    .released
-                    .wait(sync)
-                    .unwrap_or_else(PoisonError::into_inner);
+            let releases = self.releases.load(Acquire);
+            let settled = self.settle(&mut sync, launch);
+            drop(sync);
+            if settled {
+                self.wake_threads();
             }
-            if sync.generation != generation {
+            park_until(|| self.releases.load(Acquire) != releases);
+            if !self.broken.load(Acquire) {
                 return;
             }
+        } else {
+            drop(sync);
         }
-        drop(sync);
         panic::resume_unwind(Box::new(BarrierBroken))
     }
 
@@ -133,15 +278,27 @@ impl Block {
         sync.logs[tid].extend(log);
         sync.exited[tid] = true;
         sync.exits += 1;
-        self.settle(&mut sync, launch);
+        let settled = self.settle(&mut sync, launch);
+        let finished = sync.exits == sync.exited.len();
+        if finished {
+            self.finished.store(true, Release);
+        }
+        drop(sync);
+        if settled {
+            self.wake_threads();
+        }
+        if finished {
+            self.coordinator.unpark();
+        }
     }
 
     /// If every thread has arrived or exited and some wait, completes the
-    /// barrier or breaks it.
-    fn settle(&self, sync: &mut Sync, launch: &Launch) {
+    /// barrier or breaks it, and returns true: the caller then wakes the
+    /// threads.
+    fn settle(&self, sync: &mut Sync, launch: &Launch) -> bool {
         let threads = sync.exited.len();
-        if sync.broken || sync.waiting == 0 || sync.waiting + sync.exits < threads {
-            return;
+        if self.broken.load(Acquire) || sync.waiting == 0 || sync.waiting + sync.exits < threads {
+            return false;
         }
         let first = sync.waiting_at.iter().flatten().next().copied();
         let same_site = sync.waiting_at.iter().all(|s| *s == first);
@@ -151,13 +308,13 @@ impl Block {
             sync.last_barrier = first;
             sync.waiting_at.fill(None);
             sync.waiting = 0;
-            sync.generation += 1;
         } else {
-            sync.broken = true;
+            self.broken.store(true, Release);
             let error = self.barrier_error(sync, launch.kernel);
             launch.findings(|f| Findings::keep(&mut f.barrier_errors, &mut f.omitted, error));
         }
-        self.released.notify_all();
+        self.releases.fetch_add(1, Release);
+        true
     }
 
     fn barrier_error(&self, sync: &Sync, kernel: &'static str) -> BarrierError {
@@ -175,7 +332,7 @@ impl Block {
         }
         BarrierError {
             kernel,
-            block: self.idx,
+            block: sync.idx,
             barrier: sync.barriers + 1,
             waiting,
             exited: (sync.exited.iter().enumerate())
@@ -193,8 +350,10 @@ impl Block {
             opened_by: sync.last_barrier,
             closed_by,
         };
-        let Sync { logs, check, .. } = sync;
-        let races = check.close(logs, self.idx, self.dims, interval, launch.kernel);
+        let Sync {
+            idx, logs, check, ..
+        } = sync;
+        let races = check.close(logs, *idx, self.dims, interval, launch.kernel);
         if !races.is_empty() {
             launch.findings(|f| {
                 for race in races {
@@ -206,12 +365,19 @@ impl Block {
     }
 }
 
-/// One emulated GPU thread, start to finish, on its own OS thread.
-fn run_thread(thread: EmuThread, body: fn(Gemm), gemm: Gemm) {
-    let (tid, coord) = (thread.tid, thread.thread);
-    let (block, launch) = (Arc::clone(&thread.block), Arc::clone(&thread.launch));
-    backend::set_thread(Some(thread));
-    let result = panic::catch_unwind(AssertUnwindSafe(|| body(gemm)));
+/// Thread `tid` of `job`'s block, start to finish, on a pool thread.
+fn run_thread(block: &Arc<Block>, job: &Job, tid: usize, body: fn(Gemm)) {
+    let Job { idx, launch, gemm } = job;
+    let coord = (tid % block.dims.0, tid / block.dims.0);
+    backend::set_thread(Some(EmuThread {
+        tid,
+        thread: coord,
+        block_idx: *idx,
+        block: Arc::clone(block),
+        launch: Arc::clone(launch),
+        log: Vec::new(),
+    }));
+    let result = panic::catch_unwind(AssertUnwindSafe(|| body(*gemm)));
     let thread = backend::set_thread(None).expect("set above");
     if let Err(payload) = result
         && !payload.is::<BarrierBroken>()
@@ -222,7 +388,7 @@ fn run_thread(thread: EmuThread, body: fn(Gemm), gemm: Gemm) {
         let panic = KernelPanic {
             kernel: launch.kernel,
             thread: GridThread {
-                block: block.idx,
+                block: *idx,
                 thread: coord,
             },
             message,
@@ -230,5 +396,5 @@ fn run_thread(thread: EmuThread, body: fn(Gemm), gemm: Gemm) {
         };
         launch.findings(|f| Findings::keep(&mut f.panics, &mut f.omitted, panic));
     }
-    block.exit(tid, thread.log, &launch);
+    block.exit(tid, thread.log, launch);
 }

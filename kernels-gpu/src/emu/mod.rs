@@ -4,11 +4,13 @@
 //! [`run_gemm`] launches a kernel body with the geometry the GPU uses
 //! (`spec.launch.grid(m, n)` blocks of `spec.launch.block_threads`
 //! threads, `spec.launch.shared_bytes` of shared memory per block). Every
-//! GPU thread of a block is an OS thread, so barriers are real barriers
-//! and threads really interleave; blocks run one after another. The
-//! device helpers of [`crate::device`] have a host backend
-//! ([`backend`]) that makes every access checkable, so no kernel logic
-//! is written twice. The [`EmuReport`] holds C and what the checks found:
+//! GPU thread of a block runs on its own OS thread, so barriers are real
+//! barriers and threads really interleave; blocks run one after another
+//! on the same threads (`block.rs`: a launch creates one OS thread per
+//! thread of a block, however many blocks it has). The device helpers of
+//! [`crate::device`] have a host backend ([`backend`]) that makes every
+//! access checkable, so no kernel logic is written twice. The
+//! [`EmuReport`] holds C and what the checks found:
 //!
 //! - races: two threads of a block touch the same shared-memory word
 //!   between the same two barriers, at least one writing it;
@@ -20,6 +22,10 @@
 //! - panics of kernel threads (on the GPU, `trap`);
 //! - bank-conflict accounting for shared memory, per access site (see
 //!   [`check`] for the model).
+//!
+//! What a launch costs is blocks x threads x barrier intervals, each an
+//! OS thread switch per thread, not its multiply-adds: [`estimate`]
+//! measures it before a launch, in tens of milliseconds (`cost.rs`).
 //!
 //! ```
 //! use kernels_gpu::{emu, k02_tiled16};
@@ -33,8 +39,10 @@
 pub(crate) mod backend;
 mod block;
 mod check;
+mod cost;
 mod report;
 
+pub use cost::{Estimate, estimate};
 pub use report::{
     BadAccess, BankStats, BarrierError, Coord, DoubleWrite, GridThread, Interval, KernelPanic,
     Memory, Op, Race, RaceAccess, Site, SiteStats, Traffic, Waiters,
@@ -45,12 +53,13 @@ use std::panic;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::atomic::{AtomicU32, AtomicUsize};
 use std::sync::{Arc, Mutex, Once, PoisonError};
+use std::thread;
 
 use crate::device::{GlobalIn, GlobalOut};
 use crate::gemm::Gemm;
 use crate::launch::KernelSpec;
 use backend::global::Buffer;
-use block::Block;
+use block::Pool;
 
 /// What one emulated launch computed and found.
 #[derive(Clone, Debug)]
@@ -137,44 +146,17 @@ pub fn run_gemm(
     assert_eq!(a.len(), m * k, "A must hold m * k = {m} * {k} floats");
     assert_eq!(b.len(), k * n, "B must hold k * n = {k} * {n} floats");
     install_panic_hook();
-    let (bx, by) = spec.launch.block_threads;
-    let launch = Arc::new(Launch {
-        kernel: spec.name,
-        shape: (m, n, k),
-        grid: spec.launch.grid(m, n),
-        block_dims: (bx as usize, by as usize),
-        shared_words: spec.launch.shared_bytes / 4,
-        a: a.to_vec(),
-        b: b.to_vec(),
-        c: (0..m * n)
-            .map(|_| AtomicU32::new(f32::NAN.to_bits()))
-            .collect(),
-        c_writer: (0..m * n).map(|_| AtomicUsize::new(0)).collect(),
-        findings: Mutex::new(Findings::default()),
-    });
-    let gemm = Gemm {
-        a: GlobalIn::emulated(Buffer {
-            memory: Memory::A,
-            len: a.len(),
-        }),
-        b: GlobalIn::emulated(Buffer {
-            memory: Memory::B,
-            len: b.len(),
-        }),
-        c: GlobalOut::emulated(Buffer {
-            memory: Memory::C,
-            len: m * n,
-        }),
-        m,
-        n,
-        k,
-    };
+    let (launch, gemm) = Launch::new(spec, a.to_vec(), b.to_vec(), (m, n, k));
     let (gx, gy) = launch.grid;
-    for y in 0..gy {
-        for x in 0..gx {
-            Block::run(&launch, (x, y), body, gemm);
+    thread::scope(|scope| {
+        let pool = Pool::new(scope, launch.block_dims, launch.shared_words, body)
+            .expect("the OS refused a thread for an emulated GPU thread");
+        for y in 0..gy {
+            for x in 0..gx {
+                pool.run(&launch, gemm, (x, y));
+            }
         }
-    }
+    });
     let launch = Arc::into_inner(launch).expect("every emulated thread has been joined");
     let findings = launch
         .findings
@@ -264,6 +246,49 @@ impl Findings {
 }
 
 impl Launch {
+    /// The launch of `spec` for `C = A * B` with row-major `a` (m x k) and
+    /// `b` (k x n), and the kernel's arguments for it.
+    fn new(
+        spec: &KernelSpec,
+        a: Vec<f32>,
+        b: Vec<f32>,
+        (m, n, k): (usize, usize, usize),
+    ) -> (Arc<Launch>, Gemm) {
+        let (bx, by) = spec.launch.block_threads;
+        let gemm = Gemm {
+            a: GlobalIn::emulated(Buffer {
+                memory: Memory::A,
+                len: a.len(),
+            }),
+            b: GlobalIn::emulated(Buffer {
+                memory: Memory::B,
+                len: b.len(),
+            }),
+            c: GlobalOut::emulated(Buffer {
+                memory: Memory::C,
+                len: m * n,
+            }),
+            m,
+            n,
+            k,
+        };
+        let launch = Arc::new(Launch {
+            kernel: spec.name,
+            shape: (m, n, k),
+            grid: spec.launch.grid(m, n),
+            block_dims: (bx as usize, by as usize),
+            shared_words: spec.launch.shared_bytes / 4,
+            a,
+            b,
+            c: (0..m * n)
+                .map(|_| AtomicU32::new(f32::NAN.to_bits()))
+                .collect(),
+            c_writer: (0..m * n).map(|_| AtomicUsize::new(0)).collect(),
+            findings: Mutex::new(Findings::default()),
+        });
+        (launch, gemm)
+    }
+
     /// Runs `f` on the findings (blocks and threads report concurrently).
     pub fn findings<R>(&self, f: impl FnOnce(&mut Findings) -> R) -> R {
         f(&mut self.findings.lock().unwrap_or_else(PoisonError::into_inner))
