@@ -6,9 +6,12 @@
 //! ([`super::block`]), and a thread-local [`EmuThread`] says which thread
 //! it is and which block and launch it belongs to. Memory that threads
 //! share is atomics (`Relaxed`, holding `f32` bits), so a racy kernel is
-//! a reported finding, never undefined behaviour in Rust. Shared-memory accesses are logged per thread and
-//! checked when the barrier interval closes ([`super::check`]); global
-//! accesses are checked on the spot.
+//! a reported finding, never undefined behaviour in Rust. Shared-memory
+//! accesses are logged per thread and checked when the barrier interval
+//! closes ([`super::check`]); global accesses are checked on the spot.
+//! Warp-wide instructions meet at a per-warp rendezvous
+//! ([`super::block::Block::warp_collective`]); `cp.async` copies wait in
+//! a per-thread queue until their `wait_group`.
 //!
 //! The accessors are `#[track_caller]`, and so are their callers in
 //! `device` on the host only: `Location::caller()` is then the kernel's
@@ -36,6 +39,8 @@ pub(super) struct EmuThread {
     pub launch: Arc<Launch>,
     /// This barrier interval's shared-memory accesses, in program order.
     pub log: Vec<SharedAccess>,
+    /// Its `cp.async` copies not yet waited for.
+    pub copies: async_copy::Copies,
 }
 
 thread_local! {
@@ -135,7 +140,11 @@ pub fn block_idx_y() -> usize {
 #[track_caller]
 pub fn sync_threads() {
     let site = Location::caller();
-    with(|t| t.block.arrive(t.tid, site, &mut t.log, &t.launch));
+    with(|t| {
+        t.block.arrive(t.tid, site, &mut t.log, &t.launch);
+        // Copies still in flight may land in the interval that begins.
+        t.copies.log_in_flight(&mut t.log);
+    });
 }
 
 /// `Ok(())` when `index..index + width` lies in `len` elements and a
@@ -168,6 +177,7 @@ pub mod shared {
                 word: word as u32,
                 op,
                 width: W as u8,
+                banks: true,
             });
             let words = &memory[word..word + W];
             match op {
@@ -232,7 +242,7 @@ pub mod global {
     }
 
     #[track_caller]
-    fn read_n<const W: usize>(buffer: Buffer, index: usize) -> [f32; W] {
+    pub(super) fn read_n<const W: usize>(buffer: Buffer, index: usize) -> [f32; W] {
         let site = Location::caller();
         with(|t| {
             if check(index, W, buffer.len).is_err() {
@@ -295,28 +305,230 @@ pub mod global {
     }
 }
 
-// TRANSIENT: replaced by the warp rendezvous and pending copies.
+/// The tensor-core helpers on the host: `mma.sync` and `ldmatrix` as warp
+/// collectives (`super::block`), TF32 rounding bit for bit.
 pub mod mma {
+    use super::*;
+    use crate::emu::block::Operands;
+
+    /// `cvt.rna.tf32.f32`: round to the nearest TF32 value, ties away from
+    /// zero (add half of the last kept bit, then clear the 13 bits TF32
+    /// drops); NaN and infinity pass unchanged.
     pub fn to_tf32(x: f32) -> u32 {
-        x.to_bits()
+        let bits = x.to_bits();
+        if !x.is_finite() {
+            return bits;
+        }
+        // Finite: the carry can at most reach the exponent (rounding up
+        // to the next binade, or to infinity), which is what rna does.
+        bits.wrapping_add(0x1000) & !0x1fff
     }
+
+    /// One lane's operands of `mma.m16n8k8`: A, B (TF32 bits), C.
+    type MmaLane = ([u32; 4], [u32; 2], [f32; 4]);
+
+    /// `mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32` for the warp:
+    /// every lane hands in its fragments; the result follows the layout
+    /// of [`crate::device::mma`]. A and B keep only their TF32 bits (the
+    /// hardware ignores the low 13), products are exact, each sum is taken
+    /// in f64 and rounded once.
     #[track_caller]
-    pub fn mma_m16n8k8_tf32(_c: &mut [f32; 4], _a: [u32; 4], _b: [u32; 2]) {
-        unimplemented!("emulated mma")
+    pub fn mma_m16n8k8_tf32(c: &mut [f32; 4], a: [u32; 4], b: [u32; 2]) {
+        let site = Location::caller();
+        let lanes = |inputs: Vec<Operands>| -> Vec<Operands> {
+            assert_eq!(
+                inputs.len(),
+                32,
+                "mma.sync needs all 32 lanes of a warp, this warp has {}",
+                inputs.len()
+            );
+            let lane: Vec<MmaLane> = inputs
+                .into_iter()
+                .map(|x| *x.downcast::<MmaLane>().expect("mma operands"))
+                .collect();
+            let tf32 = |bits: u32| f64::from(f32::from_bits(bits & !0x1fff));
+            let (mut am, mut bm, mut cm) = ([[0.0; 8]; 16], [[0.0; 8]; 8], [[0.0; 8]; 16]);
+            for (l, (a, b, c)) in lane.iter().enumerate() {
+                let (g, t) = (l / 4, l % 4);
+                (am[g][t], am[g + 8][t], am[g][t + 4], am[g + 8][t + 4]) =
+                    (tf32(a[0]), tf32(a[1]), tf32(a[2]), tf32(a[3]));
+                (bm[t][g], bm[t + 4][g]) = (tf32(b[0]), tf32(b[1]));
+                (cm[g][2 * t], cm[g][2 * t + 1], cm[g + 8][2 * t], cm[g + 8][2 * t + 1]) =
+                    (c[0].into(), c[1].into(), c[2].into(), c[3].into());
+            }
+            let d = |row: usize, col: usize| -> f32 {
+                let sum: f64 = (0..8).map(|k| am[row][k] * bm[k][col]).sum();
+                (cm[row][col] + sum) as f32
+            };
+            (0..32)
+                .map(|l| {
+                    let (g, t) = (l / 4, l % 4);
+                    let out = [d(g, 2 * t), d(g, 2 * t + 1), d(g + 8, 2 * t), d(g + 8, 2 * t + 1)];
+                    Box::new(out) as Operands
+                })
+                .collect()
+        };
+        let out = with(|t| {
+            t.block
+                .warp_collective(t.tid, site, Box::new((a, b, *c)), &lanes, &t.launch)
+        });
+        *c = *out.downcast::<[f32; 4]>().expect("mma result");
     }
+
+    /// `ldmatrix.sync.aligned.m8n8.x4.shared.b16`: this lane reads its own
+    /// 16-byte row (logged and checked as a 128-bit shared load, which is
+    /// also how the hardware serves it: one matrix, 8 rows, per pass), then
+    /// the warp trades: lane L gets word L % 4 of row L / 4 of each matrix,
+    /// whose rows lanes 8i .. 8i + 8 read.
+    ///
+    /// # Safety
+    /// None on the host (the access is checked); `unsafe` to match the
+    /// nvptx backend, whose contract the caller states.
     #[track_caller]
-    pub unsafe fn load_matrix_x4(_word: usize) -> [f32; 4] {
-        unimplemented!("emulated ldmatrix")
+    pub unsafe fn load_matrix_x4(word: usize) -> [f32; 4] {
+        let site = Location::caller();
+        // SAFETY: checked on the host (a bad row reads NaN and is reported).
+        let row = unsafe { super::shared::load4(word) };
+        let trade = |inputs: Vec<Operands>| -> Vec<Operands> {
+            assert_eq!(
+                inputs.len(),
+                32,
+                "ldmatrix.x4 needs all 32 lanes of a warp, this warp has {}",
+                inputs.len()
+            );
+            let rows: Vec<[f32; 4]> = inputs
+                .into_iter()
+                .map(|x| *x.downcast::<[f32; 4]>().expect("ldmatrix row"))
+                .collect();
+            (0..32)
+                .map(|l| {
+                    let out: [f32; 4] = array::from_fn(|i| rows[8 * i + l / 4][l % 4]);
+                    Box::new(out) as Operands
+                })
+                .collect()
+        };
+        let out = with(|t| {
+            t.block
+                .warp_collective(t.tid, site, Box::new(row), &trade, &t.launch)
+        });
+        *out.downcast::<[f32; 4]>().expect("ldmatrix result")
     }
 }
+
+/// `cp.async` on the host: a copy reads its source when it starts, but
+/// writes shared memory only at the `wait_group` that retires its group.
+/// Until then it counts as a write in every barrier interval it spans
+/// (logged again after each barrier), so a thread that reads the words
+/// before the wait and a barrier is reported as a race; a copy a thread
+/// never waits for is a finding of its own ([`super::report::UnwaitedCopies`]).
 pub mod async_copy {
+    use super::*;
     use crate::device::GlobalIn;
-    #[track_caller]
-    pub unsafe fn copy<const W: usize>(_word: usize, _src: GlobalIn, _index: usize, _valid: usize) {
-        unimplemented!("emulated cp.async")
+
+    /// A copy in flight: where it goes, what it carries, where it started.
+    #[derive(Clone, Copy, Debug)]
+    pub(in crate::emu) struct Copy {
+        word: usize,
+        width: usize,
+        values: [f32; 4],
+        pub(in crate::emu) site: Site,
     }
+
+    /// A thread's copies not yet waited for: the open group (since the
+    /// last commit), then the committed groups, oldest first.
+    #[derive(Debug, Default)]
+    pub(in crate::emu) struct Copies {
+        open: Vec<Copy>,
+        groups: std::collections::VecDeque<Vec<Copy>>,
+    }
+
+    impl Copies {
+        pub(in crate::emu) fn pending(&self) -> impl Iterator<Item = &Copy> {
+            self.open.iter().chain(self.groups.iter().flatten())
+        }
+
+        /// Logs every pending copy as a write in a new interval.
+        pub(in crate::emu) fn log_in_flight(&self, log: &mut Vec<SharedAccess>) {
+            log.extend(self.pending().map(|c| c.access(false)));
+        }
+    }
+
+    impl Copy {
+        fn access(&self, banks: bool) -> SharedAccess {
+            SharedAccess {
+                site: self.site,
+                word: self.word as u32,
+                op: Op::Store,
+                width: self.width as u8,
+                banks,
+            }
+        }
+    }
+
+    /// Starts a copy of `src[index..index + valid]` (`valid <= W`) to the
+    /// `W` shared words at `word`, zero-filling the rest.
+    ///
+    /// # Safety
+    /// None on the host (both sides are checked); `unsafe` to match the
+    /// nvptx backend, whose contract the caller states.
     #[track_caller]
-    pub fn commit_group() {}
+    pub unsafe fn copy<const W: usize>(word: usize, src: GlobalIn, index: usize, valid: usize) {
+        let site = Location::caller();
+        let buffer = src.buffer();
+        let mut values = [0.0f32; 4];
+        if valid > W || (W == 4 && !index.is_multiple_of(4)) {
+            // Beyond cp-size, or a misaligned 16-byte source: report the
+            // whole span as a bad access.
+            with(|t| t.bad_access(site, buffer.memory, Op::Load, index, W, buffer.len));
+            values = [f32::NAN; 4];
+        } else {
+            for (j, v) in values.iter_mut().enumerate().take(valid) {
+                *v = super::global::read_n::<1>(buffer, index + j)[0];
+            }
+        }
+        with(|t| {
+            let len = t.block.shared.len();
+            if check(word, W, len).is_err() {
+                t.bad_access(site, Memory::Shared, Op::Store, word, W, len);
+                return;
+            }
+            let copy = Copy {
+                word,
+                width: W,
+                values,
+                site,
+            };
+            t.log.push(copy.access(true));
+            t.copies.open.push(copy);
+        });
+    }
+
+    /// `cp.async.commit_group`.
     #[track_caller]
-    pub fn wait_group<const N: u32>() {}
+    pub fn commit_group() {
+        with(|t| {
+            let group = std::mem::take(&mut t.copies.open);
+            t.copies.groups.push_back(group);
+        });
+    }
+
+    /// `cp.async.wait_group PENDING`: the copies of all but the newest
+    /// `PENDING` committed groups land now.
+    #[track_caller]
+    pub fn wait_group<const PENDING: u32>() {
+        with(|t| {
+            while t.copies.groups.len() > PENDING as usize {
+                let group = t.copies.groups.pop_front().expect("len > PENDING");
+                for c in group {
+                    for (w, v) in t.block.shared[c.word..c.word + c.width]
+                        .iter()
+                        .zip(c.values)
+                    {
+                        w.store(v.to_bits(), Relaxed);
+                    }
+                    t.log.push(c.access(false));
+                }
+            }
+        });
+    }
 }

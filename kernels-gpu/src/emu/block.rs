@@ -20,12 +20,20 @@
 //! [`BarrierBroken`] payload. So a barrier that some threads skip is an
 //! error, never a hang.
 //!
+//! Warp collectives (`mma.sync`, `ldmatrix`) meet the same way, per warp:
+//! each lane hands in its operands and waits; the last lane of the warp to
+//! arrive (at the same site) computes every lane's result and releases
+//! the warp. A lane waiting at a collective counts as stopped for the
+//! barrier's decision, so a warp whose lanes never all arrive (one
+//! exited, or waits at a barrier) breaks the block like a skipped barrier.
+//!
 //! Waiting is `thread::park` on a counter: a waiter sleeps until the
 //! counter it waits on moves, and whoever moves it unparks the threads
 //! concerned. Released waiters then run without touching the mutex (a
 //! condition variable would make hundreds of woken threads queue for it
 //! again on every barrier).
 
+use std::any::Any;
 use std::io;
 use std::panic::{self, AssertUnwindSafe};
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
@@ -35,7 +43,9 @@ use std::thread::{self, Scope, Thread};
 
 use super::backend::{self, EmuThread};
 use super::check::IntervalCheck;
-use super::report::{BarrierError, Coord, GridThread, Interval, KernelPanic, Site, Waiters};
+use super::report::{
+    BarrierError, Coord, GridThread, Interval, KernelPanic, Site, UnwaitedCopies, Waiters,
+};
 use super::{Findings, Launch, SharedAccess};
 use crate::gemm::Gemm;
 
@@ -56,6 +66,8 @@ pub(crate) struct Block {
     job: RwLock<Option<Job>>,
     /// Bumped when a barrier releases the block or breaks.
     releases: AtomicU64,
+    /// Per warp: bumped when a warp collective releases the warp.
+    warp_releases: Box<[AtomicU64]>,
     /// Set (before `releases` is bumped) when a barrier of the current
     /// block broke; cleared when the next block starts.
     broken: AtomicBool,
@@ -89,7 +101,24 @@ struct Sync {
     /// Per thread: its shared accesses in the open interval.
     logs: Vec<Vec<SharedAccess>>,
     check: IntervalCheck,
+    /// Per thread: the warp-collective site it waits at, what it brought
+    /// there, and (once the warp is released) what it takes away.
+    collective_at: Vec<Option<Site>>,
+    collective_in: Vec<Option<Operands>>,
+    collective_out: Vec<Option<Operands>>,
+    /// Threads waiting at warp collectives.
+    collective_waiting: usize,
 }
+
+/// A lane's operands or result of a warp collective.
+pub(crate) type Operands = Box<dyn Any + Send>;
+
+/// Computes every lane's result of a warp collective from every lane's
+/// operands (in lane order).
+pub(crate) type Collective<'a> = &'a dyn Fn(Vec<Operands>) -> Vec<Operands>;
+
+/// Threads per warp.
+const WARP: usize = 32;
 
 /// The threads that run a kernel's blocks. Dropping it stops them (the
 /// scope they were spawned in then joins them).
@@ -126,10 +155,15 @@ impl Pool {
                 last_barrier: None,
                 logs: vec![Vec::new(); count],
                 check: IntervalCheck::new(shared_words),
+                collective_at: vec![None; count],
+                collective_in: (0..count).map(|_| None).collect(),
+                collective_out: (0..count).map(|_| None).collect(),
+                collective_waiting: 0,
             }),
             starts: AtomicU64::new(0),
             job: RwLock::new(None),
             releases: AtomicU64::new(0),
+            warp_releases: (0..count.div_ceil(WARP)).map(|_| AtomicU64::new(0)).collect(),
             broken: AtomicBool::new(false),
             finished: AtomicBool::new(false),
             threads: OnceLock::new(),
@@ -176,6 +210,10 @@ impl Pool {
             sync.exits = 0;
             sync.barriers = 0;
             sync.last_barrier = None;
+            sync.collective_at.fill(None);
+            sync.collective_in.iter_mut().for_each(|x| *x = None);
+            sync.collective_out.iter_mut().for_each(|x| *x = None);
+            sync.collective_waiting = 0;
             block.broken.store(false, Release);
             block.finished.store(false, Release);
             *block.job.write().unwrap_or_else(PoisonError::into_inner) = Some(Job {
@@ -272,6 +310,65 @@ impl Block {
         panic::resume_unwind(Box::new(BarrierBroken))
     }
 
+    /// Lane `tid` of its warp arrives at the warp collective at `site` with
+    /// `operands`; returns its part of the result once every lane of the
+    /// warp has arrived there (the last one computes `collective` for
+    /// all); unwinds with [`BarrierBroken`] if that never happens.
+    pub fn warp_collective(
+        &self,
+        tid: usize,
+        site: Site,
+        operands: Operands,
+        collective: Collective<'_>,
+        launch: &Launch,
+    ) -> Operands {
+        let warp = tid / WARP;
+        let lanes = warp * WARP..((warp + 1) * WARP).min(self.dims.0 * self.dims.1);
+        let mut sync = self.lock();
+        if self.broken.load(Acquire) {
+            drop(sync);
+            panic::resume_unwind(Box::new(BarrierBroken))
+        }
+        sync.collective_at[tid] = Some(site);
+        sync.collective_in[tid] = Some(operands);
+        sync.collective_waiting += 1;
+        let releases = self.warp_releases[warp].load(Acquire);
+        let complete = lanes.clone().all(|lane| sync.collective_at[lane] == Some(site));
+        if complete {
+            let inputs = lanes
+                .clone()
+                .map(|lane| sync.collective_in[lane].take().expect("every lane handed in"))
+                .collect();
+            let outputs = collective(inputs);
+            assert_eq!(outputs.len(), lanes.len(), "a result for every lane");
+            for (lane, out) in lanes.clone().zip(outputs) {
+                sync.collective_at[lane] = None;
+                sync.collective_out[lane] = Some(out);
+            }
+            sync.collective_waiting -= lanes.len();
+            self.warp_releases[warp].fetch_add(1, Release);
+            let mine = sync.collective_out[tid].take().expect("just set");
+            drop(sync);
+            if let Some(threads) = self.threads.get() {
+                lanes.filter(|&l| l != tid).for_each(|l| threads[l].unpark());
+            }
+            return mine;
+        }
+        let settled = self.settle(&mut sync, launch);
+        drop(sync);
+        if settled {
+            self.wake_threads();
+        }
+        park_until(|| {
+            self.warp_releases[warp].load(Acquire) != releases || self.broken.load(Acquire)
+        });
+        let mine = self.lock().collective_out[tid].take();
+        match mine {
+            Some(out) => out,
+            None => panic::resume_unwind(Box::new(BarrierBroken)),
+        }
+    }
+
     /// Thread `tid` has left the kernel (returned, panicked or unwound).
     fn exit(&self, tid: usize, log: Vec<SharedAccess>, launch: &Launch) {
         let mut sync = self.lock();
@@ -294,15 +391,20 @@ impl Block {
 
     /// If every thread has arrived or exited and some wait, completes the
     /// barrier or breaks it, and returns true: the caller then wakes the
-    /// threads.
+    /// threads. (A warp collective completes when its last lane arrives,
+    /// so one still waiting when every thread has stopped never will.)
     fn settle(&self, sync: &mut Sync, launch: &Launch) -> bool {
         let threads = sync.exited.len();
-        if self.broken.load(Acquire) || sync.waiting == 0 || sync.waiting + sync.exits < threads {
+        let stopped = sync.waiting + sync.collective_waiting + sync.exits;
+        if self.broken.load(Acquire)
+            || sync.waiting + sync.collective_waiting == 0
+            || stopped < threads
+        {
             return false;
         }
         let first = sync.waiting_at.iter().flatten().next().copied();
         let same_site = sync.waiting_at.iter().all(|s| *s == first);
-        if sync.exits == 0 && same_site {
+        if sync.exits == 0 && sync.collective_waiting == 0 && same_site {
             self.close_interval(sync, launch, first);
             sync.barriers += 1;
             sync.last_barrier = first;
@@ -320,13 +422,19 @@ impl Block {
     fn barrier_error(&self, sync: &Sync, kernel: &'static str) -> BarrierError {
         let coord = |tid: usize| (tid % self.dims.0, tid / self.dims.0);
         let mut waiting: Vec<Waiters> = Vec::new();
-        for (tid, site) in sync.waiting_at.iter().enumerate() {
-            let Some(site) = *site else { continue };
-            match waiting.iter_mut().find(|w| w.site == site) {
+        let barriers = sync.waiting_at.iter().map(|s| (*s, false));
+        let collectives = sync.collective_at.iter().map(|s| (*s, true));
+        for (tid, (site, warp_collective)) in barriers.enumerate().chain(collectives.enumerate()) {
+            let Some(site) = site else { continue };
+            match waiting
+                .iter_mut()
+                .find(|w| w.site == site && w.warp_collective == warp_collective)
+            {
                 Some(w) => w.threads.push(coord(tid)),
                 None => waiting.push(Waiters {
                     site,
                     threads: vec![coord(tid)],
+                    warp_collective,
                 }),
             }
         }
@@ -376,6 +484,7 @@ fn run_thread(block: &Arc<Block>, job: &Job, tid: usize, body: fn(Gemm)) {
         block: Arc::clone(block),
         launch: Arc::clone(launch),
         log: Vec::new(),
+        copies: Default::default(),
     }));
     let result = panic::catch_unwind(AssertUnwindSafe(|| body(*gemm)));
     let thread = backend::set_thread(None).expect("set above");
@@ -395,6 +504,19 @@ fn run_thread(block: &Arc<Block>, job: &Job, tid: usize, body: fn(Gemm)) {
             location: backend::take_panic_location(),
         };
         launch.findings(|f| Findings::keep(&mut f.panics, &mut f.omitted, panic));
+    }
+    let pending = thread.copies.pending().count();
+    if let Some(first) = thread.copies.pending().next() {
+        let unwaited = UnwaitedCopies {
+            kernel: launch.kernel,
+            thread: GridThread {
+                block: *idx,
+                thread: coord,
+            },
+            copies: pending,
+            site: first.site,
+        };
+        launch.findings(|f| Findings::keep(&mut f.unwaited_copies, &mut f.omitted, unwaited));
     }
     block.exit(tid, thread.log, launch);
 }

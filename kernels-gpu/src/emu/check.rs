@@ -14,12 +14,13 @@
 //! share it (broadcast), so an instruction needs as many wavefronts as the
 //! most distinct words any one bank is asked for; its conflicts are that
 //! number minus one.
-//! A 128-bit access (`load4`/`store4`) moves 512 bytes per warp, so the
-//! hardware splits it into four phases of eight consecutive lanes (a
-//! quarter-warp: 8 x 16 bytes = one pass over the 32 banks); each phase
-//! is counted as above and the instruction's conflicts are the sum over
-//! its phases of (wavefronts - 1), so a conflict-free 128-bit access
-//! costs 4 wavefronts and counts 0. Nsight Compute's
+//! A 128-bit access (`load4`/`store4`, a 16-byte `cp.async`, a lane's row
+//! of an `ldmatrix`) moves 512 bytes per warp, so the hardware splits it
+//! into four phases of eight consecutive lanes (a quarter-warp: 8 x 16
+//! bytes = one pass over the 32 banks); each phase is counted as above and
+//! the instruction's conflicts are the sum over its phases of (wavefronts
+//! - 1), so a conflict-free 128-bit access costs 4 wavefronts and counts 0.
+//! A 64-bit access is likewise two phases of sixteen lanes. Nsight Compute's
 //! `l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_{ld,st}` count the
 //! same extra wavefronts.
 
@@ -173,7 +174,7 @@ impl IntervalCheck {
         self.lanes.clear();
         for (lane, log) in warp.iter().enumerate() {
             self.counts.iter_mut().for_each(|c| *c = 0);
-            for access in log {
+            for access in log.iter().filter(|a| a.banks) {
                 let site = match self
                     .sites
                     .iter()
@@ -202,20 +203,17 @@ impl IntervalCheck {
             .chunk_by(|a, b| (a.site, a.nth) == (b.site, b.nth))
         {
             let (site, op, width) = self.sites[instruction[0].site];
-            let conflicts = if width == 4 {
-                // Four phases of eight lanes, each one pass over the banks.
-                (0..4)
-                    .map(|phase| {
-                        let words = instruction
-                            .iter()
-                            .filter(|l| l.lane as usize / 8 == phase)
-                            .flat_map(|l| l.word..l.word + 4);
-                        wavefronts(words).saturating_sub(1)
-                    })
-                    .sum()
-            } else {
-                wavefronts(instruction.iter().map(|l| l.word)).saturating_sub(1)
-            };
+            // A phase is 32 / width lanes: one pass over the 32 banks.
+            let lanes_per_phase = WARP / width;
+            let conflicts = (0..width)
+                .map(|phase| {
+                    let words = instruction
+                        .iter()
+                        .filter(|l| l.lane as usize / lanes_per_phase == phase)
+                        .flat_map(|l| l.word..l.word + width as u32);
+                    wavefronts(words).saturating_sub(1)
+                })
+                .sum();
             self.banks.add(site, op, width, conflicts);
         }
     }

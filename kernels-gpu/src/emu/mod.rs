@@ -20,6 +20,9 @@
 //!   128-bit access (reads give NaN, writes are dropped);
 //! - double writes: two threads write the same element of C;
 //! - panics of kernel threads (on the GPU, `trap`);
+//! - warp collectives (`mma.sync`, `ldmatrix`) that not every lane of the
+//!   warp reaches: reported with the barrier errors, never a hang;
+//! - `cp.async` copies a thread never waited for;
 //! - bank-conflict accounting for shared memory, per access site (see
 //!   [`check`] for the model).
 //!
@@ -45,7 +48,7 @@ mod report;
 pub use cost::{Estimate, estimate};
 pub use report::{
     BadAccess, BankStats, BarrierError, Coord, DoubleWrite, GridThread, Interval, KernelPanic,
-    Memory, Op, Race, RaceAccess, Site, SiteStats, Traffic, Waiters,
+    Memory, Op, Race, RaceAccess, Site, SiteStats, Traffic, UnwaitedCopies, Waiters,
 };
 
 use std::fmt;
@@ -74,6 +77,7 @@ pub struct EmuReport {
     pub bad_accesses: Vec<BadAccess>,
     pub double_writes: Vec<DoubleWrite>,
     pub panics: Vec<KernelPanic>,
+    pub unwaited_copies: Vec<UnwaitedCopies>,
     /// Findings not kept because a list reached [`MAX_FINDINGS`].
     pub omitted: usize,
     /// Shared-memory bank conflicts (not an error: a cost).
@@ -93,6 +97,7 @@ impl EmuReport {
             && self.bad_accesses.is_empty()
             && self.double_writes.is_empty()
             && self.panics.is_empty()
+            && self.unwaited_copies.is_empty()
             && self.omitted == 0
     }
 }
@@ -103,13 +108,14 @@ impl fmt::Display for EmuReport {
         write!(
             f,
             "{} on the CPU emulator, m={m} n={n} k={k}: {} races, {} barrier errors, \
-             {} bad accesses, {} double writes, {} panics",
+             {} bad accesses, {} double writes, {} panics, {} threads with unwaited copies",
             self.kernel,
             self.races.len(),
             self.barrier_errors.len(),
             self.bad_accesses.len(),
             self.double_writes.len(),
             self.panics.len(),
+            self.unwaited_copies.len(),
         )?;
         if self.omitted > 0 {
             write!(f, " ({} more not kept)", self.omitted)?;
@@ -118,7 +124,8 @@ impl fmt::Display for EmuReport {
             .chain(self.barrier_errors.iter().map(|x| x as &dyn fmt::Display))
             .chain(self.bad_accesses.iter().map(|x| x as &dyn fmt::Display))
             .chain(self.double_writes.iter().map(|x| x as &dyn fmt::Display))
-            .chain(self.panics.iter().map(|x| x as &dyn fmt::Display));
+            .chain(self.panics.iter().map(|x| x as &dyn fmt::Display))
+            .chain(self.unwaited_copies.iter().map(|x| x as &dyn fmt::Display));
         for finding in findings {
             write!(f, "\n- {finding}")?;
         }
@@ -175,6 +182,7 @@ pub fn run_gemm(
         bad_accesses: findings.bad_accesses,
         double_writes: findings.double_writes,
         panics: findings.panics,
+        unwaited_copies: findings.unwaited_copies,
         omitted: findings.omitted,
         banks: findings.banks,
     }
@@ -201,8 +209,12 @@ pub(crate) struct SharedAccess {
     pub site: Site,
     pub word: u32,
     pub op: Op,
-    /// Words: 1, or 4 for a 128-bit access.
+    /// Words: 1, 2 or 4 for a 32-, 64- or 128-bit access.
     pub width: u8,
+    /// Whether it is an instruction of its own for the bank-conflict
+    /// accounting (false for a `cp.async` copy logged again because it may
+    /// still land in a later interval: the race check needs it there).
+    pub banks: bool,
 }
 
 /// Everything a launch's threads share.
@@ -230,6 +242,7 @@ pub(crate) struct Findings {
     pub bad_accesses: Vec<BadAccess>,
     pub double_writes: Vec<DoubleWrite>,
     pub panics: Vec<KernelPanic>,
+    pub unwaited_copies: Vec<UnwaitedCopies>,
     pub omitted: usize,
     pub banks: BankStats,
 }

@@ -72,16 +72,32 @@ pub struct Race {
     pub interval: Interval,
 }
 
-/// Threads that wait at one barrier site.
+/// Threads that wait at one barrier site, or at one warp collective.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Waiters {
     pub site: Site,
     pub threads: Vec<Coord>,
+    /// A warp-collective instruction (`mma.sync`, `ldmatrix`) that needs
+    /// every lane of the warp, not a block-wide barrier.
+    pub warp_collective: bool,
+}
+
+/// A thread ended the kernel with `cp.async` copies it never waited for
+/// (`wait_group`): their data may land after the kernel, or never.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UnwaitedCopies {
+    pub kernel: &'static str,
+    pub thread: GridThread,
+    pub copies: usize,
+    /// Where the first of them was started.
+    pub site: Site,
 }
 
 /// A barrier that not every thread of the block reached: some threads
-/// exited (returned or panicked) while others waited, or the threads wait
-/// at different barriers. The waiting threads were unwound, not left hanging.
+/// exited (returned or panicked) while others waited, the threads wait at
+/// different barriers, or some wait at a warp collective that a lane of
+/// their warp never reaches. The waiting threads were unwound, not left
+/// hanging.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct BarrierError {
     pub kernel: &'static str,
@@ -151,7 +167,7 @@ pub struct Traffic {
 pub struct SiteStats {
     pub site: Site,
     pub op: Op,
-    /// Words per thread: 1, or 4 for a 128-bit access.
+    /// Words per thread: 1, 2 or 4 for a 32-, 64- or 128-bit access.
     pub width: usize,
     pub traffic: Traffic,
 }
@@ -312,7 +328,12 @@ impl fmt::Display for BarrierError {
         )?;
         for (i, w) in self.waiting.iter().enumerate() {
             let sep = if i > 0 { ";" } else { "" };
-            write!(f, "{sep} {} wait at {}", Threads(&w.threads), w.site)?;
+            let what = if w.warp_collective {
+                "the warp collective at "
+            } else {
+                ""
+            };
+            write!(f, "{sep} {} wait at {what}{}", Threads(&w.threads), w.site)?;
         }
         if !self.exited.is_empty() {
             write!(f, "; {} exited", Threads(&self.exited))?;
@@ -358,6 +379,20 @@ impl fmt::Display for KernelPanic {
             write!(f, " at {at}")?;
         }
         write!(f, ": {}", self.message)
+    }
+}
+
+impl fmt::Display for UnwaitedCopies {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}: {} ended with {} cp.async cop{} never waited for (the first started at {})",
+            self.kernel,
+            self.thread,
+            self.copies,
+            if self.copies == 1 { "y" } else { "ies" },
+            self.site
+        )
     }
 }
 
