@@ -491,7 +491,12 @@ fn tf32_kernel_with_a_fragment_in_the_wrong_registers_computes_a_wrong_product()
     let (bad, ..) = run(MMA_SPEC, k11_mma::mutants::swapped_fragment, shape);
     // Nothing the checks can see (every access is legal), but C is wrong.
     assert!(bad.is_clean(), "{bad}");
-    let wrong = bad.c.iter().zip(&good.c).filter(|(x, y)| (*x - *y).abs() > 1e-3).count();
+    let wrong = bad
+        .c
+        .iter()
+        .zip(&good.c)
+        .filter(|(x, y)| (*x - *y).abs() > 1e-3)
+        .count();
     assert!(
         wrong > bad.c.len() / 2,
         "only {wrong} of {} elements differ",
@@ -507,10 +512,7 @@ fn tf32_kernel_without_its_cp_async_wait_is_reported_as_a_race() {
     assert!(!report.races.is_empty(), "no race found:\n{report}");
     let race = &report.races[0];
     let sites = [race.first.site.file(), race.second.site.file()];
-    assert!(
-        sites.iter().all(|f| f.ends_with("k11_mma.rs")),
-        "{race}"
-    );
+    assert!(sites.iter().all(|f| f.ends_with("k11_mma.rs")), "{race}");
     assert!(
         [race.first.op, race.second.op].contains(&Op::Store),
         "the copy's write is one side: {race}"
@@ -526,7 +528,10 @@ fn tf32_kernel_shared_memory_is_conflict_free() {
         let (report, ..) = run(spec, spec.body, (bm, bn, 64));
         assert!(report.is_clean(), "{report}");
         let banks = &report.banks;
-        assert!(banks.loads.requests > 0 && banks.stores.requests > 0, "{banks}");
+        assert!(
+            banks.loads.requests > 0 && banks.stores.requests > 0,
+            "{banks}"
+        );
         assert_eq!(
             (banks.loads.conflicts, banks.stores.conflicts),
             (0, 0),
@@ -534,7 +539,10 @@ fn tf32_kernel_shared_memory_is_conflict_free() {
             spec.name
         );
         assert!(
-            banks.sites.iter().all(|s| s.site.file().ends_with("k11_mma.rs")),
+            banks
+                .sites
+                .iter()
+                .all(|s| s.site.file().ends_with("k11_mma.rs")),
             "{banks}"
         );
     }

@@ -504,7 +504,7 @@ fn emulator_threads_refused() {
 /// GPU below compute capability 10.0 can load it.
 #[test]
 fn ptx_for_a_newer_gpu() {
-    let ptx = host::PTX
+    let ptx = host::ptx(&kernels_gpu::modules::LADDER)
         .lines()
         .map(|l| {
             if l.trim_start().starts_with(".target ") {
@@ -675,6 +675,14 @@ fn fault_fixtures_are_well_formed() {
     }
     assert!(TRAP_PTX.contains("\ttrap;"));
     // The retargeting in ptx_for_a_newer_gpu needs these lines in the built-in PTX.
-    assert!(host::PTX.lines().any(|l| l.starts_with(".target ")));
-    assert!(host::PTX.lines().any(|l| l.starts_with(".version ")));
+    assert!(
+        host::ptx(&kernels_gpu::modules::LADDER)
+            .lines()
+            .any(|l| l.starts_with(".target "))
+    );
+    assert!(
+        host::ptx(&kernels_gpu::modules::LADDER)
+            .lines()
+            .any(|l| l.starts_with(".version "))
+    );
 }

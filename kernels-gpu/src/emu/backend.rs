@@ -353,8 +353,12 @@ pub mod mma {
                 (am[g][t], am[g + 8][t], am[g][t + 4], am[g + 8][t + 4]) =
                     (tf32(a[0]), tf32(a[1]), tf32(a[2]), tf32(a[3]));
                 (bm[t][g], bm[t + 4][g]) = (tf32(b[0]), tf32(b[1]));
-                (cm[g][2 * t], cm[g][2 * t + 1], cm[g + 8][2 * t], cm[g + 8][2 * t + 1]) =
-                    (c[0].into(), c[1].into(), c[2].into(), c[3].into());
+                (
+                    cm[g][2 * t],
+                    cm[g][2 * t + 1],
+                    cm[g + 8][2 * t],
+                    cm[g + 8][2 * t + 1],
+                ) = (c[0].into(), c[1].into(), c[2].into(), c[3].into());
             }
             let d = |row: usize, col: usize| -> f32 {
                 let sum: f64 = (0..8).map(|k| am[row][k] * bm[k][col]).sum();
@@ -363,7 +367,12 @@ pub mod mma {
             (0..32)
                 .map(|l| {
                     let (g, t) = (l / 4, l % 4);
-                    let out = [d(g, 2 * t), d(g, 2 * t + 1), d(g + 8, 2 * t), d(g + 8, 2 * t + 1)];
+                    let out = [
+                        d(g, 2 * t),
+                        d(g, 2 * t + 1),
+                        d(g + 8, 2 * t),
+                        d(g + 8, 2 * t + 1),
+                    ];
                     Box::new(out) as Operands
                 })
                 .collect()

@@ -163,7 +163,9 @@ impl Pool {
             starts: AtomicU64::new(0),
             job: RwLock::new(None),
             releases: AtomicU64::new(0),
-            warp_releases: (0..count.div_ceil(WARP)).map(|_| AtomicU64::new(0)).collect(),
+            warp_releases: (0..count.div_ceil(WARP))
+                .map(|_| AtomicU64::new(0))
+                .collect(),
             broken: AtomicBool::new(false),
             finished: AtomicBool::new(false),
             threads: OnceLock::new(),
@@ -333,11 +335,17 @@ impl Block {
         sync.collective_in[tid] = Some(operands);
         sync.collective_waiting += 1;
         let releases = self.warp_releases[warp].load(Acquire);
-        let complete = lanes.clone().all(|lane| sync.collective_at[lane] == Some(site));
+        let complete = lanes
+            .clone()
+            .all(|lane| sync.collective_at[lane] == Some(site));
         if complete {
             let inputs = lanes
                 .clone()
-                .map(|lane| sync.collective_in[lane].take().expect("every lane handed in"))
+                .map(|lane| {
+                    sync.collective_in[lane]
+                        .take()
+                        .expect("every lane handed in")
+                })
                 .collect();
             let outputs = collective(inputs);
             assert_eq!(outputs.len(), lanes.len(), "a result for every lane");
@@ -350,7 +358,9 @@ impl Block {
             let mine = sync.collective_out[tid].take().expect("just set");
             drop(sync);
             if let Some(threads) = self.threads.get() {
-                lanes.filter(|&l| l != tid).for_each(|l| threads[l].unpark());
+                lanes
+                    .filter(|&l| l != tid)
+                    .for_each(|l| threads[l].unpark());
             }
             return mine;
         }

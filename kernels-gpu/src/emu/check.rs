@@ -18,9 +18,10 @@
 //! of an `ldmatrix`) moves 512 bytes per warp, so the hardware splits it
 //! into four phases of eight consecutive lanes (a quarter-warp: 8 x 16
 //! bytes = one pass over the 32 banks); each phase is counted as above and
-//! the instruction's conflicts are the sum over its phases of (wavefronts
-//! - 1), so a conflict-free 128-bit access costs 4 wavefronts and counts 0.
-//! A 64-bit access is likewise two phases of sixteen lanes. Nsight Compute's
+//! the instruction's conflicts are the sum over its phases of its
+//! wavefronts minus one, so a conflict-free 128-bit access costs 4
+//! wavefronts and counts 0. A 64-bit access is likewise two phases of
+//! sixteen lanes. Nsight Compute's
 //! `l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_{ld,st}` count the
 //! same extra wavefronts.
 
