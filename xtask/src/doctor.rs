@@ -498,7 +498,7 @@ fn driver_and_gpus(r: &mut Report) -> usize {
                         .collect::<Vec<_>>()
                         .join(", ")
                 };
-                let detail = if not.is_empty() {
+                let detail = if !not.is_empty() {
                     format!(
                         "GPU {} runs {}; not {}: their kernels are skipped",
                         g.ordinal,

@@ -69,9 +69,14 @@ pub fn write_svg(results: &Results, path: &std::path::Path) -> anyhow::Result<()
             .map(|r| ((r.n as f64).log2(), r.gflops.unwrap()))
             .collect();
         points.sort_by(|a, b| a.0.total_cmp(&b.0));
+        // cuBLAS in black (SGEMM) and grey (TF32); the kernels in colours
+        // (the palette's black skipped).
         let color = match kind {
+            Kind::Cublas if variant.as_str() == host::baselines::CUBLAS_TF32 => {
+                RGBColor(140, 140, 140).to_rgba()
+            }
             Kind::Cublas => BLACK.to_rgba(),
-            _ => Palette99::pick(i).to_rgba(),
+            _ => Palette99::pick(if i >= 20 { i + 1 } else { i }).to_rgba(),
         };
         let style = match kind {
             Kind::Cublas => color.stroke_width(4),
