@@ -92,9 +92,52 @@ pub enum HostError {
 }
 
 impl HostError {
+    /// `spec` cannot run on the GPU `gpu` of compute capability `(major, minor)`.
+    pub fn needs_newer_gpu(
+        spec: &kernels_gpu::launch::KernelSpec,
+        gpu: &str,
+        (major, minor): (i32, i32),
+    ) -> Self {
+        let arch = &spec.module.arch;
+        HostError::NeedsNewerGpu {
+            kernel: spec.name.into(),
+            needs: format!("{} ({}, {})", arch.needs(), arch.target_cpu, arch.adds),
+            gpu: format!("{gpu} is compute capability {major}.{minor}"),
+        }
+    }
+
     /// Wraps a driver error with what the host was doing.
     pub fn cuda(doing: impl Into<String>) -> impl FnOnce(DriverError) -> HostError {
         let doing = doing.into();
         move |source| HostError::Cuda { doing, source }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// docs/faults.md rows 23 and 24: the messages, without the GPUs that
+    /// produce them (a GPU older than sm_80; one with less shared memory).
+    #[test]
+    fn a_kernel_the_gpu_cannot_run_names_what_it_needs() {
+        let spec = &kernels_gpu::k11_mma::SPEC_128X128X32_W64X64_S2;
+        let e = HostError::needs_newer_gpu(spec, "NVIDIA T4", (7, 5));
+        assert_eq!(
+            e.to_string(),
+            "kernel mma_128x128x32_w64x64_s2 needs compute capability 8.0 or newer \
+             (sm_80, mma.sync TF32 tensor cores, cp.async), but NVIDIA T4 is compute \
+             capability 7.5: choose another kernel (see --list-kernels)"
+        );
+        let e = HostError::TooMuchShared {
+            kernel: "mma_256x128x32_w64x64_s3".into(),
+            need: 148_992,
+            limit: 101_376,
+        };
+        assert_eq!(
+            e.to_string(),
+            "kernel mma_256x128x32_w64x64_s3 needs 145 KB of shared memory per block, \
+             but this GPU allows 99 KB: choose a kernel with smaller tiles (see --list-kernels)"
+        );
     }
 }

@@ -223,17 +223,11 @@ impl Gpu {
         if self.runs(spec) {
             return Ok(());
         }
-        let (major, minor) = self.info.compute_capability;
-        Err(HostError::NeedsNewerGpu {
-            kernel: spec.name.into(),
-            needs: format!(
-                "{} ({}, {})",
-                spec.module.arch.needs(),
-                spec.module.arch.target_cpu,
-                spec.module.arch.adds
-            ),
-            gpu: format!("{} is compute capability {major}.{minor}", self.info.name),
-        })
+        Err(HostError::needs_newer_gpu(
+            spec,
+            &self.info.name,
+            self.info.compute_capability,
+        ))
     }
 
     /// What is loaded, for reports: `ladder, tuned (sm_70), mma (sm_80)`,

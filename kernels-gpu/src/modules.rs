@@ -112,3 +112,19 @@ pub const MMA: PtxModule = PtxModule {
 
 /// Every module, in ladder order.
 pub const MODULES: &[PtxModule] = &[LADDER, TUNED, MMA];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn which_gpus_load_which_architecture() {
+        assert!(Arch::SM70.runs_on((7, 0)) && Arch::SM70.runs_on((9, 0)));
+        assert!(!Arch::SM80.runs_on((7, 5)) && Arch::SM80.runs_on((8, 0)));
+        assert!(Arch::SM80.runs_on((8, 9)) && Arch::SM80.runs_on((10, 0)));
+        // Architecture-specific PTX: that GPU only.
+        assert!(Arch::SM90A.runs_on((9, 0)));
+        assert!(!Arch::SM90A.runs_on((8, 9)) && !Arch::SM90A.runs_on((10, 0)));
+        assert_eq!(Arch::SM90A.needs(), "compute capability exactly 9.0");
+    }
+}
