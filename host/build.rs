@@ -144,11 +144,8 @@ fn build_module(root: &Path, ptx_dir: &Path, module: &PtxModule) -> Result<Strin
             module.name, module.arch.target_cpu
         ));
     }
-    let asm = target_dir
-        .join(DEVICE_TARGET)
-        .join("ptx")
-        .join("deps")
-        .join("kernels_gpu.s");
+    let deps = target_dir.join(DEVICE_TARGET).join("ptx").join("deps");
+    let asm = deps.join("kernels_gpu.s");
     let ptx = std::fs::read_to_string(&asm).map_err(|e| {
         format!(
             "the device build of module {} wrote no PTX at {}: {e}",
@@ -157,6 +154,12 @@ fn build_module(root: &Path, ptx_dir: &Path, module: &PtxModule) -> Result<Strin
         )
     })?;
     check_ptx(module, &ptx)?;
+    // Cargo expects a cdylib for nvptx64 to produce `kernels_gpu.ptx`,
+    // which `-Zno-link` never writes, and without it would call the module
+    // dirty and rebuild it on every run. Give it that file (the same PTX),
+    // written only when the PTX changed, so a module no edit touched stays
+    // fresh.
+    write_if_changed(&deps.join("kernels_gpu.ptx"), &ptx);
     Ok(ptx)
 }
 

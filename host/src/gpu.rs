@@ -230,7 +230,7 @@ impl Gpu {
         ))
     }
 
-    /// What is loaded, for reports: `ladder, tuned (sm_70), mma (sm_80)`,
+    /// What is loaded, for reports: `ladder (sm_70), ..., mma (sm_80)`,
     /// or the PTX file's `.target`.
     pub fn ptx_description(&self) -> String {
         match &self.ptx {

@@ -87,7 +87,7 @@ use crate::device::{SharedTile, block_idx_x, block_idx_y, fma, sync_threads, thr
 use crate::gemm::Gemm;
 use crate::unroll::unroll;
 use crate::launch::{KernelSpec, Launch, Precision};
-use crate::modules;
+use crate::modules::{self, PtxModule};
 
 /// A warp's 32 lanes as a LANE_ROWS x LANE_COLS grid.
 const LANE_ROWS: usize = 4;
@@ -177,12 +177,12 @@ impl Params {
         assert!(self.a_ld().is_multiple_of(4) && self.stage_words().is_multiple_of(4));
         assert!(self.shared_bytes() <= MAX_SHARED_BYTES);
     }
-    const fn spec(self, name: &'static str, body: fn(Gemm)) -> KernelSpec {
+    const fn spec(self, name: &'static str, module: &'static PtxModule, body: fn(Gemm)) -> KernelSpec {
         self.check(self.a_ld());
         KernelSpec {
             name,
             step: 10,
-            module: &modules::TUNED,
+            module,
             precision: Precision::Fp32,
             summary: "step 09's design, const-generic: one entry per parameter set",
             launch: Launch {
@@ -221,15 +221,17 @@ fn tuned<
 /// One instance: `SPEC` for the host, the body `name` for the emulator,
 /// and the PTX entry `name`.
 macro_rules! instance {
-    ($name:ident, $spec:ident, $bm:literal, $bn:literal, $bk:literal, $wmi:literal, $wni:literal) => {
+    ($module:ident = $cfg:literal, $name:ident, $spec:ident, $bm:literal, $bn:literal, $bk:literal, $wmi:literal, $wni:literal) => {
         pub const $spec: KernelSpec =
-            Params::new($bm, $bn, $bk, $wmi, $wni).spec(stringify!($name), $name);
+            Params::new($bm, $bn, $bk, $wmi, $wni).spec(stringify!($name), &modules::$module, $name);
         /// The body of the PTX entry of the same name (inlined into it: an
         /// out-of-line call costs a stack frame for its ABI).
         #[inline(always)]
         pub fn $name(g: Gemm) {
             tuned::<$bm, $bn, $bk, $wmi, $wni, { $bm + A_PAD }>(g)
         }
+        // The entry goes into its own module's PTX only.
+        #[cfg(any(not(target_arch = "nvptx64"), gemm_module = $cfg))]
         mod $name {
             #[cfg(target_arch = "nvptx64")]
             use super::$name;
@@ -241,15 +243,15 @@ macro_rules! instance {
 #[rustfmt::skip]
 mod instances {
     use super::*;
-    instance!(tuned_128x128x8_w64x64, SPEC_128X128X8_W64X64, 128, 128, 8, 4, 2);
-    instance!(tuned_256x64x8_w64x64, SPEC_256X64X8_W64X64, 256, 64, 8, 4, 2);
-    instance!(tuned_128x64x8_w64x64, SPEC_128X64X8_W64X64, 128, 64, 8, 4, 2);
-    instance!(tuned_128x128x16_w64x64, SPEC_128X128X16_W64X64, 128, 128, 16, 4, 2);
-    instance!(tuned_256x128x8_w64x64, SPEC_256X128X8_W64X64, 256, 128, 8, 4, 2);
-    instance!(tuned_256x128x16_w64x64, SPEC_256X128X16_W64X64, 256, 128, 16, 4, 2);
-    instance!(tuned_64x128x8_w32x64, SPEC_64X128X8_W32X64, 64, 128, 8, 2, 2);
-    instance!(tuned_128x128x8_w32x64, SPEC_128X128X8_W32X64, 128, 128, 8, 2, 2);
-    instance!(tuned_128x128x16_w32x64, SPEC_128X128X16_W32X64, 128, 128, 16, 2, 2);
+    instance!(TUNED_A = "tuned_a", tuned_128x128x8_w64x64, SPEC_128X128X8_W64X64, 128, 128, 8, 4, 2);
+    instance!(TUNED_B = "tuned_b", tuned_256x64x8_w64x64, SPEC_256X64X8_W64X64, 256, 64, 8, 4, 2);
+    instance!(TUNED_A = "tuned_a", tuned_128x64x8_w64x64, SPEC_128X64X8_W64X64, 128, 64, 8, 4, 2);
+    instance!(TUNED_B = "tuned_b", tuned_128x128x16_w64x64, SPEC_128X128X16_W64X64, 128, 128, 16, 4, 2);
+    instance!(TUNED_A = "tuned_a", tuned_256x128x8_w64x64, SPEC_256X128X8_W64X64, 256, 128, 8, 4, 2);
+    instance!(TUNED_B = "tuned_b", tuned_256x128x16_w64x64, SPEC_256X128X16_W64X64, 256, 128, 16, 4, 2);
+    instance!(TUNED_A = "tuned_a", tuned_64x128x8_w32x64, SPEC_64X128X8_W32X64, 64, 128, 8, 2, 2);
+    instance!(TUNED_B = "tuned_b", tuned_128x128x8_w32x64, SPEC_128X128X8_W32X64, 128, 128, 8, 2, 2);
+    instance!(TUNED_A = "tuned_a", tuned_128x128x16_w32x64, SPEC_128X128X16_W32X64, 128, 128, 16, 2, 2);
 }
 pub use instances::*;
 

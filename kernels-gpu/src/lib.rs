@@ -25,8 +25,12 @@
 //! with race, barrier and bank-conflict checks).
 //! Only [`device`] touches `core::arch::nvptx` and shared memory.
 #![cfg_attr(target_arch = "nvptx64", no_std)]
-// `#[inline(always)]` on the closures of a kernel body.
-#![feature(stmt_expr_attributes)]
+// `#[inline(always)]` on the closures of step 11's body (the modules
+// without it would call the feature unused).
+#![cfg_attr(
+    any(not(target_arch = "nvptx64"), gemm_module = "mma"),
+    feature(stmt_expr_attributes)
+)]
 #![cfg_attr(
     target_arch = "nvptx64",
     feature(
@@ -50,18 +54,19 @@ pub mod unroll;
 /// are built into. The host build has every file; a device build, only the
 /// files of the module `host/build.rs` asks for with `--cfg gemm_module`.
 macro_rules! ladder_files {
-    ($module:literal: $($file:ident),+) => {
-        $(
-            #[cfg(any(not(target_arch = "nvptx64"), gemm_module = $module))]
-            pub mod $file;
-        )+
+    ($modules:tt: $($file:ident),+) => {
+        $(ladder_files!(@file $modules $file);)+
+    };
+    (@file [$($module:literal)|+] $file:ident) => {
+        #[cfg(any(not(target_arch = "nvptx64"), $(gemm_module = $module),+))]
+        pub mod $file;
     };
 }
 
-ladder_files!("ladder": k01_naive, k02_tiled16, k03_tiled32, k04_blocktile_1d, k05_blocktile_2d,
+ladder_files!(["ladder"]: k01_naive, k02_tiled16, k03_tiled32, k04_blocktile_1d, k05_blocktile_2d,
     k06_vectorized, k07_double_buffer, k08_warptile, k09_prefetch);
-ladder_files!("tuned": k10_tuned);
-ladder_files!("mma": k11_mma);
+ladder_files!(["tuned_a" | "tuned_b"]: k10_tuned);
+ladder_files!(["mma"]: k11_mma);
 
 #[cfg(not(target_arch = "nvptx64"))]
 pub mod registry;
