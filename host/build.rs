@@ -155,11 +155,16 @@ fn build_module(root: &Path, ptx_dir: &Path, module: &PtxModule) -> Result<Strin
     })?;
     check_ptx(module, &ptx)?;
     // Cargo expects a cdylib for nvptx64 to produce `kernels_gpu.ptx`,
-    // which `-Zno-link` never writes, and without it would call the module
-    // dirty and rebuild it on every run. Give it that file (the same PTX),
-    // written only when the PTX changed, so a module no edit touched stays
-    // fresh.
-    write_if_changed(&deps.join("kernels_gpu.ptx"), &ptx);
+    // which `-Zno-link` never writes, and without it calls the module
+    // dirty and rebuilds it on every run. Give it that file (the same PTX),
+    // rewritten after every run: newer than the sources, a module no edit
+    // touched then stays fresh.
+    std::fs::write(deps.join("kernels_gpu.ptx"), &ptx).map_err(|e| {
+        format!(
+            "cannot write {}: {e}",
+            deps.join("kernels_gpu.ptx").display()
+        )
+    })?;
     Ok(ptx)
 }
 
