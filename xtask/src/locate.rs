@@ -78,20 +78,21 @@ pub fn sibling(name: &str) -> Option<PathBuf> {
     is_executable(&path).then_some(path)
 }
 
-/// One of the host package's programs (`host`, `bench`): a fresh
-/// `cargo build --release` of it in the source tree, else the one next to
-/// this executable (a machine with the binaries and no Rust).
+/// One of the project's programs, `host` or `bench` (each the binary of
+/// the package of the same name): a fresh `cargo build --release` of it in
+/// the source tree, else the one next to this executable (a machine with
+/// the binaries and no Rust).
 pub fn release_binary(name: &str) -> anyhow::Result<PathBuf> {
     use anyhow::{Context, bail};
     if let (Some(cargo), Some(root)) = (cargo(), workspace_root()) {
-        eprintln!("xtask: building `{name}` (cargo build --release -p host --bin {name})");
+        eprintln!("xtask: building `{name}` (cargo build --release -p {name})");
         let status = Command::new(cargo)
-            .args(["build", "--release", "-p", "host", "--bin", name])
+            .args(["build", "--release", "-p", name])
             .current_dir(&root)
             .status()
             .context("cannot start cargo")?;
         if !status.success() {
-            bail!("`cargo build --release -p host --bin {name}` failed (errors above)");
+            bail!("`cargo build --release -p {name}` failed (errors above)");
         }
         let path = target_dir(&root).join("release").join(name);
         if !is_executable(&path) {
