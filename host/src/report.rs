@@ -100,7 +100,7 @@ impl RunReport {
             format!(", FP32 peak {} GFLOP/s", thousands(p))
         });
         if let Some(p) = self.peak_tf32_gflops {
-            peak += &format!(", TF32 tensor peak {}", thousands(p));
+            peak += &format!(", TF32 tensor peak {} GFLOP/s", thousands(p));
         }
         let dram = self
             .peak_dram_gbs
