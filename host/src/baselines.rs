@@ -105,7 +105,7 @@ impl Enqueue for CudaTwin {
         // SAFETY: lesson.cu's kernels take (A, B, C, M, N, K) (ints: the
         // u32 sizes are at most 2^20, so the bits agree) and guard their
         // edges like the Rust twins whose grid they are launched with.
-        unsafe { runner::launch_gemm(gpu, &self.func, cfg, bufs, &self.label) }
+        unsafe { runner::launch_gemm(gpu, &self.func, cfg, bufs, None, &self.label) }
     }
 }
 

@@ -24,7 +24,8 @@ pub const MAX_SECONDS: f64 = 60.0;
 /// A size is suggested if it is estimated to run in at most this long.
 const SUGGESTED_SECONDS: f64 = 5.0;
 
-/// Runs every kernel; Ok(false) when one is wrong or its checks found anything.
+/// Runs every kernel (each must have an emulated body: the caller leaves
+/// out GPU-only kernels); Ok(false) when one is wrong or its checks found anything.
 pub fn run(
     shape: &Shape,
     kernels: &[&'static KernelSpec],
@@ -46,7 +47,8 @@ pub fn run(
     let mut all_ok = true;
     let mut entries = Vec::new();
     for spec in kernels {
-        let report = emu::run_gemm(spec, spec.body, &a, &b, shape.m, shape.n, shape.k);
+        let body = spec.emulated().map_err(|why| anyhow!("{}: {why}", spec.name))?;
+        let report = emu::run_gemm(spec, body, &a, &b, shape.m, shape.n, shape.k);
         let v = reference.check(&report.c, spec.precision);
         let ok = v.passed && report.is_clean();
         all_ok &= ok;
@@ -96,7 +98,8 @@ pub fn run(
 fn check_time(shape: &Shape, kernels: &[&'static KernelSpec]) -> Result<()> {
     let estimates = kernels
         .iter()
-        .map(|spec| emu::estimate(spec, spec.body, shape.m, shape.n, shape.k))
+        .filter_map(|spec| Some((spec, spec.emulated().ok()?)))
+        .map(|(spec, body)| emu::estimate(spec, body, shape.m, shape.n, shape.k))
         .collect::<std::io::Result<Vec<_>>>()
         .map_err(|e| {
             anyhow!(

@@ -75,6 +75,11 @@ pub enum HostError {
         need: usize,
         limit: usize,
     },
+    #[error(
+        "kernel {kernel} cannot run on the CPU emulator ({why}): run it on a GPU, or emulate \
+         another kernel (see --list-kernels)"
+    )]
+    NotEmulated { kernel: String, why: String },
     #[error("unknown kernel '{name}': choose one of {available} (see --list-kernels)")]
     UnknownKernel { name: String, available: String },
     #[error("{0}")]

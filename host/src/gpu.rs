@@ -186,7 +186,7 @@ impl Gpu {
     fn load(&self, ptx: &str) -> Result<Arc<CudaModule>, HostError> {
         let (major, minor) = self.info.compute_capability;
         self.ctx
-            .load_module(Ptx::from_src(ptx))
+            .load_module(Ptx::from_src(crate::with_launch_bounds(ptx)))
             .map_err(|source| match ptx_target(ptx) {
                 Some(target) if sm_number(target).is_some_and(|t| t > major * 10 + minor) => {
                     HostError::PtxTooNew {

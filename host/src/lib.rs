@@ -17,6 +17,7 @@ pub mod report;
 pub mod runner;
 pub mod shape;
 pub mod timing;
+pub mod tma;
 
 pub use error::HostError;
 
@@ -33,6 +34,36 @@ pub fn ptx(module: &PtxModule) -> &'static str {
         .find(|(name, _)| *name == module.name)
         .map(|(_, ptx)| *ptx)
         .expect("build.rs builds every module in kernels_gpu::modules::MODULES")
+}
+
+/// `ptx` with launch bounds, `.maxntid X, Y, 1` (the block's threads, from
+/// the `KernelSpec`), after the parameter list of every entry whose spec
+/// asks for a register cap (`Launch::register_cap`) and whose PTX is not
+/// bounded already. The CUDA C++ `__launch_bounds__(threads)`: ptxas then
+/// keeps registers x threads within what an SM holds, and `setmaxnreg`
+/// (step 13) has the register cap at entry it needs. rustc has no
+/// attribute for it, so the host adds it to the text it loads (and the
+/// PTX tests to the text they assemble).
+pub fn with_launch_bounds(ptx: &str) -> String {
+    let mut out = String::with_capacity(ptx.len() + 1024);
+    let mut pending: Option<(u32, u32)> = None;
+    for line in ptx.split_inclusive('\n') {
+        let trimmed = line.trim_start();
+        if let Some(rest) = trimmed.split(".entry ").nth(1) {
+            let name = rest.split('(').next().unwrap_or("").trim();
+            pending = kernels_gpu::registry::find(name)
+                .filter(|k| k.launch.register_cap)
+                .map(|k| k.launch.block_threads);
+        } else if trimmed.starts_with(".maxntid") || trimmed.starts_with(".reqntid") {
+            pending = None;
+        } else if trimmed.starts_with('{')
+            && let Some((x, y)) = pending.take()
+        {
+            out.push_str(&format!(".maxntid {x}, {y}, 1\n"));
+        }
+        out.push_str(line);
+    }
+    out
 }
 
 /// The commit this binary was built from (`unknown` outside a git checkout).

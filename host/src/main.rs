@@ -14,7 +14,7 @@ use host::report::{KernelReport, RunReport};
 use host::runner::{self, Buffers, RustKernel, TimingOptions};
 use host::shape::Shape;
 use host::{HostError, inputs};
-use kernels_gpu::launch::KernelSpec;
+use kernels_gpu::launch::{KernelSpec, Operands};
 use kernels_gpu::registry::{self, KERNELS};
 
 /// Launch the Rust SGEMM kernels on a GPU: verify each against a CPU
@@ -149,6 +149,55 @@ fn runnable(
     Ok(out)
 }
 
+/// The selected kernels the CPU emulator can run. Asked for by name, a
+/// GPU-only kernel is an error; under "all", a visible line says it is skipped.
+fn emulated(
+    kernels: Vec<&'static KernelSpec>,
+    all: bool,
+) -> Result<Vec<&'static KernelSpec>, HostError> {
+    let mut out = Vec::new();
+    for spec in kernels {
+        match spec.emulated() {
+            Ok(_) => out.push(spec),
+            Err(why) if all => eprintln!("skipping {} on the emulator: {why}", spec.name),
+            Err(why) => {
+                return Err(HostError::NotEmulated {
+                    kernel: spec.name.into(),
+                    why: why.into(),
+                });
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The selected kernels that can take `shape`. A kernel that cannot (TMA
+/// at rows that are not 16-byte multiples) is replaced by its fallback
+/// when asked for by name, and skipped under "all"; a line says which and why.
+fn for_shape(
+    kernels: Vec<&'static KernelSpec>,
+    shape: &Shape,
+    all: bool,
+) -> Vec<&'static KernelSpec> {
+    let mut out: Vec<&'static KernelSpec> = Vec::new();
+    for spec in kernels {
+        let Some(why) = spec.operands.unsupported(shape.m, shape.n, shape.k) else {
+            out.push(spec);
+            continue;
+        };
+        match registry::fallback(spec) {
+            Some(instead) if !all => {
+                eprintln!("{} cannot take {shape}: {why}; running {} instead", spec.name, instead.name);
+                if !out.iter().any(|k| k.name == instead.name) {
+                    out.push(instead);
+                }
+            }
+            _ => eprintln!("skipping {} at {shape}: {why}", spec.name),
+        }
+    }
+    out
+}
+
 fn list_kernels(json: bool) -> Result<()> {
     if json {
         let list: Vec<serde_json::Value> = KERNELS
@@ -167,6 +216,8 @@ fn list_kernels(json: bool) -> Result<()> {
                     "block_threads": [k.launch.block_threads.0, k.launch.block_threads.1],
                     "block_tile": [k.launch.block_tile.0, k.launch.block_tile.1],
                     "shared_bytes": k.launch.shared_bytes,
+                    "tma": matches!(k.operands, Operands::TensorMaps(_)),
+                    "emulated": k.emulated().is_ok(),
                 })
             })
             .collect();
@@ -203,6 +254,7 @@ fn run(args: &Args) -> Result<bool> {
         runner::check_grid(spec, &shape)?;
     }
     if args.emulate {
+        let kernels = emulated(kernels, asks_for_all(&args.kernel))?;
         return emulate::run(&shape, &kernels, args.seed, args.json);
     }
     let opts = TimingOptions {
@@ -221,6 +273,7 @@ fn run(args: &Args) -> Result<bool> {
         }
     };
     let kernels = runnable(&gpu, kernels, asks_for_all(&args.kernel))?;
+    let kernels = for_shape(kernels, &shape, asks_for_all(&args.kernel));
     // Check the size against free memory before making inputs on the host.
     gpu.check_fits(&shape.to_string(), Buffers::device_bytes(&gpu, &shape))?;
     let (a, b) = inputs::random_inputs(&shape, args.seed)?;

@@ -7,10 +7,12 @@
 //! the Rust kernels here, and the CUDA C++ and cuBLAS baselines of the bench.
 
 use cudarc::driver::sys::CUevent_flags;
+use std::sync::Mutex;
+
 use cudarc::driver::{
-    CudaFunction, CudaSlice, DevicePtrMut, DriverError, LaunchConfig, PushKernelArg,
+    CudaFunction, CudaSlice, DevicePtr, DevicePtrMut, DriverError, LaunchConfig, PushKernelArg,
 };
-use kernels_gpu::launch::{KernelSpec, Precision};
+use kernels_gpu::launch::{KernelSpec, Operands, Precision};
 use serde::Serialize;
 
 use crate::HostError;
@@ -18,6 +20,7 @@ use crate::gpu::Gpu;
 use crate::reference::{Reference, Verification};
 use crate::shape::Shape;
 use crate::timing::Timing;
+use crate::tma::DeviceMaps;
 
 /// A, B and C on the device.
 pub struct Buffers {
@@ -96,6 +99,8 @@ pub trait Enqueue {
 pub struct RustKernel {
     pub spec: &'static KernelSpec,
     func: CudaFunction,
+    /// A TMA kernel's tensor maps, made for the buffers it last ran on.
+    maps: Mutex<Option<DeviceMaps>>,
 }
 
 impl RustKernel {
@@ -103,6 +108,7 @@ impl RustKernel {
         Ok(Self {
             spec,
             func: gpu.function(spec)?,
+            maps: Mutex::new(None),
         })
     }
 
@@ -129,16 +135,19 @@ pub fn launch_config(
 }
 
 /// Enqueues `func(A, B, C, m, n, k)`: the signature of every GEMM entry,
-/// Rust (`gemm_kernel!`) or CUDA C++ (`lesson.cu`).
+/// Rust (`gemm_kernel!`) or CUDA C++ (`lesson.cu`); with `maps`,
+/// `func(A, B, C, m, n, k, maps)` (a TMA kernel, `gemm_kernel!(name, tensor_maps)`).
 ///
 /// # Safety
-/// `func` takes exactly these six parameters, and `cfg` launches it so that
-/// it stays inside buffers of m*k, k*n and m*n floats.
+/// `func` takes exactly these parameters, `cfg` launches it so that it
+/// stays inside buffers of m*k, k*n and m*n floats, and `maps` holds the
+/// tensor maps the kernel expects, made for these buffers.
 pub unsafe fn launch_gemm(
     gpu: &Gpu,
     func: &CudaFunction,
     cfg: LaunchConfig,
     bufs: &mut Buffers,
+    maps: Option<&CudaSlice<u8>>,
     name: &str,
 ) -> Result<(), HostError> {
     let (m, n, k) = (
@@ -154,6 +163,9 @@ pub unsafe fn launch_gemm(
         .arg(&m)
         .arg(&n)
         .arg(&k);
+    if let Some(maps) = maps {
+        launch.arg(maps);
+    }
     // SAFETY: forwarded from this function's contract; the buffers hold
     // m*k, k*n and m*n floats.
     unsafe { launch.launch(cfg) }
@@ -175,9 +187,30 @@ impl Enqueue for RustKernel {
 
     fn enqueue(&self, gpu: &Gpu, bufs: &mut Buffers) -> Result<(), HostError> {
         let cfg = self.config(&bufs.shape)?;
-        // SAFETY: gemm_kernel! entries take (A, B, C, m, n, k); grid, block
-        // and shared memory come from the kernel's own spec.
-        unsafe { launch_gemm(gpu, &self.func, cfg, bufs, self.spec.name) }
+        let Operands::TensorMaps(boxes) = self.spec.operands else {
+            // SAFETY: gemm_kernel! entries take (A, B, C, m, n, k); grid,
+            // block and shared memory come from the kernel's own spec.
+            return unsafe { launch_gemm(gpu, &self.func, cfg, bufs, None, self.spec.name) };
+        };
+        if let Some(why) = self.spec.operands.unsupported(bufs.shape.m, bufs.shape.n, bufs.shape.k) {
+            return Err(HostError::BadShape(format!(
+                "kernel {} cannot take {}: {why}; choose another kernel",
+                self.spec.name, bufs.shape
+            )));
+        }
+        let ptrs = (
+            bufs.a.device_ptr(&gpu.stream).0,
+            bufs.b.device_ptr(&gpu.stream).0,
+        );
+        let mut cache = self.maps.lock().unwrap_or_else(|e| e.into_inner());
+        let maps = DeviceMaps::for_buffers(cache.take(), gpu, &boxes, ptrs, &bufs.shape)?;
+        // SAFETY: gemm_kernel!(name, tensor_maps) entries take (A, B, C,
+        // m, n, k, maps); the maps were made for these buffers, this shape
+        // and the kernel's own boxes; geometry from the kernel's spec.
+        let launched =
+            unsafe { launch_gemm(gpu, &self.func, cfg, bufs, Some(&maps.maps), self.spec.name) };
+        *cache = Some(maps);
+        launched
     }
 }
 

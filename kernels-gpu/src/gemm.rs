@@ -94,7 +94,9 @@ impl Gemm {
 }
 
 /// Exports a kernel body `fn name(Gemm)` as the PTX entry `name` with the
-/// parameters `(const float* A, const float* B, float* C, u32 M, u32 N, u32 K)`.
+/// parameters `(const float* A, const float* B, float* C, u32 M, u32 N, u32 K)`;
+/// `gemm_kernel!(name, tensor_maps)` a body `fn name(Gemm, TensorMaps)`
+/// with one more parameter, `const u8* maps`.
 #[macro_export]
 macro_rules! gemm_kernel {
     ($name:ident) => {
@@ -116,6 +118,38 @@ macro_rules! gemm_kernel {
             ) {
                 // SAFETY: the host upholds the launch contract above.
                 super::$name(unsafe { $crate::gemm::Gemm::from_raw(a, b, c, m, n, k) })
+            }
+        }
+    };
+    // A TMA kernel (`Operands::TensorMaps`): one more parameter, the
+    // address of A's and B's tensor maps in device memory.
+    ($name:ident, tensor_maps) => {
+        #[cfg(target_arch = "nvptx64")]
+        mod entry {
+            /// PTX entry point; see the body of the same name in the parent module.
+            ///
+            /// # Safety
+            /// Launched by the host with the geometry of the kernel's `SPEC`,
+            /// buffers as [`Gemm::from_raw`](crate::gemm::Gemm::from_raw)
+            /// requires and `maps` as
+            /// [`TensorMaps::from_raw`](crate::device::tma::TensorMaps::from_raw) requires.
+            #[unsafe(no_mangle)]
+            pub unsafe extern "ptx-kernel" fn $name(
+                a: *const f32,
+                b: *const f32,
+                c: *mut f32,
+                m: u32,
+                n: u32,
+                k: u32,
+                maps: *const u8,
+            ) {
+                // SAFETY: the host upholds the launch contract above.
+                unsafe {
+                    super::$name(
+                        $crate::gemm::Gemm::from_raw(a, b, c, m, n, k),
+                        $crate::device::tma::TensorMaps::from_raw(maps),
+                    )
+                }
             }
         }
     };

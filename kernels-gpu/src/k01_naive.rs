@@ -15,7 +15,7 @@
 
 use crate::device::{block_idx_x, block_idx_y, fma, thread_idx_x, thread_idx_y};
 use crate::gemm::Gemm;
-use crate::launch::{KernelSpec, Launch, Precision};
+use crate::launch::{KernelSpec, Launch, Precision, Body, Operands};
 use crate::modules;
 
 /// Threads per block along x and y; each block covers a BLOCK x BLOCK tile of C.
@@ -31,9 +31,11 @@ pub const SPEC: KernelSpec = KernelSpec {
         block_threads: (BLOCK as u32, BLOCK as u32),
         block_tile: (BLOCK, BLOCK),
         shared_bytes: 0,
+        register_cap: false,
     },
     model_reuse: (1, 1),
-    body: naive,
+    body: Body::Emulated(naive),
+    operands: Operands::Pointers,
 };
 
 /// `C[row][col] = sum_k A[row][k] * B[k][col]`, one thread per `(row, col)`.

@@ -27,7 +27,7 @@ use crate::device::{
     SharedTile, block_idx_x, block_idx_y, fma, sync_threads, thread_idx_x, thread_idx_y,
 };
 use crate::gemm::Gemm;
-use crate::launch::{KernelSpec, Launch, Precision};
+use crate::launch::{KernelSpec, Launch, Precision, Body, Operands};
 use crate::modules;
 
 /// Tile edge: blocks are T x T threads, tiles T x T floats, K steps by T.
@@ -55,9 +55,11 @@ pub const SPEC: KernelSpec = KernelSpec {
         block_threads: (T as u32, T as u32),
         block_tile: (T, T),
         shared_bytes: SHARED_BYTES,
+        register_cap: false,
     },
     model_reuse: (T, T),
-    body: tiled16,
+    body: Body::Emulated(tiled16),
+    operands: Operands::Pointers,
 };
 
 /// The lesson's `matmul_tiled`, with edge guards.
@@ -179,9 +181,11 @@ pub const SPEC_NOPAD: KernelSpec = KernelSpec {
         block_threads: (T as u32, T as u32),
         block_tile: (T, T),
         shared_bytes: tiles::<T>().1.end() * 4,
+        register_cap: false,
     },
     model_reuse: (T, T),
-    body: tiled16_nopad,
+    body: Body::Emulated(tiled16_nopad),
+    operands: Operands::Pointers,
 };
 
 /// `gemm_kernel!` makes one `entry` module per Rust module: this one gets its own.

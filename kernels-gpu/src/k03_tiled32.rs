@@ -27,7 +27,7 @@ use crate::device::{
     SharedTile, block_idx_x, block_idx_y, fma, sync_threads, thread_idx_x, thread_idx_y,
 };
 use crate::gemm::Gemm;
-use crate::launch::{KernelSpec, Launch, Precision};
+use crate::launch::{KernelSpec, Launch, Precision, Body, Operands};
 use crate::modules;
 
 /// Tile edge: blocks are T x T threads, tiles T x T floats, K steps by T.
@@ -51,9 +51,11 @@ pub const SPEC: KernelSpec = KernelSpec {
         block_threads: (T as u32, T as u32),
         block_tile: (T, T),
         shared_bytes: SHARED_BYTES,
+        register_cap: false,
     },
     model_reuse: (T, T),
-    body: tiled32,
+    body: Body::Emulated(tiled32),
+    operands: Operands::Pointers,
 };
 
 /// Step 02's body with `T = 32`.

@@ -32,7 +32,7 @@
 use crate::device::{SharedTile, block_idx_x, block_idx_y, fma, sync_threads, thread_idx_x};
 use crate::gemm::Gemm;
 use crate::unroll::unroll;
-use crate::launch::{KernelSpec, Launch, Precision};
+use crate::launch::{KernelSpec, Launch, Precision, Body, Operands};
 use crate::modules;
 
 /// Rows of C per block.
@@ -78,9 +78,11 @@ pub const SPEC: KernelSpec = KernelSpec {
         block_threads: (THREADS as u32, 1),
         block_tile: (BM, BN),
         shared_bytes: SHARED_BYTES,
+        register_cap: false,
     },
     model_reuse: (BM, BN),
-    body: vectorized,
+    body: Body::Emulated(vectorized),
+    operands: Operands::Pointers,
 };
 
 /// Picks the vector body for interior blocks of aligned shapes.

@@ -35,6 +35,12 @@ pub struct Launch {
     pub block_tile: (usize, usize),
     /// Bytes of launch-sized shared memory per block.
     pub shared_bytes: usize,
+    /// The entry is compiled with launch bounds (`.maxntid`, the host
+    /// adds it: `host::with_launch_bounds`), which caps its registers at
+    /// what a block of its size can have: needed by `setmaxnreg` (step
+    /// 13). The others go without, because the bound changes ptxas's
+    /// register choices (the best FP32 kernel went from 167 to 189).
+    pub register_cap: bool,
 }
 
 impl Launch {
@@ -46,6 +52,58 @@ impl Launch {
     /// Blocks `(x, y)` that cover an `m x n` C: x walks columns, y rows.
     pub const fn grid(&self, m: usize, n: usize) -> (usize, usize) {
         (n.div_ceil(self.block_tile.1), m.div_ceil(self.block_tile.0))
+    }
+}
+
+/// What runs a kernel's body besides the GPU.
+#[derive(Clone, Copy, Debug)]
+pub enum Body {
+    /// The body the PTX entry runs; the CPU emulator (`emu::run_gemm`)
+    /// runs it too. Never called through this pointer on the GPU.
+    Emulated(fn(Gemm)),
+    /// The GPU alone runs it; why the emulator cannot (one line).
+    GpuOnly(&'static str),
+}
+
+/// How a kernel receives A and B.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Operands {
+    /// As pointers: the entry takes `(A, B, C, m, n, k)`.
+    Pointers,
+    /// As pointers and through TMA tensor maps the host makes for each
+    /// launch's buffers: the entry takes `(A, B, C, m, n, k, maps)`,
+    /// `maps` pointing at A's map and then B's in device memory.
+    TensorMaps(TmaBoxes),
+}
+
+/// Bytes of one tensor map (`CUtensorMap`); the maps of A and B follow
+/// each other in device memory.
+pub const TENSOR_MAP_BYTES: usize = 128;
+
+/// The boxes a TMA kernel copies, which its tensor maps must describe.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TmaBoxes {
+    /// A's box: (rows, columns) of A (M x K).
+    pub a: (u32, u32),
+    /// B's box: (rows, columns) of B (K x N).
+    pub b: (u32, u32),
+    /// A's box is stored with the 128-byte swizzle (its rows must then be
+    /// 128 bytes: 32 floats); B's is stored as it is.
+    pub a_swizzle_128: bool,
+}
+
+impl Operands {
+    /// Why `m x n x k` cannot be given to a kernel that takes these
+    /// operands, if it cannot. TMA reads rows that start 16-byte aligned:
+    /// K and N must be multiples of 4.
+    pub fn unsupported(&self, _m: usize, n: usize, k: usize) -> Option<&'static str> {
+        match self {
+            Operands::Pointers => None,
+            Operands::TensorMaps(_) if !(k.is_multiple_of(4) && n.is_multiple_of(4)) => Some(
+                "TMA needs the rows of A and B to be multiples of 16 bytes (k and n multiples of 4)",
+            ),
+            Operands::TensorMaps(_) => None,
+        }
     }
 }
 
@@ -69,8 +127,17 @@ pub struct KernelSpec {
     /// moves `4 * (M*N*K/reuse.1 + M*N*K/reuse.0 + M*N)` bytes in that
     /// model: `(1, 1)` for the naive kernel, `(16, 16)` for the lesson's.
     pub model_reuse: (usize, usize),
-    /// The kernel's body: what the PTX entry `name` runs, and what the CPU
-    /// emulator runs (`emu::run_gemm`). Never called through this pointer
-    /// on the GPU.
-    pub body: fn(Gemm),
+    /// The kernel's body for the CPU emulator, or why there is none.
+    pub body: Body,
+    pub operands: Operands,
+}
+
+impl KernelSpec {
+    /// The body the CPU emulator runs, or why it cannot run this kernel.
+    pub fn emulated(&self) -> Result<fn(Gemm), &'static str> {
+        match self.body {
+            Body::Emulated(body) => Ok(body),
+            Body::GpuOnly(why) => Err(why),
+        }
+    }
 }

@@ -18,6 +18,8 @@
 //! | 09 | [`k09_prefetch`] | fragments double-buffered in registers: row kk+1's shared loads in flight during row kk's FMAs |
 //! | 10 | [`k10_tuned`] | step 09 as a const-generic body, one PTX entry per parameter set |
 //! | 11 | [`k11_mma`] | TF32 tensor cores (`mma.sync`), a multi-stage `cp.async` pipeline, swizzled tiles |
+//! | 12 | [`k12_wgmma`] | Hopper: warpgroup `wgmma` from shared memory, tiles copied by TMA, `mbarrier` stages |
+//! | 13 | [`k13_wgmma_ws`] | a TMA producer warp; consumer warpgroups hand stages back through `mbarrier`s |
 //!
 //! The same crate builds for the host, where it exports the kernels'
 //! constants ([`registry`]) so that launch shapes are never retyped, and
@@ -67,6 +69,7 @@ ladder_files!(["ladder"]: k01_naive, k02_tiled16, k03_tiled32, k04_blocktile_1d,
     k06_vectorized, k07_double_buffer, k08_warptile, k09_prefetch);
 ladder_files!(["tuned_a" | "tuned_b"]: k10_tuned);
 ladder_files!(["mma"]: k11_mma);
+ladder_files!(["wgmma"]: k12_wgmma, k13_wgmma_ws);
 
 #[cfg(not(target_arch = "nvptx64"))]
 pub mod registry;

@@ -115,8 +115,15 @@ pub const MMA: PtxModule = PtxModule {
     files: "k11_mma",
 };
 
+/// Steps 12-13: Hopper's `wgmma` fed by TMA (architecture-specific PTX).
+pub const WGMMA: PtxModule = PtxModule {
+    name: "wgmma",
+    arch: Arch::SM90A,
+    files: "k12_wgmma, k13_wgmma_ws",
+};
+
 /// Every module, in ladder order.
-pub const MODULES: &[PtxModule] = &[LADDER, TUNED_A, TUNED_B, MMA];
+pub const MODULES: &[PtxModule] = &[LADDER, TUNED_A, TUNED_B, MMA, WGMMA];
 
 #[cfg(test)]
 mod tests {

@@ -1,9 +1,9 @@
 //! Every kernel the PTX module exports, in ladder order (host side only).
 
-use crate::launch::KernelSpec;
+use crate::launch::{KernelSpec, Operands};
 
 /// The kernels, in ladder order. `name` is also the PTX entry's name.
-/// Steps 10 and 11 list every instance (also as `k10_tuned::SPECS`, `k11_mma::SPECS`).
+/// Steps 10-12 list every instance (also as `k10_tuned::SPECS`, `k11_mma::SPECS`, `k12_wgmma::SPECS`, `k13_wgmma_ws::SPECS`).
 pub const KERNELS: &[KernelSpec] = &[
     crate::k01_naive::SPEC,
     crate::k02_tiled16::SPEC,
@@ -29,9 +29,22 @@ pub const KERNELS: &[KernelSpec] = &[
     crate::k11_mma::SPEC_128X256X32_W64X64_S3,
     crate::k11_mma::SPEC_64X128X32_W32X64_S2,
     crate::k11_mma::SPEC_128X64X32_W64X32_S2,
+    crate::k12_wgmma::SPEC_256X128X32_S4,
+    crate::k13_wgmma_ws::SPEC_256X128X32_S4,
 ];
 
 /// The kernel called `name`, if there is one.
 pub fn find(name: &str) -> Option<&'static KernelSpec> {
     KERNELS.iter().find(|k| k.name == name)
+}
+
+/// The kernel that runs a shape `spec` cannot take (a TMA kernel at rows
+/// that are not 16-byte multiples): the first instance of the nearest
+/// lower step with the same precision that takes plain pointers.
+pub fn fallback(spec: &KernelSpec) -> Option<&'static KernelSpec> {
+    let candidate = |k: &&KernelSpec| {
+        k.step < spec.step && k.precision == spec.precision && k.operands == Operands::Pointers
+    };
+    let step = KERNELS.iter().filter(candidate).map(|k| k.step).max()?;
+    KERNELS.iter().filter(candidate).find(|k| k.step == step)
 }

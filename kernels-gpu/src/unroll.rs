@@ -2,7 +2,7 @@
 
 /// `unroll!(n; MAX, |i| { body })` repeats `body` for `i = 0, 1, .., n - 1`,
 /// where `n` is a constant expression (a const generic parameter is fine)
-/// and `MAX` a literal (1, 2, 4, 8 or 16) with `n <= MAX`. Every copy sees
+/// and `MAX` a literal (1, 2, 4, 8, 16 or 32) with `n <= MAX`. Every copy sees
 /// `i` as a literal, so register arrays indexed by it are promoted to
 /// registers. LLVM fully unrolls small constant-trip loops by itself, but
 /// not one whose body is large (the guarded epilogue: 64 stores, each
@@ -39,6 +39,13 @@ macro_rules! unroll {
         const { assert!($n <= 16) };
         $crate::unroll::unroll!(
             @copies $n, $i, $body, 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15
+        )
+    }};
+    ($n:expr; 32, |$i:ident| $body:block) => {{
+        const { assert!($n <= 32) };
+        $crate::unroll::unroll!(
+            @copies $n, $i, $body, 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15
+            16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31
         )
     }};
 }

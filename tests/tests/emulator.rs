@@ -190,6 +190,7 @@ fn probe(name: &'static str, threads: u32, words: usize, body: fn(Gemm)) -> Kern
             block_threads: (threads, 1),
             block_tile: (1, threads as usize),
             shared_bytes: words * 4,
+            register_cap: false,
         },
         model_reuse: (1, 1),
         module: &modules::LADDER,

@@ -3,8 +3,11 @@
 //! and exports exactly the kernels the registry assigns to it; the lesson's
 //! kernel has its two barriers; the tensor-core kernels use `mma.sync` with
 //! TF32, `ldmatrix`, `cp.async` and `cvt.rna`, with every `mma` where the
-//! whole warp reaches it; and NVIDIA's `ptxas` assembles every module for
-//! two architectures with no spills and no stack. (ptxas 13, the one on
+//! whole warp reaches it, and the Hopper kernels `wgmma`, TMA and
+//! `mbarrier`; and NVIDIA's `ptxas` assembles every module for two
+//! architectures (the sm_90a module for sm_90a alone) with no spills, no
+//! stack, registers that fit an SM at the kernel's block size, and no
+//! serialised `wgmma` pipeline. (ptxas 13, the one on
 //! PyPI, no longer accepts `-arch=sm_70`, so the oldest architecture it
 //! checks for the sm_70 modules is Turing.)
 
@@ -117,6 +120,47 @@ fn tensor_core_kernels_use_mma_sync_tf32_once_per_warp_tile() {
     }
 }
 
+/// Steps 12-13: `wgmma` (64 x 256 x 8, BK / 8 per tile, in one body:
+/// TMA handles every edge), TMA tile copies completing on `mbarrier`s.
+#[test]
+fn hopper_kernels_use_wgmma_tma_and_mbarriers() {
+    let wgmma = host::ptx(&kernels_gpu::modules::WGMMA);
+    for k in kernels_gpu::k12_wgmma::SPECS.iter().chain(kernels_gpu::k13_wgmma_ws::SPECS) {
+        let body = ptx_entry(wgmma, k.name).unwrap();
+        assert_eq!(
+            body.matches("wgmma.mma_async.sync.aligned.m64n256k8.f32.tf32.tf32").count(),
+            kernels_gpu::k12_wgmma::BK / 8,
+            "{}: wgmma count",
+            k.name
+        );
+        for needed in [
+            "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes",
+            "mbarrier.init.shared::cta.b64",
+            "mbarrier.arrive.expect_tx.shared::cta.b64",
+            "mbarrier.try_wait.parity.shared::cta.b64",
+            "wgmma.fence.sync.aligned",
+            "wgmma.commit_group.sync.aligned",
+            "wgmma.wait_group.sync.aligned",
+            "cvt.rna.tf32.f32",
+        ] {
+            assert!(body.contains(needed), "{}: no {needed}", k.name);
+        }
+        assert!(
+            !body.contains(".maxntid"),
+            "{}: the host adds launch bounds, not the build",
+            k.name
+        );
+        let bounded = host::with_launch_bounds(wgmma);
+        let (x, y) = k.launch.block_threads;
+        assert_eq!(
+            ptx_entry(&bounded, k.name).unwrap().contains(&format!(".maxntid {x}, {y}, 1")),
+            k.launch.register_cap,
+            "{}: launch bounds where the spec asks for them, only there",
+            k.name
+        );
+    }
+}
+
 #[test]
 fn launch_constants_are_consistent() {
     for k in KERNELS {
@@ -139,10 +183,12 @@ fn launch_constants_are_consistent() {
 
 /// The architectures each module is assembled for: its own target (or
 /// Turing for sm_70, see the module docs) and Hopper.
-fn ptxas_archs(module: &PtxModule) -> [&'static str; 2] {
+fn ptxas_archs(module: &PtxModule) -> &'static [&'static str] {
     match module.arch.target_cpu {
-        "sm_70" => ["sm_75", "sm_90"],
-        "sm_80" => ["sm_80", "sm_90"],
+        "sm_70" => &["sm_75", "sm_90"],
+        "sm_80" => &["sm_80", "sm_90"],
+        // Architecture-specific PTX assembles for its own target only.
+        "sm_90a" => &["sm_90a"],
         other => panic!("no ptxas architectures chosen for {other}"),
     }
 }
@@ -167,8 +213,9 @@ fn ptxas_assembles_every_module_without_spills() {
     std::fs::create_dir_all(&dir).unwrap();
     for module in MODULES {
         let file = dir.join(format!("{}.ptx", module.name));
-        std::fs::write(&file, host::ptx(module)).unwrap();
-        for arch in ptxas_archs(module) {
+        // With each entry's launch bounds, as the host loads it.
+        std::fs::write(&file, host::with_launch_bounds(host::ptx(module))).unwrap();
+        for &arch in ptxas_archs(module) {
             let out = Command::new(&ptxas)
                 .args(["-v", &format!("-arch={arch}")])
                 .arg(&file)
@@ -180,6 +227,15 @@ fn ptxas_assembles_every_module_without_spills() {
                 out.status.success(),
                 "ptxas -arch={arch} failed on module {}:\n{log}",
                 module.name
+            );
+            // ptxas's notes on wgmma pipelines that it had to serialise
+            // (C7510-C7519: "Potential Performance Loss") are errors here.
+            let serialised: Vec<&str> = log.lines().filter(|l| l.contains("wgmma") && l.contains("serialized")).collect();
+            assert!(
+                serialised.is_empty(),
+                "ptxas -arch={arch} serialised wgmma in module {}:\n{}",
+                module.name,
+                serialised.join("\n")
             );
             let entries = parse_ptxas(&log);
             for k in kernels_of(module) {
@@ -203,6 +259,16 @@ fn ptxas_assembles_every_module_without_spills() {
                     k.name
                 );
                 assert!(e.registers > 0 && e.registers <= 255, "{arch} {}", k.name);
+                // A block must fit in an SM's 65,536 registers (allocated
+                // per warp in units of 256), or the launch is refused.
+                let warps = (k.launch.threads() as usize).div_ceil(32);
+                assert!(
+                    warps * (e.registers as usize * 32).next_multiple_of(256) <= 65_536,
+                    "{arch} {}: {} registers x {} threads do not fit in an SM",
+                    k.name,
+                    e.registers,
+                    k.launch.threads()
+                );
             }
         }
     }

@@ -292,6 +292,13 @@ fn measure_all(args: &Args) -> Result<Results> {
                 row
             };
         for k in &variants.rust {
+            if let Some(why) = k.spec.operands.unsupported(shape.m, shape.n, shape.k) {
+                // Visible, and recorded: the table has no row for it.
+                bar.println(format!("skipping {} at {shape}: {why}", k.spec.name));
+                skipped.push(format!("{} at {shape}: {why}", k.spec.name));
+                bar.inc(1);
+                continue;
+            }
             rows.push(one(k, Kind::Rust, Some(k.spec), None)?);
         }
         for t in &variants.cuda {

@@ -9,7 +9,10 @@
 //! - [`global`]: typed views of the kernel's global-memory buffers;
 //! - [`math`]: fused multiply-add (rustc never contracts `a * b + c`);
 //! - [`mma`]: TF32 tensor cores, `mma.sync` m16n8k8 (sm_80+);
-//! - [`async_copy`]: `cp.async` global-to-shared copies in groups (sm_80+).
+//! - [`async_copy`]: `cp.async` global-to-shared copies in groups (sm_80+);
+//! - [`mbarrier`], [`tma`], [`wgmma`]: Hopper's transaction barriers, copy
+//!   engine and warpgroup tensor-core instructions (sm_90a; GPU only: the
+//!   emulator has no model of their asynchronous proxy).
 //!
 //! On the host the same functions run the kernel bodies on the CPU
 //! emulator ([`crate::emu`]), which checks every access; only the
@@ -30,9 +33,15 @@ pub mod async_copy;
 pub mod barrier;
 pub mod global;
 pub mod math;
+#[cfg(target_arch = "nvptx64")]
+pub mod mbarrier;
 pub mod mma;
 pub mod shared;
 pub mod thread;
+#[cfg(target_arch = "nvptx64")]
+pub mod tma;
+#[cfg(target_arch = "nvptx64")]
+pub mod wgmma;
 
 pub use barrier::sync_threads;
 pub use global::{GlobalIn, GlobalOut};

@@ -1,0 +1,210 @@
+//! Hopper's warpgroup tensor-core instructions (`wgmma`, sm_90a): four
+//! warps (a *warpgroup*, 128 threads starting at a warp index divisible
+//! by 4) multiply a 64 x N x 8 TF32 tile together, asynchronously.
+//!
+//! `wgmma.mma_async.sync.aligned.m64nNk8.f32.tf32.tf32` computes
+//! `D += A * B` with A (64 x 8) in registers or shared memory and B (8 x N)
+//! in shared memory, named by a 64-bit *matrix descriptor*
+//! ([`descriptor_k_major_sw128`]). For TF32 both A and B must be
+//! *K-major* (the 8 values of K contiguous per row of A and per column of
+//! B); there is no transposed form. D is in registers, `N / 2` f32 per
+//! thread. With warp `w` of the warpgroup and `g = lane / 4`,
+//! `t = lane % 4` (PTX ISA, "Register Fragments and Shared Memory Matrix
+//! Layouts" for `wgmma` `.tf32`):
+//!
+//! | fragment | registers | thread holds |
+//! |---|---|---|
+//! | A (64 x 8, registers) | `a[0..4]` | `A[16w + g][t]`, `A[16w + g + 8][t]`, `A[16w + g][t + 4]`, `A[16w + g + 8][t + 4]` |
+//! | D (64 x N) | `d[4j..4j + 4]` | `D[16w + g][8j + 2t + {0, 1}]`, `D[16w + g + 8][8j + 2t + {0, 1}]` |
+//!
+//! (each warp's 16 rows are an `mma.sync` m16n8k8 tile's layout,
+//! [`super::mma`], repeated along N). The instruction is asynchronous:
+//! [`commit_group`] closes the `wgmma`s issued since the last commit into
+//! a group and [`wait_group`] waits until at most `N` groups are pending.
+//! Until then the hardware may still read A's registers and the shared
+//! memory of B and write D.
+//!
+//! Safety model:
+//!
+//! 1. Warpgroup-collective: every thread of the warpgroup runs the same
+//!    `wgmma` instruction, converged (`.sync.aligned`). Callers keep them
+//!    out of branches that differ between the warpgroup's threads.
+//!    (rustc marks no `asm!` convergent; the PTX tests count them.)
+//! 2. Registers: [`fence`] comes after the last ordinary write of D or A
+//!    and before the `wgmma`s that read them; nothing touches D or A
+//!    between an `mma_async` and the [`wait_group`] that retires it. The
+//!    helpers take D (and A) as `inout` operands of the fence and the
+//!    wait, so LLVM keeps its own reads and writes of them outside that
+//!    window; ptxas checks the rest and warns (C7510, serialisation)
+//!    where it cannot prove it, which the PTX tests treat as an error.
+//! 3. Shared memory: the descriptor names a tile laid out as it says
+//!    (K-major, 128-byte swizzle, 8-row atoms 1024 bytes apart, 1024-byte
+//!    aligned) inside the launch's shared memory, written before the
+//!    `wgmma` by a copy whose completion this thread has observed (an
+//!    [`super::mbarrier::MBarrier`] wait), and not overwritten until the
+//!    `wgmma` is retired.
+//!
+//! GPU only, like [`super::mbarrier`].
+
+use core::arch::asm;
+
+use super::shared;
+
+/// A shared-memory matrix descriptor for `wgmma`: a K-major tile whose
+/// rows are 128 bytes (32 TF32 values) stored with the 128-byte swizzle
+/// (16-byte chunk `c` of row `r` at chunk `c ^ (r % 8)`, TMA's
+/// `CU_TENSOR_MAP_SWIZZLE_128B`), starting at word `word` of shared
+/// memory, which must be 1024-byte aligned except for the offset of the
+/// K step within the row (a multiple of 32 bytes).
+///
+/// Fields (PTX ISA, "Matrix Descriptor Format"): start address >> 4 in
+/// bits 0-13; leading-dimension byte offset >> 4 in 16-29 (unused by
+/// swizzled K-major layouts; 1 by convention); stride byte offset >> 4 in
+/// 32-45 (1024: from one 8-row atom to the next); swizzle mode in 62-63
+/// (1: 128 bytes).
+#[inline(always)]
+pub fn descriptor_k_major_sw128(word: usize) -> u64 {
+    let address = shared::address(word) as u64;
+    ((address & 0x3_FFFF) >> 4) | (1 << 16) | ((1024 >> 4) << 32) | (1 << 62)
+}
+
+/// Generates a `wgmma` helper whose `asm!` names all of D's registers.
+/// `[$first $($i)*]` lists D's register indices (0 .. N / 2).
+macro_rules! with_d {
+    (
+        $(#[$meta:meta])*
+        fn $name:ident $(<const $g:ident: $gt:ty>)? (d: [f32; $regs:literal] $(, $arg:ident: $ty:ty)*)
+        template: ($($template:expr),+)
+        regs: [$first:literal $($i:literal)*]
+        operands: ($($operands:tt)*)
+    ) => {
+        $(#[$meta])*
+        #[inline(always)]
+        pub unsafe fn $name $(<const $g: $gt>)? (d: &mut [f32; $regs] $(, $arg: $ty)*) {
+            // SAFETY: the caller upholds the module's rules 1-3.
+            unsafe {
+                asm!(
+                    concat!($($template),+),
+                    inout(reg32) d[$first], $(inout(reg32) d[$i],)*
+                    $($operands)*
+                );
+            }
+        }
+    };
+}
+
+/// D's register list for the `asm!` template: `{0}, {1}, ...`.
+macro_rules! d_list {
+    ([$first:literal $($i:literal)*]) => {
+        concat!("{", $first, "}" $(, ", {", $i, "}")*)
+    };
+}
+
+with_d! {
+    /// `wgmma.fence.sync.aligned` with every register operand of the
+    /// coming group as operands: D, the A fragments and B's descriptors.
+    /// Orders this thread's earlier writes of D and A before the `wgmma`s
+    /// that follow (rule 2), and keeps LLVM from computing any of them
+    /// between the fence and the `wgmma`s, which ptxas answers by
+    /// serialising them (C7513).
+    ///
+    /// # Safety
+    /// Rule 1.
+    fn fence_128(d: [f32; 128], a: &mut [[u32; 4]; 4], b: &mut [u64; 4])
+    template: ("wgmma.fence.sync.aligned; // ", d_list!([0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31 32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53 54 55 56 57 58 59 60 61 62 63 64 65 66 67 68 69 70 71 72 73 74 75 76 77 78 79 80 81 82 83 84 85 86 87 88 89 90 91 92 93 94 95 96 97 98 99 100 101 102 103 104 105 106 107 108 109 110 111 112 113 114 115 116 117 118 119 120 121 122 123 124 125 126 127]),
+        " {a0} {a1} {a2} {a3} {a4} {a5} {a6} {a7} {a8} {a9} {a10} {a11} {a12} {a13} {a14} {a15}",
+        " {b0} {b1} {b2} {b3}")
+    regs: [0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31 32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53 54 55 56 57 58 59 60 61 62 63 64 65 66 67 68 69 70 71 72 73 74 75 76 77 78 79 80 81 82 83 84 85 86 87 88 89 90 91 92 93 94 95 96 97 98 99 100 101 102 103 104 105 106 107 108 109 110 111 112 113 114 115 116 117 118 119 120 121 122 123 124 125 126 127]
+    operands: (
+        a0 = inout(reg32) a[0][0], a1 = inout(reg32) a[0][1], a2 = inout(reg32) a[0][2], a3 = inout(reg32) a[0][3],
+        a4 = inout(reg32) a[1][0], a5 = inout(reg32) a[1][1], a6 = inout(reg32) a[1][2], a7 = inout(reg32) a[1][3],
+        a8 = inout(reg32) a[2][0], a9 = inout(reg32) a[2][1], a10 = inout(reg32) a[2][2], a11 = inout(reg32) a[2][3],
+        a12 = inout(reg32) a[3][0], a13 = inout(reg32) a[3][1], a14 = inout(reg32) a[3][2], a15 = inout(reg32) a[3][3],
+        b0 = inout(reg64) b[0], b1 = inout(reg64) b[1], b2 = inout(reg64) b[2], b3 = inout(reg64) b[3],
+        options(nostack),
+    )
+}
+
+with_d! {
+    /// `wgmma.mma_async.sync.aligned.m64n256k8.f32.tf32.tf32`, A from
+    /// registers: `d += a * B`, with `a` this thread's part of the 64 x 8
+    /// A (module table; TF32 bits from [`super::mma::to_tf32`]) and B the
+    /// 8 x 256 K-major tile `b` describes. Asynchronous: retire it with
+    /// [`commit_group`] and [`wait_group_128`].
+    ///
+    /// # Safety
+    /// Rules 1-3.
+    fn mma_m64n256k8_tf32(d: [f32; 128], a: [u32; 4], b: u64)
+    template: ("wgmma.mma_async.sync.aligned.m64n256k8.f32.tf32.tf32 {{", d_list!([0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31 32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53 54 55 56 57 58 59 60 61 62 63 64 65 66 67 68 69 70 71 72 73 74 75 76 77 78 79 80 81 82 83 84 85 86 87 88 89 90 91 92 93 94 95 96 97 98 99 100 101 102 103 104 105 106 107 108 109 110 111 112 113 114 115 116 117 118 119 120 121 122 123 124 125 126 127]),
+        "}}, {{{a0}, {a1}, {a2}, {a3}}}, {b}, 1, 1, 1;")
+    regs: [0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31 32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53 54 55 56 57 58 59 60 61 62 63 64 65 66 67 68 69 70 71 72 73 74 75 76 77 78 79 80 81 82 83 84 85 86 87 88 89 90 91 92 93 94 95 96 97 98 99 100 101 102 103 104 105 106 107 108 109 110 111 112 113 114 115 116 117 118 119 120 121 122 123 124 125 126 127]
+    operands: (
+        a0 = in(reg32) a[0], a1 = in(reg32) a[1], a2 = in(reg32) a[2], a3 = in(reg32) a[3],
+        b = in(reg64) b,
+        options(nostack),
+    )
+}
+
+with_d! {
+    /// `wgmma.wait_group.sync.aligned PENDING` with D and an A as
+    /// operands: waits until at most `PENDING` groups of this thread's
+    /// `wgmma`s are in flight; D then holds the retired ones' results, and
+    /// `a`, the registers of a retired group's A, may be written again
+    /// (rule 2). Naming `a` keeps LLVM from reusing those registers for
+    /// the next group's A while the hardware may still read them: ptxas
+    /// would see them redefined inside the pipeline and serialise every
+    /// `wgmma` (C7513).
+    ///
+    /// # Safety
+    /// Rule 1.
+    fn wait_group_128<const PENDING: u32>(d: [f32; 128], a: &mut [[u32; 4]; 4])
+    template: ("wgmma.wait_group.sync.aligned {n}; // ", d_list!([0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31 32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53 54 55 56 57 58 59 60 61 62 63 64 65 66 67 68 69 70 71 72 73 74 75 76 77 78 79 80 81 82 83 84 85 86 87 88 89 90 91 92 93 94 95 96 97 98 99 100 101 102 103 104 105 106 107 108 109 110 111 112 113 114 115 116 117 118 119 120 121 122 123 124 125 126 127]),
+        " {a0} {a1} {a2} {a3} {a4} {a5} {a6} {a7} {a8} {a9} {a10} {a11} {a12} {a13} {a14} {a15}")
+    regs: [0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31 32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53 54 55 56 57 58 59 60 61 62 63 64 65 66 67 68 69 70 71 72 73 74 75 76 77 78 79 80 81 82 83 84 85 86 87 88 89 90 91 92 93 94 95 96 97 98 99 100 101 102 103 104 105 106 107 108 109 110 111 112 113 114 115 116 117 118 119 120 121 122 123 124 125 126 127]
+    operands: (
+        n = const PENDING,
+        a0 = inout(reg32) a[0][0], a1 = inout(reg32) a[0][1], a2 = inout(reg32) a[0][2], a3 = inout(reg32) a[0][3],
+        a4 = inout(reg32) a[1][0], a5 = inout(reg32) a[1][1], a6 = inout(reg32) a[1][2], a7 = inout(reg32) a[1][3],
+        a8 = inout(reg32) a[2][0], a9 = inout(reg32) a[2][1], a10 = inout(reg32) a[2][2], a11 = inout(reg32) a[2][3],
+        a12 = inout(reg32) a[3][0], a13 = inout(reg32) a[3][1], a14 = inout(reg32) a[3][2], a15 = inout(reg32) a[3][3],
+        options(nostack),
+    )
+}
+
+/// `setmaxnreg.dec.sync.aligned.u32 N`: this warpgroup gives registers
+/// back, keeping `N` per thread, for a warpgroup that needs few (a TMA
+/// producer) so that others can take them with [`take_registers`].
+/// ptxas honours it only in a kernel with a register cap at entry (the
+/// host's launch bounds) where each warpgroup's role is one branch of an
+/// if/else; otherwise it warns (C7508).
+///
+/// # Safety
+/// Rule 1 (warpgroup-collective); `N` is a multiple of 8 in 24..=256.
+#[inline(always)]
+pub unsafe fn release_registers<const N: u32>() {
+    // SAFETY: the caller upholds rule 1; changes only this warpgroup's
+    // register allocation, which ptxas compiled the code after it for.
+    unsafe { asm!("setmaxnreg.dec.sync.aligned.u32 {n};", n = const N, options(nostack)) }
+}
+
+/// `setmaxnreg.inc.sync.aligned.u32 N`: this warpgroup takes registers
+/// up to `N` per thread, waiting until others have released enough.
+///
+/// # Safety
+/// As [`release_registers`].
+#[inline(always)]
+pub unsafe fn take_registers<const N: u32>() {
+    // SAFETY: as release_registers.
+    unsafe { asm!("setmaxnreg.inc.sync.aligned.u32 {n};", n = const N, options(nostack)) }
+}
+
+/// `wgmma.commit_group.sync.aligned`: the `wgmma`s this thread issued
+/// since the last commit become one group.
+///
+/// # Safety
+/// Rule 1.
+#[inline(always)]
+pub unsafe fn commit_group() {
+    // SAFETY: the caller upholds rule 1; no operands.
+    unsafe { asm!("wgmma.commit_group.sync.aligned;", options(nostack)) }
+}
