@@ -25,14 +25,19 @@ pub const MAX_SECONDS: f64 = 60.0;
 const SUGGESTED_SECONDS: f64 = 5.0;
 
 /// Runs every kernel (each must have an emulated body: the caller leaves
-/// out GPU-only kernels); Ok(false) when one is wrong or its checks found anything.
+/// out GPU-only kernels, and names them in `skipped`, printed once the
+/// size is accepted); Ok(false) when one is wrong or its checks found anything.
 pub fn run(
     shape: &Shape,
     kernels: &[&'static KernelSpec],
+    skipped: &[String],
     seed: u64,
     as_json: bool,
 ) -> Result<bool> {
     check_time(shape, kernels)?;
+    for line in skipped {
+        eprintln!("{line}");
+    }
     let (a, b) = inputs::random_inputs(shape, seed)?;
     let reference = Reference::new(*shape, &a, &b, seed);
     if !as_json {
@@ -47,7 +52,9 @@ pub fn run(
     let mut all_ok = true;
     let mut entries = Vec::new();
     for spec in kernels {
-        let body = spec.emulated().map_err(|why| anyhow!("{}: {why}", spec.name))?;
+        let body = spec
+            .emulated()
+            .map_err(|why| anyhow!("{}: {why}", spec.name))?;
         let report = emu::run_gemm(spec, body, &a, &b, shape.m, shape.n, shape.k);
         let v = reference.check(&report.c, spec.precision);
         let ok = v.passed && report.is_clean();

@@ -149,17 +149,20 @@ fn runnable(
     Ok(out)
 }
 
-/// The selected kernels the CPU emulator can run. Asked for by name, a
-/// GPU-only kernel is an error; under "all", a visible line says it is skipped.
+/// The selected kernels the CPU emulator can run, and a line for each it
+/// cannot. Asked for by name, a GPU-only kernel is an error; under "all",
+/// it is skipped (the run prints the line once it starts).
 fn emulated(
     kernels: Vec<&'static KernelSpec>,
     all: bool,
-) -> Result<Vec<&'static KernelSpec>, HostError> {
-    let mut out = Vec::new();
+) -> Result<(Vec<&'static KernelSpec>, Vec<String>), HostError> {
+    let (mut out, mut skipped) = (Vec::new(), Vec::new());
     for spec in kernels {
         match spec.emulated() {
             Ok(_) => out.push(spec),
-            Err(why) if all => eprintln!("skipping {} on the emulator: {why}", spec.name),
+            Err(why) if all => {
+                skipped.push(format!("skipping {} on the emulator: {why}", spec.name))
+            }
             Err(why) => {
                 return Err(HostError::NotEmulated {
                     kernel: spec.name.into(),
@@ -168,7 +171,7 @@ fn emulated(
             }
         }
     }
-    Ok(out)
+    Ok((out, skipped))
 }
 
 /// The selected kernels that can take `shape`. A kernel that cannot (TMA
@@ -187,7 +190,10 @@ fn for_shape(
         };
         match registry::fallback(spec) {
             Some(instead) if !all => {
-                eprintln!("{} cannot take {shape}: {why}; running {} instead", spec.name, instead.name);
+                eprintln!(
+                    "{} cannot take {shape}: {why}; running {} instead",
+                    spec.name, instead.name
+                );
                 if !out.iter().any(|k| k.name == instead.name) {
                     out.push(instead);
                 }
@@ -254,8 +260,8 @@ fn run(args: &Args) -> Result<bool> {
         runner::check_grid(spec, &shape)?;
     }
     if args.emulate {
-        let kernels = emulated(kernels, asks_for_all(&args.kernel))?;
-        return emulate::run(&shape, &kernels, args.seed, args.json);
+        let (kernels, skipped) = emulated(kernels, asks_for_all(&args.kernel))?;
+        return emulate::run(&shape, &kernels, &skipped, args.seed, args.json);
     }
     let opts = TimingOptions {
         warmup: args.warmup,

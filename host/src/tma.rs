@@ -8,11 +8,11 @@
 //! ([`DeviceMaps`]); within one verified and timed run they are made once,
 //! before the first (untimed) launch.
 
+use cudarc::driver::CudaSlice;
 use cudarc::driver::sys::{
     self, CUdeviceptr, CUtensorMap, CUtensorMapDataType, CUtensorMapFloatOOBfill,
     CUtensorMapInterleave, CUtensorMapL2promotion, CUtensorMapSwizzle,
 };
-use cudarc::driver::CudaSlice;
 use kernels_gpu::launch::{TENSOR_MAP_BYTES, TmaBoxes};
 
 use crate::HostError;

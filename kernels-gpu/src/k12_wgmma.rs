@@ -59,7 +59,7 @@ use crate::device::wgmma::{
 use crate::device::{SharedTile, block_idx_x, block_idx_y, shared, sync_threads, thread_idx_x};
 #[cfg(target_arch = "nvptx64")]
 use crate::gemm::Gemm;
-use crate::launch::{Body, KernelSpec, Launch, Operands, Precision, TmaBoxes};
+use crate::launch::{Body, KernelSpec, Launch, Operands, Precision, TmaBoxes, Schedule};
 use crate::modules;
 #[cfg(target_arch = "nvptx64")]
 use crate::unroll::unroll;
@@ -118,6 +118,7 @@ impl Params {
                 block_tile: (self.bm, BN),
                 shared_bytes: self.shared_bytes(),
                 register_cap: false,
+                schedule: Schedule::BlockPerTile,
             },
             model_reuse: (self.bm, BN),
             body: Body::GpuOnly(GPU_ONLY),
@@ -281,20 +282,52 @@ fn wgmma<const BM: usize, const STAGES: usize, const STAGE_WORDS: usize>(g: Gemm
         }
     }
 
-    // Epilogue: acc[4j + 2h + e] is D[16 w + g + 8 h][8 j + 2 t + e] of
-    // the warpgroup's 64 x 256 tile, that is C[row0 + 8 j + 2 t + e]
-    // [col0 + 64 wg + 16 w + g + 8 h].
+    store_tile::<BM>(g, &acc, row0, col0, tid);
+}
+
+/// The epilogue of steps 12-14: thread `tid` of the two consumer
+/// warpgroups stores its accumulators of the BM x BN tile of C at `(row0,
+/// col0)`. `acc[4j + 2h + e]` is D[16 w + g + 8 h][8 j + 2 t + e] of its
+/// warpgroup's 64 x BM tile of C transposed (device::wgmma's table), that
+/// is C[row0 + 8 j + 2 t + e][col0 + 64 wg + 16 w + g + 8 h]. For a warp,
+/// each store writes 4 rows x 8 consecutive floats: whole 32-byte sectors.
+/// The bounds are compared as offsets from the thread's first row and
+/// column, so that no row index is kept per store (precomputed, they
+/// spilled registers in step 14), and the index advances by adds.
+#[cfg(target_arch = "nvptx64")]
+#[inline(always)]
+pub(crate) fn store_tile<const BM: usize>(g: Gemm, acc: &[f32; 128], row0: usize, col0: usize, tid: usize) {
+    let (wg, warp, lane) = (tid / 128, tid % 128 / 32, tid % 32);
+    let (row, col) = (row0 + 2 * (lane % 4), col0 + 64 * wg + 16 * warp + lane / 4);
     let interior = row0 + BM <= g.m && col0 + BN <= g.n;
-    unroll!(BM / 8; 32, |j| {
-        unroll!(2; 2, |h| {
+    let (rows_left, cols_left) = (g.m.saturating_sub(row), g.n.saturating_sub(col));
+    // One running index, advanced 8 rows at a time: written as products
+    // `(8 j + e) * n`, the 64 of them were invariant across step 14's
+    // tiles, and LLVM kept them all in registers (spilling). Interior
+    // tiles store without checks, in a loop of their own.
+    let mut index = row * g.n + col;
+    if interior {
+        unroll!(BM / 8; 32, |j| {
             unroll!(2; 2, |e| {
-                let row = row0 + 8 * j + 2 * quad + e;
-                let col = col0 + 64 * wg + 16 * warp + group + 8 * h;
-                if interior || (row < g.m && col < g.n) {
-                    // SAFETY: row < m and col < n; this thread alone owns the element.
-                    unsafe { g.c.write(row * g.n + col, acc[4 * j + 2 * h + e]) };
-                }
+                unroll!(2; 2, |h| {
+                    // SAFETY: index is that of C[row + 8 j + e][col + 8 h],
+                    // inside C (an interior tile); this thread alone owns it.
+                    unsafe { g.c.write(index + e * g.n + 8 * h, acc[4 * j + 2 * h + e]) };
+                });
             });
+            index += 8 * g.n;
         });
-    });
+    } else {
+        unroll!(BM / 8; 32, |j| {
+            unroll!(2; 2, |e| {
+                unroll!(2; 2, |h| {
+                    if 8 * j + e < rows_left && 8 * h < cols_left {
+                        // SAFETY: as above, with the bounds checked.
+                        unsafe { g.c.write(index + e * g.n + 8 * h, acc[4 * j + 2 * h + e]) };
+                    }
+                });
+            });
+            index += 8 * g.n;
+        });
+    }
 }

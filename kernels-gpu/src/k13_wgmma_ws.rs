@@ -47,21 +47,23 @@ use crate::device::{SharedTile, block_idx_x, block_idx_y, shared, sync_threads, 
 #[cfg(target_arch = "nvptx64")]
 use crate::gemm::Gemm;
 use crate::k12_wgmma::{ALIGN, B_BOX_COLS, BK, BN, GPU_ONLY};
-use crate::launch::{Body, KernelSpec, Launch, Operands, Precision, TmaBoxes};
+#[cfg(target_arch = "nvptx64")]
+use crate::k12_wgmma::store_tile;
+use crate::launch::{Body, KernelSpec, Launch, Operands, Precision, TmaBoxes, Schedule};
 use crate::modules;
 #[cfg(target_arch = "nvptx64")]
 use crate::unroll::unroll;
 
 /// Consumer threads: two warpgroups (warps 0-7), which compute.
-const CONSUMERS: usize = 256;
+pub(crate) const CONSUMERS: usize = 256;
 /// Threads: the consumers and a producer warpgroup (warps 8-11).
-const THREADS: usize = CONSUMERS + 128;
+pub(crate) const THREADS: usize = CONSUMERS + 128;
 /// Registers per thread after `setmaxnreg`: the producer's and the
 /// consumers' (40 x 128 + 232 x 256 = 64,512 of the SM's 65,536).
 #[cfg(target_arch = "nvptx64")]
-const PRODUCER_REGISTERS: u32 = 40;
+pub(crate) const PRODUCER_REGISTERS: u32 = 40;
 #[cfg(target_arch = "nvptx64")]
-const CONSUMER_REGISTERS: u32 = 232;
+pub(crate) const CONSUMER_REGISTERS: u32 = 232;
 
 /// One parameter set, and what follows from it.
 #[derive(Clone, Copy)]
@@ -102,6 +104,7 @@ impl Params {
                 block_tile: (self.bm, BN),
                 shared_bytes: self.shared_bytes(),
                 register_cap: true,
+                schedule: Schedule::BlockPerTile,
             },
             model_reuse: (self.bm, BN),
             body: Body::GpuOnly(GPU_ONLY),
@@ -283,17 +286,5 @@ fn consume<const BM: usize, const STAGES: usize, const STAGE_WORDS: usize>(
     }
 
     // Epilogue: step 12's.
-    let interior = row0 + BM <= g.m && col0 + BN <= g.n;
-    unroll!(BM / 8; 32, |j| {
-        unroll!(2; 2, |h| {
-            unroll!(2; 2, |e| {
-                let row = row0 + 8 * j + 2 * quad + e;
-                let col = col0 + 64 * wg + 16 * warp + group + 8 * h;
-                if interior || (row < g.m && col < g.n) {
-                    // SAFETY: row < m and col < n; this thread alone owns the element.
-                    unsafe { g.c.write(row * g.n + col, acc[4 * j + 2 * h + e]) };
-                }
-            });
-        });
-    });
+    store_tile::<BM>(g, &acc, row0, col0, tid);
 }

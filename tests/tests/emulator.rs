@@ -16,7 +16,7 @@ use kernels_gpu::emu::{self, EmuReport, Memory, Op};
 use kernels_gpu::gemm::Gemm;
 use kernels_gpu::k02_tiled16::{self, mutants};
 use kernels_gpu::k11_mma;
-use kernels_gpu::launch::{KernelSpec, Launch, Precision};
+use kernels_gpu::launch::{Body, KernelSpec, Launch, Operands, Precision, Schedule};
 use kernels_gpu::modules;
 use kernels_gpu::registry::KERNELS;
 
@@ -104,10 +104,28 @@ fn run(
     (report, a, b)
 }
 
+/// Every kernel the emulator runs (GPU-only kernels say why they are not;
+/// the GPU tests cover them).
+fn emulated() -> impl Iterator<Item = (&'static KernelSpec, fn(Gemm))> {
+    KERNELS.iter().filter_map(|spec| match spec.emulated() {
+        Ok(body) => Some((spec, body)),
+        Err(why) => {
+            eprintln!("not on the emulator: {} ({why})", spec.name);
+            None
+        }
+    })
+}
+
+#[test]
+fn only_the_hopper_steps_are_gpu_only() {
+    for spec in KERNELS {
+        assert_eq!(spec.emulated().is_err(), spec.step >= 12, "{}", spec.name);
+    }
+}
+
 #[test]
 fn every_registered_kernel_matches_an_f64_reference_on_the_emulator() {
-    for spec in KERNELS {
-        let body = spec.body;
+    for (spec, body) in emulated() {
         for &shape in SHAPES {
             let (report, a, b) = run(spec, body, shape);
             assert!(
@@ -191,11 +209,13 @@ fn probe(name: &'static str, threads: u32, words: usize, body: fn(Gemm)) -> Kern
             block_tile: (1, threads as usize),
             shared_bytes: words * 4,
             register_cap: false,
+            schedule: Schedule::BlockPerTile,
         },
         model_reuse: (1, 1),
         module: &modules::LADDER,
         precision: Precision::Fp32,
-        body,
+        body: Body::Emulated(body),
+        operands: Operands::Pointers,
     }
 }
 
@@ -486,7 +506,7 @@ const MMA_SPEC: &KernelSpec = &k11_mma::SPEC_64X128X32_W32X64_S2;
 #[test]
 fn tf32_kernel_with_a_fragment_in_the_wrong_registers_computes_a_wrong_product() {
     let shape = (33, 40, 70);
-    let (good, a, b) = run(MMA_SPEC, MMA_SPEC.body, shape);
+    let (good, a, b) = run(MMA_SPEC, MMA_SPEC.emulated().unwrap(), shape);
     assert!(good.is_clean(), "{good}");
     assert_matches_reference(&good, Precision::Tf32, &a, &b, shape);
     let (bad, ..) = run(MMA_SPEC, k11_mma::mutants::swapped_fragment, shape);
@@ -526,7 +546,7 @@ fn tf32_kernel_without_its_cp_async_wait_is_reported_as_a_race() {
 fn tf32_kernel_shared_memory_is_conflict_free() {
     for spec in k11_mma::SPECS {
         let (bm, bn) = spec.launch.block_tile;
-        let (report, ..) = run(spec, spec.body, (bm, bn, 64));
+        let (report, ..) = run(spec, spec.emulated().unwrap(), (bm, bn, 64));
         assert!(report.is_clean(), "{report}");
         let banks = &report.banks;
         assert!(
@@ -658,12 +678,11 @@ fn estimates_and_runs(shape: (usize, usize, usize)) -> Vec<(&'static str, f64, f
     let (m, n, k) = shape;
     let (a, b) = inputs(m, n, k);
     let _alone = TIMING.write().unwrap_or_else(PoisonError::into_inner);
-    KERNELS
-        .iter()
-        .map(|spec| {
-            let estimate = emu::estimate(spec, spec.body, m, n, k).expect("threads");
+    emulated()
+        .map(|(spec, body)| {
+            let estimate = emu::estimate(spec, body, m, n, k).expect("threads");
             let started = Instant::now();
-            let report = emu::run_gemm(spec, spec.body, &a, &b, m, n, k);
+            let report = emu::run_gemm(spec, body, &a, &b, m, n, k);
             let ran = started.elapsed().as_secs_f64();
             assert!(report.is_clean(), "{report}");
             (spec.name, estimate.seconds(), ran, estimate.calibration)

@@ -120,15 +120,19 @@ fn tensor_core_kernels_use_mma_sync_tf32_once_per_warp_tile() {
     }
 }
 
-/// Steps 12-13: `wgmma` (64 x 256 x 8, BK / 8 per tile, in one body:
+/// Steps 12-14: `wgmma` (64 x 256 x 8, BK / 8 per tile, in one body:
 /// TMA handles every edge), TMA tile copies completing on `mbarrier`s.
 #[test]
 fn hopper_kernels_use_wgmma_tma_and_mbarriers() {
     let wgmma = host::ptx(&kernels_gpu::modules::WGMMA);
-    for k in kernels_gpu::k12_wgmma::SPECS.iter().chain(kernels_gpu::k13_wgmma_ws::SPECS) {
+    for k in kernels_gpu::k12_wgmma::SPECS
+        .iter()
+        .chain(kernels_gpu::k13_wgmma_ws::SPECS)
+    {
         let body = ptx_entry(wgmma, k.name).unwrap();
         assert_eq!(
-            body.matches("wgmma.mma_async.sync.aligned.m64n256k8.f32.tf32.tf32").count(),
+            body.matches("wgmma.mma_async.sync.aligned.m64n256k8.f32.tf32.tf32")
+                .count(),
             kernels_gpu::k12_wgmma::BK / 8,
             "{}: wgmma count",
             k.name
@@ -153,7 +157,9 @@ fn hopper_kernels_use_wgmma_tma_and_mbarriers() {
         let bounded = host::with_launch_bounds(wgmma);
         let (x, y) = k.launch.block_threads;
         assert_eq!(
-            ptx_entry(&bounded, k.name).unwrap().contains(&format!(".maxntid {x}, {y}, 1")),
+            ptx_entry(&bounded, k.name)
+                .unwrap()
+                .contains(&format!(".maxntid {x}, {y}, 1")),
             k.launch.register_cap,
             "{}: launch bounds where the spec asks for them, only there",
             k.name
@@ -230,7 +236,10 @@ fn ptxas_assembles_every_module_without_spills() {
             );
             // ptxas's notes on wgmma pipelines that it had to serialise
             // (C7510-C7519: "Potential Performance Loss") are errors here.
-            let serialised: Vec<&str> = log.lines().filter(|l| l.contains("wgmma") && l.contains("serialized")).collect();
+            let serialised: Vec<&str> = log
+                .lines()
+                .filter(|l| l.contains("wgmma") && l.contains("serialized"))
+                .collect();
             assert!(
                 serialised.is_empty(),
                 "ptxas -arch={arch} serialised wgmma in module {}:\n{}",

@@ -24,8 +24,16 @@ const SANITIZER_EXIT: i32 = 86;
 const TOOLS: [&str; 4] = ["memcheck", "racecheck", "synccheck", "initcheck"];
 
 /// Sizes (m, n, k): a multiple of the small tiles, then sizes that are not
-/// multiples of any tile, the smallest problem, and one just past 128/256.
-const SIZES: [(usize, usize, usize); 4] = [(64, 64, 64), (33, 17, 100), (1, 1, 1), (129, 257, 65)];
+/// multiples of any tile, the smallest problem, one just past 128/256, and
+/// one with edges everywhere that the TMA kernels take (n and k multiples
+/// of 4; at the others the host runs their fallback and says so).
+const SIZES: [(usize, usize, usize); 5] = [
+    (64, 64, 64),
+    (33, 17, 100),
+    (1, 1, 1),
+    (129, 257, 65),
+    (37, 52, 28),
+];
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -512,6 +520,6 @@ mod tests {
         };
         let s = sizes(&[&a, &b]);
         assert_eq!(s[1], (128, 64, 128));
-        assert_eq!(s.len(), 5);
+        assert_eq!(s.len(), SIZES.len() + 1);
     }
 }
