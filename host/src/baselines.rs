@@ -101,7 +101,7 @@ impl Enqueue for CudaTwin {
     fn enqueue(&self, gpu: &Gpu, bufs: &mut Buffers) -> Result<(), HostError> {
         // The twins declare their tiles statically (__shared__): no
         // launch-sized shared memory; the grid is the Rust twin's.
-        let cfg = runner::launch_config(self.twin, &bufs.shape, 0, gpu.info.sms.max(1) as usize)?;
+        let cfg = runner::launch_config(self.twin, &bufs.shape, 0)?;
         // SAFETY: lesson.cu's kernels take (A, B, C, M, N, K) (ints: the
         // u32 sizes are at most 2^20, so the bits agree) and guard their
         // edges like the Rust twins whose grid they are launched with.

@@ -12,7 +12,7 @@ use std::sync::Mutex;
 use cudarc::driver::{
     CudaFunction, CudaSlice, DevicePtr, DevicePtrMut, DriverError, LaunchConfig, PushKernelArg,
 };
-use kernels_gpu::launch::{KernelSpec, Operands, Precision, Schedule};
+use kernels_gpu::launch::{KernelSpec, Operands, Precision};
 use serde::Serialize;
 
 use crate::HostError;
@@ -113,33 +113,22 @@ impl RustKernel {
     }
 
     /// The launch configuration, from the kernel's own constants.
-    pub fn config(&self, gpu: &Gpu, shape: &Shape) -> Result<LaunchConfig, HostError> {
-        launch_config(
-            self.spec,
-            shape,
-            self.spec.launch.shared_bytes,
-            gpu.info.sms.max(1) as usize,
-        )
+    pub fn config(&self, shape: &Shape) -> Result<LaunchConfig, HostError> {
+        launch_config(self.spec, shape, self.spec.launch.shared_bytes)
     }
 }
 
 /// A kernel's launch configuration for `shape`, from its spec, with
-/// `shared_bytes` of launch-sized shared memory; `sms`, the GPU's SM
-/// count, sizes a persistent grid.
+/// `shared_bytes` of launch-sized shared memory.
 pub fn launch_config(
     spec: &KernelSpec,
     shape: &Shape,
     shared_bytes: usize,
-    sms: usize,
 ) -> Result<LaunchConfig, HostError> {
     let (gx, gy) = check_grid(spec, shape)?;
-    let grid_dim = match spec.launch.schedule {
-        Schedule::BlockPerTile => (gx as u32, gy as u32, 1),
-        Schedule::Persistent => ((gx * gy).min(sms.max(1)) as u32, 1, 1),
-    };
     let (bx, by) = spec.launch.block_threads;
     Ok(LaunchConfig {
-        grid_dim,
+        grid_dim: (gx as u32, gy as u32, 1),
         block_dim: (bx, by, 1),
         shared_mem_bytes: shared_bytes as u32,
     })
@@ -197,7 +186,7 @@ impl Enqueue for RustKernel {
     }
 
     fn enqueue(&self, gpu: &Gpu, bufs: &mut Buffers) -> Result<(), HostError> {
-        let cfg = self.config(gpu, &bufs.shape)?;
+        let cfg = self.config(&bufs.shape)?;
         let Operands::TensorMaps(boxes) = self.spec.operands else {
             // SAFETY: gemm_kernel! entries take (A, B, C, m, n, k); grid,
             // block and shared memory come from the kernel's own spec.

@@ -15,7 +15,7 @@
 
 use crate::device::{block_idx_x, block_idx_y, fma, thread_idx_x, thread_idx_y};
 use crate::gemm::Gemm;
-use crate::launch::{KernelSpec, Launch, Precision, Body, Operands, Schedule};
+use crate::launch::{KernelSpec, Launch, Precision, Body, Operands};
 use crate::modules;
 
 /// Threads per block along x and y; each block covers a BLOCK x BLOCK tile of C.
@@ -32,7 +32,6 @@ pub const SPEC: KernelSpec = KernelSpec {
         block_tile: (BLOCK, BLOCK),
         shared_bytes: 0,
         register_cap: false,
-        schedule: Schedule::BlockPerTile,
     },
     model_reuse: (1, 1),
     body: Body::Emulated(naive),

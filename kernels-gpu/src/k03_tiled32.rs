@@ -27,7 +27,7 @@ use crate::device::{
     SharedTile, block_idx_x, block_idx_y, fma, sync_threads, thread_idx_x, thread_idx_y,
 };
 use crate::gemm::Gemm;
-use crate::launch::{KernelSpec, Launch, Precision, Body, Operands, Schedule};
+use crate::launch::{KernelSpec, Launch, Precision, Body, Operands};
 use crate::modules;
 
 /// Tile edge: blocks are T x T threads, tiles T x T floats, K steps by T.
@@ -52,7 +52,6 @@ pub const SPEC: KernelSpec = KernelSpec {
         block_tile: (T, T),
         shared_bytes: SHARED_BYTES,
         register_cap: false,
-        schedule: Schedule::BlockPerTile,
     },
     model_reuse: (T, T),
     body: Body::Emulated(tiled32),

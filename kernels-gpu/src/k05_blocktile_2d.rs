@@ -24,7 +24,7 @@
 
 use crate::device::{SharedTile, block_idx_x, block_idx_y, fma, sync_threads, thread_idx_x};
 use crate::gemm::Gemm;
-use crate::launch::{KernelSpec, Launch, Precision, Body, Operands, Schedule};
+use crate::launch::{KernelSpec, Launch, Precision, Body, Operands};
 use crate::modules;
 use crate::unroll::unroll;
 
@@ -69,7 +69,6 @@ pub const SPEC: KernelSpec = KernelSpec {
         block_tile: (BM, BN),
         shared_bytes: SHARED_BYTES,
         register_cap: false,
-        schedule: Schedule::BlockPerTile,
     },
     model_reuse: (BM, BN),
     body: Body::Emulated(blocktile_2d),

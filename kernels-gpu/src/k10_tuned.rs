@@ -86,7 +86,7 @@
 use crate::device::{SharedTile, block_idx_x, block_idx_y, fma, sync_threads, thread_idx_x};
 use crate::gemm::Gemm;
 use crate::unroll::unroll;
-use crate::launch::{KernelSpec, Launch, Precision, Body, Operands, Schedule};
+use crate::launch::{KernelSpec, Launch, Precision, Body, Operands};
 use crate::modules::{self, PtxModule};
 
 /// A warp's 32 lanes as a LANE_ROWS x LANE_COLS grid.
@@ -190,7 +190,6 @@ impl Params {
                 block_tile: (self.bm, self.bn),
                 shared_bytes: self.shared_bytes(),
                 register_cap: false,
-                schedule: Schedule::BlockPerTile,
             },
             model_reuse: (self.bm, self.bn),
             body: Body::Emulated(body),

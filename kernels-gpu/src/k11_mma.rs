@@ -69,7 +69,7 @@ use crate::device::async_copy::{commit_group, wait_group};
 use crate::device::mma::{mma_m16n8k8_tf32, to_tf32};
 use crate::device::{SharedTile, block_idx_x, block_idx_y, sync_threads, thread_idx_x};
 use crate::gemm::Gemm;
-use crate::launch::{KernelSpec, Launch, Precision, Body, Operands, Schedule};
+use crate::launch::{KernelSpec, Launch, Precision, Body, Operands};
 use crate::modules;
 use crate::unroll::unroll;
 
@@ -141,7 +141,6 @@ impl Params {
                 block_tile: (self.bm, self.bn),
                 shared_bytes: self.shared_bytes(),
                 register_cap: false,
-                schedule: Schedule::BlockPerTile,
             },
             model_reuse: (self.bm, self.bn),
             body: Body::Emulated(body),

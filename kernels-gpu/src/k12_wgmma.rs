@@ -59,7 +59,7 @@ use crate::device::wgmma::{
 use crate::device::{SharedTile, block_idx_x, block_idx_y, shared, sync_threads, thread_idx_x};
 #[cfg(target_arch = "nvptx64")]
 use crate::gemm::Gemm;
-use crate::launch::{Body, KernelSpec, Launch, Operands, Precision, TmaBoxes, Schedule};
+use crate::launch::{Body, KernelSpec, Launch, Operands, Precision, TmaBoxes};
 use crate::modules;
 #[cfg(target_arch = "nvptx64")]
 use crate::unroll::unroll;
@@ -118,7 +118,6 @@ impl Params {
                 block_tile: (self.bm, BN),
                 shared_bytes: self.shared_bytes(),
                 register_cap: false,
-                schedule: Schedule::BlockPerTile,
             },
             model_reuse: (self.bm, BN),
             body: Body::GpuOnly(GPU_ONLY),

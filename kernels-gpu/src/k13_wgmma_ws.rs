@@ -49,21 +49,21 @@ use crate::gemm::Gemm;
 use crate::k12_wgmma::{ALIGN, B_BOX_COLS, BK, BN, GPU_ONLY};
 #[cfg(target_arch = "nvptx64")]
 use crate::k12_wgmma::store_tile;
-use crate::launch::{Body, KernelSpec, Launch, Operands, Precision, TmaBoxes, Schedule};
+use crate::launch::{Body, KernelSpec, Launch, Operands, Precision, TmaBoxes};
 use crate::modules;
 #[cfg(target_arch = "nvptx64")]
 use crate::unroll::unroll;
 
 /// Consumer threads: two warpgroups (warps 0-7), which compute.
-pub(crate) const CONSUMERS: usize = 256;
+const CONSUMERS: usize = 256;
 /// Threads: the consumers and a producer warpgroup (warps 8-11).
-pub(crate) const THREADS: usize = CONSUMERS + 128;
+const THREADS: usize = CONSUMERS + 128;
 /// Registers per thread after `setmaxnreg`: the producer's and the
 /// consumers' (40 x 128 + 232 x 256 = 64,512 of the SM's 65,536).
 #[cfg(target_arch = "nvptx64")]
-pub(crate) const PRODUCER_REGISTERS: u32 = 40;
+const PRODUCER_REGISTERS: u32 = 40;
 #[cfg(target_arch = "nvptx64")]
-pub(crate) const CONSUMER_REGISTERS: u32 = 232;
+const CONSUMER_REGISTERS: u32 = 232;
 
 /// One parameter set, and what follows from it.
 #[derive(Clone, Copy)]
@@ -104,7 +104,6 @@ impl Params {
                 block_tile: (self.bm, BN),
                 shared_bytes: self.shared_bytes(),
                 register_cap: true,
-                schedule: Schedule::BlockPerTile,
             },
             model_reuse: (self.bm, BN),
             body: Body::GpuOnly(GPU_ONLY),

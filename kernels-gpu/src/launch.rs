@@ -41,18 +41,6 @@ pub struct Launch {
     /// 13). The others go without, because the bound changes ptxas's
     /// register choices (the best FP32 kernel went from 167 to 189).
     pub register_cap: bool,
-    pub schedule: Schedule,
-}
-
-/// How blocks are mapped to tiles of C.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Schedule {
-    /// One block per BM x BN tile: the grid of [`Launch::grid`].
-    BlockPerTile,
-    /// A persistent grid: at most one block per SM (`min(tiles, SMs)`
-    /// blocks in x), each looping over tiles `blockIdx.x, + gridDim.x, ...`
-    /// of the [`Launch::grid`] tiles (the kernel chooses their order).
-    Persistent,
 }
 
 impl Launch {
@@ -61,8 +49,7 @@ impl Launch {
         self.block_threads.0 * self.block_threads.1
     }
 
-    /// Tiles `(x, y)` that cover an `m x n` C: x walks columns, y rows;
-    /// the grid, one block per tile, for [`Schedule::BlockPerTile`].
+    /// Blocks `(x, y)` that cover an `m x n` C: x walks columns, y rows.
     pub const fn grid(&self, m: usize, n: usize) -> (usize, usize) {
         (n.div_ceil(self.block_tile.1), m.div_ceil(self.block_tile.0))
     }

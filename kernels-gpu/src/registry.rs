@@ -3,7 +3,7 @@
 use crate::launch::{KernelSpec, Operands};
 
 /// The kernels, in ladder order. `name` is also the PTX entry's name.
-/// Steps 10-14 list every instance (also as `k10_tuned::SPECS`, `k11_mma::SPECS`, `k12_wgmma::SPECS`, `k13_wgmma_ws::SPECS`, `k14_persistent::SPECS`).
+/// Steps 10-13 list every instance (also as `k10_tuned::SPECS`, `k11_mma::SPECS`, `k12_wgmma::SPECS`, `k13_wgmma_ws::SPECS`).
 pub const KERNELS: &[KernelSpec] = &[
     crate::k01_naive::SPEC,
     crate::k02_tiled16::SPEC,
@@ -31,8 +31,6 @@ pub const KERNELS: &[KernelSpec] = &[
     crate::k11_mma::SPEC_128X64X32_W64X32_S2,
     crate::k12_wgmma::SPEC_256X128X32_S4,
     crate::k13_wgmma_ws::SPEC_256X128X32_S4,
-    crate::k14_persistent::SPEC_256X128X32_S4_G8,
-    crate::k14_persistent::SPEC_256X128X32_S4_G1,
 ];
 
 /// The kernel called `name`, if there is one.

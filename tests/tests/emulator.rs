@@ -16,7 +16,7 @@ use kernels_gpu::emu::{self, EmuReport, Memory, Op};
 use kernels_gpu::gemm::Gemm;
 use kernels_gpu::k02_tiled16::{self, mutants};
 use kernels_gpu::k11_mma;
-use kernels_gpu::launch::{Body, KernelSpec, Launch, Operands, Precision, Schedule};
+use kernels_gpu::launch::{Body, KernelSpec, Launch, Operands, Precision};
 use kernels_gpu::modules;
 use kernels_gpu::registry::KERNELS;
 
@@ -209,7 +209,6 @@ fn probe(name: &'static str, threads: u32, words: usize, body: fn(Gemm)) -> Kern
             block_tile: (1, threads as usize),
             shared_bytes: words * 4,
             register_cap: false,
-            schedule: Schedule::BlockPerTile,
         },
         model_reuse: (1, 1),
         module: &modules::LADDER,

@@ -120,7 +120,7 @@ fn tensor_core_kernels_use_mma_sync_tf32_once_per_warp_tile() {
     }
 }
 
-/// Steps 12-14: `wgmma` (64 x 256 x 8, BK / 8 per tile, in one body:
+/// Steps 12-13: `wgmma` (64 x 256 x 8, BK / 8 per tile, in one body:
 /// TMA handles every edge), TMA tile copies completing on `mbarrier`s.
 #[test]
 fn hopper_kernels_use_wgmma_tma_and_mbarriers() {

@@ -35,12 +35,6 @@ special_register!(
     block_idx_y => _block_idx_y
 );
 
-special_register!(
-    /// `gridDim.x`: blocks in the grid's x direction (a persistent
-    /// kernel's stride over tiles).
-    grid_dim_x => _grid_dim_x
-);
-
 // On the host: the indices of the CPU emulator's thread running the body.
 #[cfg(not(target_arch = "nvptx64"))]
-pub use crate::emu::backend::{block_idx_x, block_idx_y, grid_dim_x, thread_idx_x, thread_idx_y};
+pub use crate::emu::backend::{block_idx_x, block_idx_y, thread_idx_x, thread_idx_y};

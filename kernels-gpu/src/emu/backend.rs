@@ -129,11 +129,6 @@ pub fn block_idx_x() -> usize {
     with(|t| t.block_idx.0)
 }
 
-/// `gridDim.x` of the calling emulated thread's launch.
-pub fn grid_dim_x() -> usize {
-    with(|t| t.launch.grid.0)
-}
-
 /// `blockIdx.y` of the calling emulated thread.
 pub fn block_idx_y() -> usize {
     with(|t| t.block_idx.1)
