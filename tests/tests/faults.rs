@@ -303,7 +303,15 @@ fn rectangular_with_a_dimension_of_1() {
             "m={m} n={n} k={k} failed: {}",
             text(&out.stderr)
         );
-        assert!(out.stderr.is_empty(), "stderr: {}", text(&out.stderr));
+        // Only the visible skips of the TMA kernels, which cannot take rows
+        // that are not 16-byte multiples (here k = 7 or n = 1).
+        let stderr = text(&out.stderr);
+        assert!(
+            stderr
+                .lines()
+                .all(|l| l.starts_with("skipping ") && l.contains("TMA needs")),
+            "stderr: {stderr}"
+        );
         let stdout = text(&out.stdout);
         assert!(
             !stdout.contains("FAIL"),
@@ -687,5 +695,70 @@ fn fault_fixtures_are_well_formed() {
         host::ptx(&kernels_gpu::modules::LADDER)
             .lines()
             .any(|l| l.starts_with(".version "))
+    );
+}
+
+/// Row 25: a GPU-only kernel (TMA, `mbarrier`, `wgmma`) asked of the CPU
+/// emulator is refused in one line saying why; under "all" it is skipped
+/// with a line and the others run.
+#[test]
+fn gpu_only_kernel_on_the_emulator() {
+    let (out, _) = emulate(&["--n", "16", "--kernel", "wgmma_ws_256x128x32_s4"]);
+    assert_error_like(
+        &out,
+        "error: kernel wgmma_ws_256x128x32_s4 cannot run on the CPU emulator (",
+        &["no model in the CPU emulator", "run it on a GPU"],
+    );
+    let (out, _) = emulate(&["--n", "8"]);
+    assert_no_panic(&out);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let skipped: Vec<String> = text(&out.stderr).lines().map(str::to_string).collect();
+    let gpu_only = kernels_gpu::registry::KERNELS
+        .iter()
+        .filter(|k| k.emulated().is_err())
+        .count();
+    assert_eq!(
+        skipped.len(),
+        gpu_only,
+        "one line per GPU-only kernel: {skipped:?}"
+    );
+    assert!(
+        skipped
+            .iter()
+            .all(|l| l.starts_with("skipping ") && l.contains("on the emulator"))
+    );
+}
+
+/// Row 26: a TMA kernel at a shape whose rows are not 16-byte multiples
+/// runs step 11's best kernel instead, saying so in one line; it verifies.
+#[test]
+fn tma_kernel_at_unaligned_rows_runs_its_fallback() {
+    let args = [
+        "--m",
+        "33",
+        "--n",
+        "30",
+        "--k",
+        "17",
+        "--kernel",
+        "wgmma_ws_256x128x32_s4",
+        "--reps",
+        "0",
+    ];
+    if !gpu_or_skip("TMA kernel at unaligned rows runs its fallback", &args) {
+        return;
+    }
+    let out = host(&args);
+    assert_no_panic(&out);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(
+        text(&out.stderr),
+        "wgmma_ws_256x128x32_s4 cannot take m=33 n=30 k=17: TMA needs the rows of A and B to be \
+         multiples of 16 bytes (k and n multiples of 4); running mma_128x128x32_w64x64_s2 instead\n"
+    );
+    let stdout = text(&out.stdout);
+    assert!(
+        stdout.contains("mma_128x128x32_w64x64_s2") && stdout.contains("PASS"),
+        "{stdout}"
     );
 }
