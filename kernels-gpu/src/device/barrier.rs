@@ -22,22 +22,3 @@ pub fn sync_threads() {
 // block, which reports (instead of hanging on) a barrier some threads skip.
 #[cfg(not(target_arch = "nvptx64"))]
 pub use crate::emu::backend::sync_threads;
-
-/// `bar.sync ID, THREADS`: a barrier for `THREADS` threads (a multiple of
-/// 32, whole warps) of the block, numbered `ID` (1-15; 0 is
-/// [`sync_threads`]'s). Lets one warpgroup synchronise without the
-/// others. GPU only (step 14's producer warpgroup; the emulator does not
-/// run that step).
-///
-/// Safety model: as `sync_threads`, for the `THREADS` threads that use
-/// barrier `ID`: each of them reaches it the same number of times, and no
-/// other thread uses `ID`.
-#[cfg(target_arch = "nvptx64")]
-#[inline(always)]
-pub fn sync_named<const ID: u32, const THREADS: u32>() {
-    // SAFETY: no memory-safety preconditions; the liveness rule above is
-    // the caller's.
-    unsafe {
-        core::arch::asm!("bar.sync {id}, {n};", id = const ID, n = const THREADS, options(nostack))
-    }
-}
