@@ -1,0 +1,303 @@
+//! Step 14: a deeper pipeline of smaller stages. Step 13 measured that
+//! every stage it could add paid (2, 3, 4 stages: 278, 316, 337 TFLOP/s
+//! at n = 4096), and 4 stages of 48 KB are all that fit in 227 KB: TMA's
+//! latency was not hidden.
+//!
+//! What changes from step 13:
+//! - **BK = 16**: a stage is 24 KB (A's 256 x 16 tile, 64-byte rows with
+//!   the 64-byte swizzle, and B's 16 x 128), so 8 stages fit: twice the
+//!   data in flight, in the same shared memory.
+//! - **Tiles in pairs**: a stage is only two `wgmma` k-steps, so a drain
+//!   per tile would cost twice as much as step 13's. The consumers issue a
+//!   pair of tiles before they wait: the second tile's fragments are loaded
+//!   while the first's `wgmma`s run, each tile with its own registers, and
+//!   all are retired before the next pair (ptxas serialises the `wgmma`s
+//!   if a loop's next iteration reloads registers a `wgmma` may still
+//!   read, but accepts this).
+//!
+//! Prediction (H200, n = 4096): closer to the tensor pipe's limit than
+//! step 13, 0.9x cuBLAS TF32. The measurement lives in docs/bench.json and
+//! the README's bench table (`cargo xtask bench`). GPU only, like 12-13.
+
+#[cfg(target_arch = "nvptx64")]
+use crate::device::mbarrier::{MBarrier, fence_init};
+#[cfg(target_arch = "nvptx64")]
+use crate::device::mma::to_tf32;
+#[cfg(target_arch = "nvptx64")]
+use crate::device::tma::TensorMaps;
+#[cfg(target_arch = "nvptx64")]
+use crate::device::wgmma::{
+    commit_group, descriptor_k_major_sw64, fence_128_k2, mma_m64n256k8_tf32, release_registers,
+    take_registers, wait_group_128_k2,
+};
+#[cfg(target_arch = "nvptx64")]
+use crate::device::{SharedTile, block_idx_x, block_idx_y, shared, sync_threads, thread_idx_x};
+#[cfg(target_arch = "nvptx64")]
+use crate::gemm::Gemm;
+use crate::k12_wgmma::{ALIGN, B_BOX_COLS, BN, GPU_ONLY};
+#[cfg(target_arch = "nvptx64")]
+use crate::k12_wgmma::store_tile;
+use crate::launch::{Body, KernelSpec, Launch, Operands, Precision, TmaBoxes};
+use crate::modules;
+#[cfg(target_arch = "nvptx64")]
+use crate::unroll::unroll;
+
+/// Step along K: one 64-byte row of A's swizzled tile, two `wgmma` k-steps.
+pub const BK: usize = 16;
+/// Alignment of A's tiles for the 64-byte swizzle, bytes (stages are
+/// multiples of it; the base is 1024-aligned).
+const SWIZZLE_ALIGN: usize = 512;
+
+/// Consumer threads: two warpgroups (warps 0-7), which compute.
+const CONSUMERS: usize = 256;
+/// Threads: the consumers and a producer warpgroup (warps 8-11).
+const THREADS: usize = CONSUMERS + 128;
+/// Registers per thread after `setmaxnreg`: the producer's and the
+/// consumers' (40 x 128 + 232 x 256 = 64,512 of the SM's 65,536).
+#[cfg(target_arch = "nvptx64")]
+const PRODUCER_REGISTERS: u32 = 40;
+#[cfg(target_arch = "nvptx64")]
+const CONSUMER_REGISTERS: u32 = 232;
+
+/// One parameter set, and what follows from it.
+#[derive(Clone, Copy)]
+struct Params {
+    bm: usize,
+    stages: usize,
+}
+
+impl Params {
+    /// Words of one stage: A's tile `[BM][BK]`, then B's boxes `[BN / 8][BK][8]`.
+    const fn stage_words(self) -> usize {
+        self.bm * BK + BK * BN
+    }
+    const fn stage_bytes(self) -> usize {
+        self.stage_words() * 4
+    }
+    /// The stages, two barriers per stage (full, empty; 8 bytes each),
+    /// and room to align the stages to 1024 bytes.
+    const fn shared_bytes(self) -> usize {
+        ALIGN + self.stages * self.stage_bytes() + 16 * self.stages
+    }
+    const fn check(self) {
+        assert!(self.bm == 256, "the wgmma helper is m64n256k8");
+        assert!(self.stages >= 2 && self.stages <= 10);
+        assert!(self.stage_bytes().is_multiple_of(SWIZZLE_ALIGN));
+        assert!(self.shared_bytes() <= 227 * 1024);
+    }
+    const fn spec(self, name: &'static str) -> KernelSpec {
+        self.check();
+        KernelSpec {
+            name,
+            step: 14,
+            module: &modules::WGMMA,
+            precision: Precision::Tf32,
+            summary: "step 13 with 8 stages of BK = 16 (64-byte swizzle), tiles issued in pairs before each wait",
+            launch: Launch {
+                block_threads: (THREADS as u32, 1),
+                block_tile: (self.bm, BN),
+                shared_bytes: self.shared_bytes(),
+                register_cap: true,
+            },
+            model_reuse: (self.bm, BN),
+            body: Body::GpuOnly(GPU_ONLY),
+            operands: Operands::TensorMaps(TmaBoxes {
+                a: (self.bm as u32, BK as u32),
+                b: (BK as u32, B_BOX_COLS as u32),
+                a_swizzle_bytes: 64,
+            }),
+        }
+    }
+}
+
+/// One instance: `SPEC` for the host, the body `name` and the PTX entry
+/// `name` for the GPU.
+macro_rules! instance {
+    ($name:ident, $spec:ident, $bm:literal, $s:literal) => {
+        pub const $spec: KernelSpec = Params { bm: $bm, stages: $s }.spec(stringify!($name));
+        /// The body of the PTX entry of the same name (inlined into it).
+        #[cfg(target_arch = "nvptx64")]
+        #[inline(always)]
+        pub fn $name(g: Gemm, maps: TensorMaps) {
+            deep::<$bm, $s, { $bm * BK + BK * BN }>(g, maps)
+        }
+        mod $name {
+            #[cfg(target_arch = "nvptx64")]
+            use super::$name;
+            crate::gemm_kernel!($name, tensor_maps);
+        }
+    };
+}
+
+#[rustfmt::skip]
+mod instances {
+    use super::*;
+    instance!(wgmma_deep_256x128x16_s8, SPEC_256X128X16_S8, 256, 8);
+}
+pub use instances::*;
+
+/// Every instance.
+pub const SPECS: &[KernelSpec] = &[SPEC_256X128X16_S8];
+
+/// Block `(blockIdx.y, blockIdx.x)` computes the BM x BN tile of C at
+/// `(row0, col0)`; STAGE_WORDS = BM * BK + BK * BN.
+#[cfg(target_arch = "nvptx64")]
+#[inline(always)]
+fn deep<const BM: usize, const STAGES: usize, const STAGE_WORDS: usize>(g: Gemm, maps: TensorMaps) {
+    const {
+        Params { bm: BM, stages: STAGES }.check();
+        assert!(STAGE_WORDS == BM * BK + BK * BN);
+    };
+    let tid = thread_idx_x();
+    let (row0, col0) = (block_idx_y() * BM, block_idx_x() * BN);
+
+    // Shared memory as step 12's, with a second barrier per stage.
+    let base = (ALIGN - shared::address(0) as usize % ALIGN) % ALIGN / 4;
+    let a_tile = |s: usize| base + s * STAGE_WORDS;
+    let barriers = base + STAGES * STAGE_WORDS;
+    // `full(s)`: the producer's arrival and TMA's bytes, once per tile.
+    let full = |s: usize| MBarrier::at(barriers + 2 * s);
+    // `empty(s)`: one arrival per consumer warp when it is done with the tile.
+    let empty = |s: usize| MBarrier::at(barriers + 2 * (STAGES + s));
+    let k_tiles = g.k.div_ceil(BK);
+
+    if tid == 0 {
+        maps.a().prefetch();
+        maps.b().prefetch();
+        unroll!(STAGES; 16, |s| {
+            // SAFETY: one thread, before the barrier that precedes every use.
+            unsafe {
+                full(s).init(1);
+                empty(s).init((CONSUMERS / 32) as u32);
+            }
+        });
+        fence_init();
+    }
+    sync_threads();
+
+    if tid >= CONSUMERS {
+        // The producer warpgroup; one thread issues everything.
+        // SAFETY: the whole warpgroup runs this branch (rule 1); 40 is a
+        // multiple of 8.
+        unsafe { release_registers::<PRODUCER_REGISTERS>() };
+        if tid == CONSUMERS {
+            for kt in 0..k_tiles {
+                let s = kt % STAGES;
+                let k0 = (kt * BK) as u32;
+                // SAFETY: the barriers were initialised (barrier above).
+                // Tile kt - STAGES, the stage's previous tile, was
+                // released in phase kt / STAGES - 1 of empty(s); after it,
+                // no consumer reads the stage until full(s) completes the
+                // phase this arrival opens. The boxes are SPEC's (host),
+                // A's 1024-aligned, and total stage_bytes().
+                unsafe {
+                    if kt >= STAGES {
+                        empty(s).wait(((kt / STAGES + 1) % 2) as u32);
+                    }
+                    full(s).arrive_expect_tx(Params { bm: BM, stages: STAGES }.stage_bytes() as u32);
+                    maps.a().load_2d(a_tile(s), k0, row0 as u32, full(s));
+                    unroll!(BN / B_BOX_COLS; 16, |j| {
+                        let word = a_tile(s) + BM * BK + j * BK * B_BOX_COLS;
+                        maps.b().load_2d(word, (col0 + j * B_BOX_COLS) as u32, k0, full(s));
+                    });
+                }
+            }
+        }
+    } else {
+        // SAFETY: both consumer warpgroups run this branch (rule 1).
+        unsafe { take_registers::<CONSUMER_REGISTERS>() };
+        consume::<BM, STAGES, STAGE_WORDS>(g, row0, col0, base, tid, k_tiles);
+    }
+}
+
+/// The consumer warpgroups' part of [`deep`]: step 12's loop, with stages
+/// released through `empty` barriers, and its epilogue.
+#[cfg(target_arch = "nvptx64")]
+#[inline(always)]
+fn consume<const BM: usize, const STAGES: usize, const STAGE_WORDS: usize>(
+    g: Gemm,
+    row0: usize,
+    col0: usize,
+    base: usize,
+    tid: usize,
+    k_tiles: usize,
+) {
+    let a_tile = |s: usize| base + s * STAGE_WORDS;
+    let b_tile = |s: usize| SharedTile::<{ BN / B_BOX_COLS * BK }, B_BOX_COLS>::at(a_tile(s) + BM * BK);
+    let barriers = base + STAGES * STAGE_WORDS;
+    let full = |s: usize| MBarrier::at(barriers + 2 * s);
+    let empty = |s: usize| MBarrier::at(barriers + 2 * (STAGES + s));
+
+    // Step 12's place in the tile.
+    let (wg, warp, lane) = (tid / 128, tid % 128 / 32, tid % 32);
+    let (group, quad) = (lane / 4, lane % 4);
+    let box0 = (64 * wg + 16 * warp) / B_BOX_COLS;
+
+    // SAFETY: all-zero bits are 0.0 (a memset LLVM keeps in registers;
+    // see step 12).
+    let mut acc: [f32; 128] = unsafe { core::mem::zeroed() };
+    // Tile kt: wait for it, load its fragments into `frag`, issue its
+    // wgmmas (retired by the caller).
+    let issue = #[inline(always)]
+    |kt: usize, acc: &mut [f32; 128], frag: &mut [[u32; 4]; BK / 8]| {
+        let s = kt % STAGES;
+        // SAFETY: phase kt / STAGES of full(s) is the one tile kt
+        // completes: the producer refills the stage only after all 8
+        // consumer warps released it (empty), which they do after the wait
+        // that retires this tile's wgmmas, once per tile.
+        unsafe { full(s).wait((kt / STAGES % 2) as u32) };
+        let b = b_tile(s);
+        unroll!(BK / 8; 2, |step| {
+            let k = 8 * step + quad;
+            let (r0, r1) = (box0 * BK + k, (box0 + 1) * BK + k);
+            // SAFETY: rows < BN / 8 * BK, group < 8; the stage landed
+            // (wait above) and is not refilled before this warp releases it.
+            frag[step] = unsafe { [b.load(r0, group), b.load(r1, group), b.load(r0 + 4, group), b.load(r1 + 4, group)] }
+                .map(to_tf32);
+        });
+        let mut desc = [0u64; BK / 8];
+        unroll!(BK / 8; 2, |step| {
+            desc[step] = descriptor_k_major_sw64(a_tile(s) + 8 * step);
+        });
+        // SAFETY: as step 12's: both warpgroups run every call (the
+        // producer warpgroup is in the other branch, whole); operands
+        // through the fence and the waits below; A's tile landed and stays
+        // until released after those waits.
+        unsafe {
+            fence_128_k2(acc, frag, &mut desc);
+            unroll!(BK / 8; 2, |step| {
+                mma_m64n256k8_tf32(acc, frag[step], desc[step]);
+            });
+            commit_group();
+        }
+    };
+    // This warp's reads of tile kt's stage are over: release it.
+    let release = |kt: usize| {
+        if lane == 0 {
+            // SAFETY: empty(s) expects one arrival per consumer warp per
+            // tile of this stage; this is this warp's for tile kt.
+            unsafe { empty(kt % STAGES).arrive() };
+        }
+    };
+    let mut kt = 0;
+    while kt < k_tiles {
+        let mut first = [[0u32; 4]; BK / 8];
+        issue(kt, &mut acc, &mut first);
+        if kt + 1 < k_tiles {
+            let mut second = [[0u32; 4]; BK / 8];
+            issue(kt + 1, &mut acc, &mut second);
+            // SAFETY (all waits): every thread of both warpgroups runs them.
+            unsafe { wait_group_128_k2::<1>(&mut acc, &mut first) };
+            release(kt);
+            unsafe { wait_group_128_k2::<0>(&mut acc, &mut second) };
+            release(kt + 1);
+        } else {
+            unsafe { wait_group_128_k2::<0>(&mut acc, &mut first) };
+            release(kt);
+        }
+        kt += 2;
+    }
+
+    // Epilogue: step 12's.
+    store_tile::<BM>(g, &acc, row0, col0, tid);
+}
