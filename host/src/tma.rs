@@ -32,11 +32,10 @@ pub fn encode(
         a,
         (m, k),
         boxes.a,
-        match boxes.a_swizzle_bytes {
-            128 => CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_128B,
-            64 => CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_64B,
-            32 => CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_32B,
-            _ => CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_NONE,
+        if boxes.a_swizzle_128 {
+            CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_128B
+        } else {
+            CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_NONE
         },
     )?;
     let b_map = encode_2d(

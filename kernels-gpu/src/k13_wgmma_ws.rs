@@ -110,7 +110,7 @@ impl Params {
             operands: Operands::TensorMaps(TmaBoxes {
                 a: (self.bm as u32, BK as u32),
                 b: (BK as u32, B_BOX_COLS as u32),
-                a_swizzle_bytes: 128,
+                a_swizzle_128: true,
             }),
         }
     }

@@ -87,10 +87,9 @@ pub struct TmaBoxes {
     pub a: (u32, u32),
     /// B's box: (rows, columns) of B (K x N).
     pub b: (u32, u32),
-    /// The swizzle A's box is stored with, in bytes: 128 or 64 (its rows
-    /// must then be that many bytes: 32 or 16 floats), or 0 for none; B's
-    /// is stored as it is.
-    pub a_swizzle_bytes: u32,
+    /// A's box is stored with the 128-byte swizzle (its rows must then be
+    /// 128 bytes: 32 floats); B's is stored as it is.
+    pub a_swizzle_128: bool,
 }
 
 impl Operands {

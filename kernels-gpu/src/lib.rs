@@ -20,7 +20,6 @@
 //! | 11 | [`k11_mma`] | TF32 tensor cores (`mma.sync`), a multi-stage `cp.async` pipeline, swizzled tiles |
 //! | 12 | [`k12_wgmma`] | Hopper: warpgroup `wgmma` from shared memory, tiles copied by TMA, `mbarrier` stages |
 //! | 13 | [`k13_wgmma_ws`] | a TMA producer warpgroup; consumer warpgroups hand stages back through `mbarrier`s |
-//! | 14 | [`k14_deep`] | 8 stages of BK = 16 (64-byte swizzle), tiles issued in pairs before each wait |
 //!
 //! The same crate builds for the host, where it exports the kernels'
 //! constants ([`registry`]) so that launch shapes are never retyped, and
@@ -31,11 +30,7 @@
 // `#[inline(always)]` on the closures of step 11's body (the modules
 // without it would call the feature unused).
 #![cfg_attr(
-    any(
-        not(target_arch = "nvptx64"),
-        gemm_module = "mma",
-        gemm_module = "wgmma"
-    ),
+    any(not(target_arch = "nvptx64"), gemm_module = "mma"),
     feature(stmt_expr_attributes)
 )]
 #![cfg_attr(
@@ -74,7 +69,7 @@ ladder_files!(["ladder"]: k01_naive, k02_tiled16, k03_tiled32, k04_blocktile_1d,
     k06_vectorized, k07_double_buffer, k08_warptile, k09_prefetch);
 ladder_files!(["tuned_a" | "tuned_b"]: k10_tuned);
 ladder_files!(["mma"]: k11_mma);
-ladder_files!(["wgmma"]: k12_wgmma, k13_wgmma_ws, k14_deep);
+ladder_files!(["wgmma"]: k12_wgmma, k13_wgmma_ws);
 
 #[cfg(not(target_arch = "nvptx64"))]
 pub mod registry;

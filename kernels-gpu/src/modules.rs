@@ -115,11 +115,11 @@ pub const MMA: PtxModule = PtxModule {
     files: "k11_mma",
 };
 
-/// Steps 12-14: Hopper's `wgmma` fed by TMA (architecture-specific PTX).
+/// Steps 12-13: Hopper's `wgmma` fed by TMA (architecture-specific PTX).
 pub const WGMMA: PtxModule = PtxModule {
     name: "wgmma",
     arch: Arch::SM90A,
-    files: "k12_wgmma .. k14_deep",
+    files: "k12_wgmma, k13_wgmma_ws",
 };
 
 /// Every module, in ladder order.

@@ -31,7 +31,6 @@ pub const KERNELS: &[KernelSpec] = &[
     crate::k11_mma::SPEC_128X64X32_W64X32_S2,
     crate::k12_wgmma::SPEC_256X128X32_S4,
     crate::k13_wgmma_ws::SPEC_256X128X32_S4,
-    crate::k14_deep::SPEC_256X128X16_S8,
 ];
 
 /// The kernel called `name`, if there is one.

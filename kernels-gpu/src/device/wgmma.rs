@@ -171,50 +171,6 @@ with_d! {
     )
 }
 
-with_d! {
-    /// [`fence_128`] for a group of two k-steps (BK = 16).
-    ///
-    /// # Safety
-    /// Rule 1.
-    fn fence_128_k2(d: [f32; 128], a: &mut [[u32; 4]; 2], b: &mut [u64; 2])
-    template: ("wgmma.fence.sync.aligned; // ", d_list!([0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31 32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53 54 55 56 57 58 59 60 61 62 63 64 65 66 67 68 69 70 71 72 73 74 75 76 77 78 79 80 81 82 83 84 85 86 87 88 89 90 91 92 93 94 95 96 97 98 99 100 101 102 103 104 105 106 107 108 109 110 111 112 113 114 115 116 117 118 119 120 121 122 123 124 125 126 127]),
-        " {a0} {a1} {a2} {a3} {a4} {a5} {a6} {a7} {b0} {b1}")
-    regs: [0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31 32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53 54 55 56 57 58 59 60 61 62 63 64 65 66 67 68 69 70 71 72 73 74 75 76 77 78 79 80 81 82 83 84 85 86 87 88 89 90 91 92 93 94 95 96 97 98 99 100 101 102 103 104 105 106 107 108 109 110 111 112 113 114 115 116 117 118 119 120 121 122 123 124 125 126 127]
-    operands: (
-        a0 = inout(reg32) a[0][0], a1 = inout(reg32) a[0][1], a2 = inout(reg32) a[0][2], a3 = inout(reg32) a[0][3],
-        a4 = inout(reg32) a[1][0], a5 = inout(reg32) a[1][1], a6 = inout(reg32) a[1][2], a7 = inout(reg32) a[1][3],
-        b0 = inout(reg64) b[0], b1 = inout(reg64) b[1],
-        options(nostack),
-    )
-}
-
-with_d! {
-    /// [`wait_group_128`] naming an A of two k-steps (BK = 16).
-    ///
-    /// # Safety
-    /// Rule 1.
-    fn wait_group_128_k2<const PENDING: u32>(d: [f32; 128], a: &mut [[u32; 4]; 2])
-    template: ("wgmma.wait_group.sync.aligned {n}; // ", d_list!([0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31 32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53 54 55 56 57 58 59 60 61 62 63 64 65 66 67 68 69 70 71 72 73 74 75 76 77 78 79 80 81 82 83 84 85 86 87 88 89 90 91 92 93 94 95 96 97 98 99 100 101 102 103 104 105 106 107 108 109 110 111 112 113 114 115 116 117 118 119 120 121 122 123 124 125 126 127]),
-        " {a0} {a1} {a2} {a3} {a4} {a5} {a6} {a7}")
-    regs: [0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31 32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53 54 55 56 57 58 59 60 61 62 63 64 65 66 67 68 69 70 71 72 73 74 75 76 77 78 79 80 81 82 83 84 85 86 87 88 89 90 91 92 93 94 95 96 97 98 99 100 101 102 103 104 105 106 107 108 109 110 111 112 113 114 115 116 117 118 119 120 121 122 123 124 125 126 127]
-    operands: (
-        n = const PENDING,
-        a0 = inout(reg32) a[0][0], a1 = inout(reg32) a[0][1], a2 = inout(reg32) a[0][2], a3 = inout(reg32) a[0][3],
-        a4 = inout(reg32) a[1][0], a5 = inout(reg32) a[1][1], a6 = inout(reg32) a[1][2], a7 = inout(reg32) a[1][3],
-        options(nostack),
-    )
-}
-
-/// A shared-memory matrix descriptor as [`descriptor_k_major_sw128`], for
-/// rows of 64 bytes (16 TF32 values) stored with the 64-byte swizzle (TMA's
-/// `CU_TENSOR_MAP_SWIZZLE_64B`; 8-row atoms 512 bytes apart, 512-byte
-/// aligned): stride byte offset 512, swizzle mode 2.
-#[inline(always)]
-pub fn descriptor_k_major_sw64(word: usize) -> u64 {
-    let address = shared::address(word) as u64;
-    ((address & 0x3_FFFF) >> 4) | (1 << 16) | ((512 >> 4) << 32) | (2 << 62)
-}
-
 /// `setmaxnreg.dec.sync.aligned.u32 N`: this warpgroup gives registers
 /// back, keeping `N` per thread, for a warpgroup that needs few (a TMA
 /// producer) so that others can take them with [`take_registers`].
