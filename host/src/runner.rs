@@ -6,7 +6,7 @@
 //! Anything that can enqueue a GEMM on the GPU's stream is an [`Enqueue`]:
 //! the Rust kernels here, and the CUDA C++ and cuBLAS baselines of the bench.
 
-use cudarc::driver::sys::CUevent_flags;
+use cudarc::driver::sys::{CUdeviceptr, CUevent_flags};
 use std::sync::Mutex;
 
 use cudarc::driver::{
@@ -30,6 +30,10 @@ pub struct Buffers {
     pub c: CudaSlice<f32>,
     /// Written between timed launches to evict A, B and C from L2.
     flush: CudaSlice<u8>,
+    /// A's and B's device addresses, read once here, so that launches
+    /// that need them (TMA kernels' tensor maps) do not ask cudarc again
+    /// inside a timed region.
+    addresses: (CUdeviceptr, CUdeviceptr),
 }
 
 impl Buffers {
@@ -54,13 +58,21 @@ impl Buffers {
                     .map_err(HostError::cuda("allocating the L2 flush buffer"))?,
             )
         };
+        let (a, b) = (gpu.upload(a)?, gpu.upload(b)?);
+        let addresses = (a.device_ptr(&gpu.stream).0, b.device_ptr(&gpu.stream).0);
         Ok(Self {
             shape,
-            a: gpu.upload(a)?,
-            b: gpu.upload(b)?,
+            a,
+            b,
             c,
             flush,
+            addresses,
         })
+    }
+
+    /// A's and B's device addresses.
+    pub fn addresses(&self) -> (CUdeviceptr, CUdeviceptr) {
+        self.addresses
     }
 
     /// Fills C with NaN (all bytes 0xFF), so an element no thread writes fails verification.
@@ -202,12 +214,9 @@ impl Enqueue for RustKernel {
                 self.spec.name, bufs.shape
             )));
         }
-        let ptrs = (
-            bufs.a.device_ptr(&gpu.stream).0,
-            bufs.b.device_ptr(&gpu.stream).0,
-        );
         let mut cache = self.maps.lock().unwrap_or_else(|e| e.into_inner());
-        let maps = DeviceMaps::for_buffers(cache.take(), gpu, &boxes, ptrs, &bufs.shape)?;
+        let maps =
+            DeviceMaps::for_buffers(cache.take(), gpu, &boxes, bufs.addresses(), &bufs.shape)?;
         // SAFETY: gemm_kernel!(name, tensor_maps) entries take (A, B, C,
         // m, n, k, maps); the maps were made for these buffers, this shape
         // and the kernel's own boxes; geometry from the kernel's spec.
