@@ -8,33 +8,86 @@ use std::sync::Arc;
 
 use cudarc::cublas::sys::{cublasMath_t, cublasOperation_t};
 use cudarc::cublas::{CudaBlas, Gemm, GemmConfig};
-use cudarc::driver::CudaFunction;
 use cudarc::nvrtc::CompileOptions;
 use kernels_gpu::launch::{KernelSpec, Precision};
 use kernels_gpu::registry;
 
 use crate::HostError;
 use crate::gpu::Gpu;
-use crate::runner::{self, Buffers, Enqueue, RustKernel};
+use crate::runner::{Buffers, Enqueue, Kernel};
 
 /// The baselines' names in reports.
 pub const CUBLAS_FP32: &str = "cuBLAS SGEMM";
 pub const CUBLAS_TF32: &str = "cuBLAS TF32";
 
-/// The CUDA C++ twins' source.
-pub const LESSON_CU: &str = include_str!("../cuda/lesson.cu");
-
-/// A CUDA C++ kernel with the same launch shape as its Rust twin.
-pub struct CudaTwin {
-    /// `naive (CUDA C++)`.
-    label: String,
-    /// The Rust kernel this one mirrors; its spec gives the launch shape.
-    pub twin: &'static KernelSpec,
-    func: CudaFunction,
+/// A CUDA C++ file of twins: kernels with the same algorithm, tiles,
+/// launch shape and edge guards as the Rust kernels of the same names,
+/// compiled by NVRTC (one module per file) so that the bench's
+/// "Rust / C++" column compares compilers, not algorithms.
+pub struct TwinSource {
+    /// Its path in the repository, for messages.
+    pub path: &'static str,
+    pub source: &'static str,
+    /// The Rust kernels twinned here; each twin's entry has its name.
+    pub kernels: &'static [&'static str],
+    /// Whether the twins take their tiles from launch-sized shared memory
+    /// (`extern __shared__`, the spec's `shared_bytes`) rather than
+    /// declaring them `__shared__`.
+    pub launch_sized_shared: bool,
+    /// NVRTC options beyond the architecture (constants of the Rust kernels).
+    pub options: fn() -> Vec<String>,
 }
 
-/// Compiles the twins with NVRTC for this GPU and loads them.
-pub fn load_cuda_twins(gpu: &Gpu) -> Result<Vec<CudaTwin>, String> {
+/// Every twin, one registry: the bench, the tests and the docs read it.
+pub const TWINS: &[TwinSource] = &[
+    TwinSource {
+        path: "host/cuda/lesson.cu",
+        source: include_str!("../cuda/lesson.cu"),
+        kernels: &["naive", "tiled16"],
+        launch_sized_shared: false,
+        options: || vec![format!("-DTILE={}", kernels_gpu::k02_tiled16::T)],
+    },
+    TwinSource {
+        path: "host/cuda/tuned.cu",
+        source: include_str!("../cuda/tuned.cu"),
+        kernels: &["tuned_128x128x16_w32x64", "tuned_128x128x8_w64x64"],
+        launch_sized_shared: true,
+        options: Vec::new,
+    },
+    TwinSource {
+        path: "host/cuda/wgmma_ws.cu",
+        source: include_str!("../cuda/wgmma_ws.cu"),
+        kernels: &["wgmma_ws_256x128x32_s4"],
+        launch_sized_shared: true,
+        options: Vec::new,
+    },
+];
+
+/// The twin of the Rust kernel `name`, if it has one.
+pub fn twin_of(name: &str) -> Option<&'static TwinSource> {
+    TWINS.iter().find(|t| t.kernels.contains(&name))
+}
+
+/// Compiles, for this GPU, the twins of the kernels `wanted` accepts and
+/// loads them. A file that cannot be used (NVRTC missing, a GPU too old
+/// for its Rust kernels, a compile error) is skipped with a one-line reason.
+pub fn load_cuda_twins(gpu: &Gpu, wanted: impl Fn(&str) -> bool) -> (Vec<Kernel>, Vec<String>) {
+    let mut twins = Vec::new();
+    let mut skipped = Vec::new();
+    for src in TWINS {
+        let names: Vec<&str> = src.kernels.iter().copied().filter(|k| wanted(k)).collect();
+        if names.is_empty() {
+            continue;
+        }
+        match load_source(gpu, src, &names) {
+            Ok(mut loaded) => twins.append(&mut loaded),
+            Err(why) => skipped.push(format!("the CUDA C++ twins in {}: {why}", src.path)),
+        }
+    }
+    (twins, skipped)
+}
+
+fn load_source(gpu: &Gpu, src: &TwinSource, names: &[&str]) -> Result<Vec<Kernel>, String> {
     // SAFETY: only tries to dlopen libnvrtc under its known names.
     if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
         return Err(
@@ -43,15 +96,33 @@ pub fn load_cuda_twins(gpu: &Gpu) -> Result<Vec<CudaTwin>, String> {
                 .into(),
         );
     }
-    let (major, minor) = gpu.info.compute_capability;
-    // NVRTC wants a 'static arch name; one leak per process is fine.
-    let arch: &'static str = Box::leak(format!("compute_{major}{minor}").into_boxed_str());
+    let specs: Vec<&'static KernelSpec> = names
+        .iter()
+        .map(|n| {
+            registry::find(n).expect("every CUDA twin has a Rust kernel (tests/tests/twins.rs)")
+        })
+        .collect();
+    // The twins need what their Rust kernels need.
+    for spec in &specs {
+        gpu.check_runs(spec).map_err(|e| e.to_string())?;
+    }
+    // Architecture-specific PTX (sm_90a) for twins of sm_90a kernels;
+    // otherwise this GPU's own architecture.
+    let arch = if specs.iter().any(|s| s.module.arch.exact) {
+        let (major, minor) = specs[0].module.arch.capability;
+        format!("compute_{major}{minor}a")
+    } else {
+        let (major, minor) = gpu.info.compute_capability;
+        format!("compute_{major}{minor}")
+    };
+    // NVRTC wants a 'static arch name; one leak per file per process is fine.
+    let arch: &'static str = Box::leak(arch.into_boxed_str());
     let opts = CompileOptions {
         arch: Some(arch),
-        options: vec![format!("-DTILE={}", kernels_gpu::k02_tiled16::T)],
+        options: (src.options)(),
         ..Default::default()
     };
-    let ptx = cudarc::nvrtc::compile_ptx_with_opts(LESSON_CU, opts).map_err(|e| {
+    let ptx = cudarc::nvrtc::compile_ptx_with_opts(src.source, opts).map_err(|e| {
         // The first error is the one that matters; the log can run to pages.
         let log = match &e {
             cudarc::nvrtc::CompileError::CompileError { log, .. } => {
@@ -65,7 +136,7 @@ pub fn load_cuda_twins(gpu: &Gpu) -> Result<Vec<CudaTwin>, String> {
             .unwrap_or(log.as_str())
             .trim()
             .to_string();
-        format!("NVRTC could not compile host/cuda/lesson.cu: {first}")
+        format!("NVRTC could not compile it: {first}")
     })?;
     let module = gpu.ctx.load_module(ptx).map_err(|e| {
         format!(
@@ -73,40 +144,22 @@ pub fn load_cuda_twins(gpu: &Gpu) -> Result<Vec<CudaTwin>, String> {
             crate::error::cuda_error_name(&e)
         )
     })?;
-    ["naive", "tiled16"]
+    specs
         .into_iter()
-        .map(|name| {
-            let twin = registry::find(name).expect("every CUDA twin has a Rust kernel");
+        .map(|spec| {
             let func = module
-                .load_function(name)
-                .map_err(|e| format!("{name} missing from NVRTC's module: {e}"))?;
-            Ok(CudaTwin {
-                label: format!("{name} (CUDA C++)"),
-                twin,
-                func,
-            })
+                .load_function(spec.name)
+                .map_err(|e| format!("{} missing from NVRTC's module: {e}", spec.name))?;
+            let shared = if src.launch_sized_shared {
+                spec.launch.shared_bytes
+            } else {
+                0
+            };
+            gpu.allow_shared(&func, spec.name, shared)
+                .map_err(|e| e.to_string())?;
+            Ok(Kernel::cuda_twin(spec, func, shared))
         })
         .collect()
-}
-
-impl Enqueue for CudaTwin {
-    fn name(&self) -> &str {
-        &self.label
-    }
-
-    fn precision(&self) -> Precision {
-        self.twin.precision
-    }
-
-    fn enqueue(&self, gpu: &Gpu, bufs: &mut Buffers) -> Result<(), HostError> {
-        // The twins declare their tiles statically (__shared__): no
-        // launch-sized shared memory; the grid is the Rust twin's.
-        let cfg = runner::launch_config(self.twin, &bufs.shape, 0)?;
-        // SAFETY: lesson.cu's kernels take (A, B, C, M, N, K) (ints: the
-        // u32 sizes are at most 2^20, so the bits agree) and guard their
-        // edges like the Rust twins whose grid they are launched with.
-        unsafe { runner::launch_gemm(gpu, &self.func, cfg, bufs, None, &self.label) }
-    }
 }
 
 /// cuBLAS SGEMM: in plain FP32 (TF32 tensor cores off), or with TF32
@@ -194,6 +247,6 @@ impl Enqueue for Cublas {
 pub fn load_rust_kernels(
     gpu: &Gpu,
     specs: &[&'static KernelSpec],
-) -> Result<Vec<RustKernel>, HostError> {
-    specs.iter().map(|s| RustKernel::load(gpu, s)).collect()
+) -> Result<Vec<Kernel>, HostError> {
+    specs.iter().map(|s| Kernel::load(gpu, s)).collect()
 }

@@ -265,26 +265,36 @@ impl Gpu {
                 "finding kernel {} in the PTX",
                 spec.name
             )))?;
-        let shared = spec.launch.shared_bytes;
-        if shared > self.max_shared_bytes {
+        self.allow_shared(&f, spec.name, spec.launch.shared_bytes)?;
+        Ok(f)
+    }
+
+    /// Lets `f` (kernel `name`) launch with `bytes` of launch-sized shared
+    /// memory: an error above the GPU's limit, an opt-in above 48 KB.
+    pub fn allow_shared(
+        &self,
+        f: &CudaFunction,
+        name: &str,
+        bytes: usize,
+    ) -> Result<(), HostError> {
+        if bytes > self.max_shared_bytes {
             return Err(HostError::TooMuchShared {
-                kernel: spec.name.into(),
-                need: shared,
+                kernel: name.into(),
+                need: bytes,
                 limit: self.max_shared_bytes,
             });
         }
         // Above 48 KB a block's dynamic shared memory must be opted into.
-        if shared > 48 * 1024 {
+        if bytes > 48 * 1024 {
             f.set_attribute(
                 CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                shared as i32,
+                bytes as i32,
             )
             .map_err(HostError::cuda(format!(
-                "raising {}'s shared-memory limit",
-                spec.name
+                "raising {name}'s shared-memory limit"
             )))?;
         }
-        Ok(f)
+        Ok(())
     }
 
     /// Free and total device memory, bytes.

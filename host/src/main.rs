@@ -11,7 +11,7 @@ use clap::Parser;
 use host::gpu::Gpu;
 use host::reference::Reference;
 use host::report::{KernelReport, RunReport};
-use host::runner::{self, Buffers, RustKernel, TimingOptions};
+use host::runner::{self, Buffers, Kernel, TimingOptions};
 use host::shape::Shape;
 use host::{HostError, inputs};
 use kernels_gpu::launch::{KernelSpec, Operands};
@@ -303,7 +303,7 @@ fn run(args: &Args) -> Result<bool> {
         print!("{}", report.header());
     }
     for spec in kernels {
-        let kernel = RustKernel::load(&gpu, spec)?;
+        let kernel = Kernel::load(&gpu, spec)?;
         let measurement = runner::measure(&gpu, &mut bufs, &reference, &kernel, opts)?;
         let r = KernelReport::new(spec, &shape, &gpu.info, measurement);
         if !args.json {

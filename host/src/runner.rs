@@ -107,26 +107,68 @@ pub trait Enqueue {
     fn enqueue(&self, gpu: &Gpu, bufs: &mut Buffers) -> Result<(), HostError>;
 }
 
-/// A kernel of `kernels-gpu`, loaded from the PTX.
-pub struct RustKernel {
+/// A kernel loaded on the GPU: one of `kernels-gpu`'s, or its CUDA C++
+/// twin (`crate::baselines`), which launches with the Rust kernel's spec.
+pub struct Kernel {
     pub spec: &'static KernelSpec,
+    /// Its name in reports: the spec's, or `NAME (CUDA C++)` for a twin.
+    label: String,
     func: CudaFunction,
+    /// Launch-sized shared memory: the spec's, or 0 for a twin that
+    /// declares its tiles `__shared__`.
+    shared_bytes: usize,
+    /// Elements one matrix may have: the Rust kernels' 32-bit offsets
+    /// allow `u32::MAX`, the twins' `int` offsets `i32::MAX`.
+    max_elems: usize,
     /// A TMA kernel's tensor maps, made for the buffers it last ran on.
     maps: Mutex<Option<DeviceMaps>>,
 }
 
-impl RustKernel {
+impl Kernel {
+    /// The Rust kernel `spec`, from the PTX modules.
     pub fn load(gpu: &Gpu, spec: &'static KernelSpec) -> Result<Self, HostError> {
         Ok(Self {
             spec,
+            label: spec.name.into(),
             func: gpu.function(spec)?,
+            shared_bytes: spec.launch.shared_bytes,
+            max_elems: kernels_gpu::gemm::MAX_ELEMS,
             maps: Mutex::new(None),
         })
     }
 
+    /// The CUDA C++ twin `func` of the Rust kernel `spec`, launched with
+    /// `shared_bytes` of launch-sized shared memory (0 or the spec's).
+    pub fn cuda_twin(spec: &'static KernelSpec, func: CudaFunction, shared_bytes: usize) -> Self {
+        Self {
+            spec,
+            label: format!("{} (CUDA C++)", spec.name),
+            func,
+            shared_bytes,
+            max_elems: i32::MAX as usize,
+            maps: Mutex::new(None),
+        }
+    }
+
     /// The launch configuration, from the kernel's own constants.
     pub fn config(&self, shape: &Shape) -> Result<LaunchConfig, HostError> {
-        launch_config(self.spec, shape, self.spec.launch.shared_bytes)
+        launch_config(self.spec, shape, self.shared_bytes)
+    }
+
+    /// Why this kernel cannot take `shape`, if it cannot.
+    pub fn unsupported(&self, shape: &Shape) -> Option<String> {
+        let (a, b, c) = shape.elems();
+        if a.max(b).max(c) > self.max_elems {
+            return Some(format!(
+                "a matrix of {} elements is more than its offsets allow ({})",
+                a.max(b).max(c),
+                self.max_elems
+            ));
+        }
+        self.spec
+            .operands
+            .unsupported(shape.m, shape.n, shape.k)
+            .map(String::from)
     }
 }
 
@@ -188,9 +230,9 @@ pub unsafe fn launch_gemm(
         })
 }
 
-impl Enqueue for RustKernel {
+impl Enqueue for Kernel {
     fn name(&self) -> &str {
-        self.spec.name
+        &self.label
     }
 
     fn precision(&self) -> Precision {
@@ -199,29 +241,28 @@ impl Enqueue for RustKernel {
 
     fn enqueue(&self, gpu: &Gpu, bufs: &mut Buffers) -> Result<(), HostError> {
         let cfg = self.config(&bufs.shape)?;
-        let Operands::TensorMaps(boxes) = self.spec.operands else {
-            // SAFETY: gemm_kernel! entries take (A, B, C, m, n, k); grid,
-            // block and shared memory come from the kernel's own spec.
-            return unsafe { launch_gemm(gpu, &self.func, cfg, bufs, None, self.spec.name) };
-        };
-        if let Some(why) = self
-            .spec
-            .operands
-            .unsupported(bufs.shape.m, bufs.shape.n, bufs.shape.k)
-        {
+        if let Some(why) = self.unsupported(&bufs.shape) {
             return Err(HostError::BadShape(format!(
                 "kernel {} cannot take {}: {why}; choose another kernel",
-                self.spec.name, bufs.shape
+                self.label, bufs.shape
             )));
         }
+        let Operands::TensorMaps(boxes) = self.spec.operands else {
+            // SAFETY: gemm_kernel! entries and their twins take (A, B, C,
+            // m, n, k); grid and block come from the kernel's own spec,
+            // shared memory from it too (or none for a twin with static
+            // tiles); offsets fit the kernel's index type (checked above).
+            return unsafe { launch_gemm(gpu, &self.func, cfg, bufs, None, &self.label) };
+        };
         let mut cache = self.maps.lock().unwrap_or_else(|e| e.into_inner());
         let maps =
             DeviceMaps::for_buffers(cache.take(), gpu, &boxes, bufs.addresses(), &bufs.shape)?;
-        // SAFETY: gemm_kernel!(name, tensor_maps) entries take (A, B, C,
-        // m, n, k, maps); the maps were made for these buffers, this shape
-        // and the kernel's own boxes; geometry from the kernel's spec.
+        // SAFETY: gemm_kernel!(name, tensor_maps) entries and their twins
+        // take (A, B, C, m, n, k, maps); the maps were made for these
+        // buffers, this shape and the kernel's own boxes; geometry from
+        // the kernel's spec.
         let launched =
-            unsafe { launch_gemm(gpu, &self.func, cfg, bufs, Some(&maps.maps), self.spec.name) };
+            unsafe { launch_gemm(gpu, &self.func, cfg, bufs, Some(&maps.maps), &self.label) };
         *cache = Some(maps);
         launched
     }

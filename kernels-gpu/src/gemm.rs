@@ -46,6 +46,70 @@ impl Gemm {
     }
 }
 
+/// The most elements one matrix may hold: the kernels compute element
+/// offsets in 32 bits (see [`Gemm::a_index`]); the host refuses larger
+/// shapes.
+pub const MAX_ELEMS: usize = u32::MAX as usize;
+
+impl Gemm {
+    /// `(m, n, k)` as `u32`, the type of the offset helpers' coordinates
+    /// (the kernel parameters are `u32`, so nothing is lost).
+    #[inline(always)]
+    pub fn dims32(self) -> (u32, u32, u32) {
+        (self.m as u32, self.n as u32, self.k as u32)
+    }
+
+    /// The index of `A[row][col]` in A's buffer, `row * k + col`.
+    ///
+    /// Computed in 32 bits with a promise of no wrap-around
+    /// (`unchecked_mul`, `unchecked_add`), which is what lets LLVM turn a
+    /// loop's offsets into pointer steps with 32-bit strides (one `IMAD.WIDE`
+    /// per step in SASS) and keep loads in flight; `usize` arithmetic gives
+    /// 64-bit strides (two instructions per step), wrapping `u32`
+    /// arithmetic gives neither. docs/rust-vs-cuda.md has the measurements.
+    ///
+    /// # Safety
+    /// `row < m` and `col < k`, and A has at most [`MAX_ELEMS`] elements
+    /// (the host guarantees it), so the offset fits in a `u32`.
+    #[inline(always)]
+    pub unsafe fn a_index(self, row: u32, col: u32) -> usize {
+        // SAFETY: row * k + col < m * k <= MAX_ELEMS by the contract.
+        unsafe { offset32(row, self.k as u32, col) }
+    }
+
+    /// The index of `B[row][col]`, `row * n + col`; as [`Self::a_index`].
+    ///
+    /// # Safety
+    /// `row < k` and `col < n`; B has at most [`MAX_ELEMS`] elements.
+    #[inline(always)]
+    pub unsafe fn b_index(self, row: u32, col: u32) -> usize {
+        // SAFETY: row * n + col < k * n <= MAX_ELEMS by the contract.
+        unsafe { offset32(row, self.n as u32, col) }
+    }
+
+    /// The index of `C[row][col]`, `row * n + col`; as [`Self::a_index`].
+    ///
+    /// # Safety
+    /// `row < m` and `col < n`; C has at most [`MAX_ELEMS`] elements.
+    #[inline(always)]
+    pub unsafe fn c_index(self, row: u32, col: u32) -> usize {
+        // SAFETY: row * n + col < m * n <= MAX_ELEMS by the contract.
+        unsafe { offset32(row, self.n as u32, col) }
+    }
+}
+
+/// `row * width + col` in `u32` arithmetic that must not wrap.
+///
+/// # Safety
+/// The exact result is at most `u32::MAX`.
+#[inline(always)]
+#[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+unsafe fn offset32(row: u32, width: u32, col: u32) -> usize {
+    // SAFETY: forwarded: the product and the sum fit in 32 bits (and so
+    // do the factors, which are at most the result or zero).
+    unsafe { row.unchecked_mul(width).unchecked_add(col) as usize }
+}
+
 impl Gemm {
     /// `A[row][col..col + 4]`, where `idx == row * k + col`. Guarded
     /// (`GUARD = true`): four scalar loads, elements outside A read as

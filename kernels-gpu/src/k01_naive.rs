@@ -40,21 +40,22 @@ pub const SPEC: KernelSpec = KernelSpec {
 
 /// `C[row][col] = sum_k A[row][k] * B[k][col]`, one thread per `(row, col)`.
 pub fn naive(g: Gemm) {
-    let row = block_idx_y() * BLOCK + thread_idx_y();
-    let col = block_idx_x() * BLOCK + thread_idx_x();
+    // Coordinates in u32, as CUDA C++ uses int: see `Gemm::a_index`.
+    let (m, n, k) = g.dims32();
+    let row = (block_idx_y() * BLOCK + thread_idx_y()) as u32;
+    let col = (block_idx_x() * BLOCK + thread_idx_x()) as u32;
     // No barrier in this kernel, so edge threads may simply leave.
-    if row >= g.m || col >= g.n {
+    if row >= m || col >= n {
         return;
     }
     let mut acc = 0.0f32;
-    for kk in 0..g.k {
-        // SAFETY: row < m and kk < k, so row * k + kk < m * k (A's length);
-        // kk < k and col < n, so kk * n + col < k * n (B's length).
-        let (a, b) = unsafe { (g.a.read(row * g.k + kk), g.b.read(kk * g.n + col)) };
+    for kk in 0..k {
+        // SAFETY: row < m and kk < k: inside A; kk < k and col < n: inside B.
+        let (a, b) = unsafe { (g.a.read(g.a_index(row, kk)), g.b.read(g.b_index(kk, col))) };
         acc = fma(a, b, acc);
     }
     // SAFETY: row < m and col < n; this thread alone owns C[row][col].
-    unsafe { g.c.write(row * g.n + col, acc) };
+    unsafe { g.c.write(g.c_index(row, col), acc) };
 }
 
 crate::gemm_kernel!(naive);

@@ -7,7 +7,7 @@ use std::process::{Command, ExitCode};
 
 use host::gpu::{self, Gpu};
 use host::reference::Reference;
-use host::runner::{self, Buffers, RustKernel, TimingOptions};
+use host::runner::{self, Buffers, Kernel, TimingOptions};
 use host::shape::Shape;
 use kernels_gpu::registry::KERNELS;
 
@@ -69,7 +69,7 @@ fn main() -> ExitCode {
             if let Some(why) = spec.operands.unsupported(m, n, k) {
                 // A TMA kernel at rows that are not 16-byte multiples: a
                 // clear refusal, never a launch.
-                let result = RustKernel::load(&gpu, spec).and_then(|kernel| {
+                let result = Kernel::load(&gpu, spec).and_then(|kernel| {
                     use host::runner::Enqueue;
                     kernel.enqueue(&gpu, &mut bufs)
                 });
@@ -85,7 +85,7 @@ fn main() -> ExitCode {
                 );
                 continue;
             }
-            let result = RustKernel::load(&gpu, spec)
+            let result = Kernel::load(&gpu, spec)
                 .and_then(|kernel| {
                     let opts = TimingOptions {
                         warmup: 0,

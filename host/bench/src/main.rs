@@ -14,11 +14,11 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result, bail};
 use clap::Parser;
-use host::baselines::{self, Cublas, CudaTwin};
+use host::baselines::{self, Cublas};
 use host::gpu::Gpu;
 use host::model;
 use host::reference::Reference;
-use host::runner::{self, Buffers, Enqueue, RustKernel, TimingOptions};
+use host::runner::{self, Buffers, Enqueue, Kernel, TimingOptions};
 use host::shape::Shape;
 use indicatif::{ProgressBar, ProgressStyle};
 use kernels_gpu::launch::{KernelSpec, Precision};
@@ -153,8 +153,9 @@ fn parse_size(s: &str) -> Result<Shape> {
 
 /// The variants that run at every size, in table order.
 struct Variants {
-    rust: Vec<RustKernel>,
-    cuda: Vec<CudaTwin>,
+    rust: Vec<Kernel>,
+    /// The CUDA C++ twins (`baselines::TWINS`) of the kernels that run.
+    cuda: Vec<Kernel>,
     /// cuBLAS SGEMM, then cuBLAS TF32, where loaded.
     cublas: Vec<Cublas>,
 }
@@ -220,17 +221,12 @@ fn measure_all(args: &Args) -> Result<Results> {
             }
         }
     }
-    let cuda = match baselines::load_cuda_twins(&gpu) {
-        Ok(twins) => twins
-            .into_iter()
-            .filter(|t| wanted(args, t.twin.name))
-            .collect(),
-        Err(why) => {
-            eprintln!("skipping the CUDA C++ twins: {why}");
-            skipped.push(format!("CUDA C++ twins: {why}"));
-            Vec::new()
-        }
-    };
+    let (cuda, twins_skipped) =
+        baselines::load_cuda_twins(&gpu, |name| specs.iter().any(|s| s.name == name));
+    for why in twins_skipped {
+        eprintln!("skipping {why}");
+        skipped.push(why);
+    }
     // cuBLAS TF32 is the TF32 kernels' baseline: run it where one runs
     // (and where asked for by name).
     let any_tf32 = specs.iter().any(|s| s.precision == Precision::Tf32);
@@ -291,18 +287,20 @@ fn measure_all(args: &Args) -> Result<Results> {
                 bar.inc(1);
                 row
             };
-        for k in &variants.rust {
-            if let Some(why) = k.spec.operands.unsupported(shape.m, shape.n, shape.k) {
+        for k in variants.rust.iter().chain(&variants.cuda) {
+            if let Some(why) = k.unsupported(shape) {
                 // Visible, and recorded: the table has no row for it.
-                bar.println(format!("skipping {} at {shape}: {why}", k.spec.name));
-                skipped.push(format!("{} at {shape}: {why}", k.spec.name));
+                bar.println(format!("skipping {} at {shape}: {why}", k.name()));
+                skipped.push(format!("{} at {shape}: {why}", k.name()));
                 bar.inc(1);
                 continue;
             }
-            rows.push(one(k, Kind::Rust, Some(k.spec), None)?);
-        }
-        for t in &variants.cuda {
-            rows.push(one(t, Kind::Cuda, Some(t.twin), Some(t.twin.name))?);
+            let (kind, twin) = if k.name() == k.spec.name {
+                (Kind::Rust, None)
+            } else {
+                (Kind::Cuda, Some(k.spec.name))
+            };
+            rows.push(one(k, kind, Some(k.spec), twin)?);
         }
         for c in &variants.cublas {
             rows.push(one(c, Kind::Cublas, None, None)?);

@@ -1,0 +1,161 @@
+//! The CUDA C++ twins (`host::baselines::TWINS`), checked without a GPU:
+//! each twins a registered Rust kernel with the same launch parameters, and
+//! each file compiles (nvcc's front end, the one NVRTC uses) and assembles
+//! with no spills, like the Rust kernels (tests/tests/ptx.rs).
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use host::baselines::TWINS;
+use kernels_gpu::registry;
+use tests::{find_ptxas, parse_ptxas, ptx_entry};
+
+#[test]
+fn every_twin_mirrors_a_registered_kernel_and_is_defined_in_its_file() {
+    for src in TWINS {
+        assert!(!src.kernels.is_empty(), "{} twins nothing", src.path);
+        for name in src.kernels {
+            assert!(
+                registry::find(name).is_some(),
+                "{}: {name} is not a registered Rust kernel",
+                src.path
+            );
+            let defined = src
+                .source
+                .contains(&format!("extern \"C\" __global__ void {name}("))
+                || src.source.contains(&format!(", {name})"));
+            assert!(defined, "{}: no entry {name}", src.path);
+        }
+        // One twin per kernel: the bench pairs them by name.
+        for name in src.kernels {
+            let files = TWINS.iter().filter(|t| t.kernels.contains(name)).count();
+            assert_eq!(files, 1, "{name} has {files} twins");
+        }
+    }
+}
+
+/// `INSTANCE(BM, BN, BK, WM_ITERS, WN_ITERS, NAME)` in tuned.cu: the
+/// parameters the C++ instance is built with must give the Rust spec's
+/// launch (threads, tile, shared memory) and name.
+#[test]
+fn tuned_twins_have_their_rust_kernels_parameters() {
+    let src = TWINS
+        .iter()
+        .find(|t| t.path.ends_with("tuned.cu"))
+        .expect("tuned.cu is a twin file");
+    let mut seen = 0;
+    for line in src.source.lines().filter(|l| l.starts_with("INSTANCE(")) {
+        let args: Vec<&str> = line["INSTANCE(".len()..line.len() - 1]
+            .split(',')
+            .map(str::trim)
+            .collect();
+        let p: Vec<usize> = args[..5].iter().map(|a| a.parse().unwrap()).collect();
+        let (bm, bn, bk, wmi, wni) = (p[0], p[1], p[2], p[3], p[4]);
+        let name = args[5];
+        let (wm, wn) = (16 * wmi, 32 * wni);
+        assert_eq!(name, format!("tuned_{bm}x{bn}x{bk}_w{wm}x{wn}"));
+        let spec = registry::find(name).expect("a registered kernel");
+        let threads = (bm / wm) * (bn / wn) * 32;
+        assert_eq!(spec.launch.block_threads, (threads as u32, 1), "{name}");
+        assert_eq!(spec.launch.block_tile, (bm, bn), "{name}");
+        // Two stages of A's transposed tile (rows of BM + 4) and B's.
+        assert_eq!(
+            spec.launch.shared_bytes,
+            2 * (bm + 4 + bn) * bk * 4,
+            "{name}"
+        );
+        assert!(src.kernels.contains(&name), "{name} is not listed in TWINS");
+        seen += 1;
+    }
+    assert_eq!(seen, src.kernels.len(), "an instance per listed kernel");
+}
+
+/// nvcc from the same wheel as ptxas.
+fn find_nvcc() -> Option<PathBuf> {
+    let ptxas = find_ptxas()?;
+    let nvcc = ptxas.with_file_name("nvcc");
+    if nvcc.parent().is_some_and(|p| !p.as_os_str().is_empty()) {
+        return nvcc.exists().then_some(nvcc);
+    }
+    Command::new("nvcc")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success())
+        .then(|| PathBuf::from("nvcc"))
+}
+
+#[test]
+fn twins_compile_and_assemble_without_spills() {
+    let (Some(nvcc), Some(ptxas)) = (find_nvcc(), find_ptxas()) else {
+        assert!(
+            std::env::var_os("REQUIRE_PTXAS").is_none(),
+            "REQUIRE_PTXAS is set but nvcc/ptxas were not found"
+        );
+        eprintln!("SKIPPED: nvcc or ptxas not found (pip install nvidia-cuda-nvcc)");
+        return;
+    };
+    let dir = std::env::temp_dir().join(format!("twins-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for src in TWINS {
+        let specs: Vec<_> = src
+            .kernels
+            .iter()
+            .map(|n| registry::find(n).unwrap())
+            .collect();
+        // sm_90a for twins of sm_90a kernels; else a current GPU (the bench
+        // compiles for the GPU it runs on).
+        let arch = if specs.iter().any(|s| s.module.arch.exact) {
+            "sm_90a"
+        } else {
+            "sm_90"
+        };
+        let stem = src.path.rsplit('/').next().unwrap();
+        let cu = dir.join(stem);
+        let ptx = dir.join(format!("{stem}.ptx"));
+        std::fs::write(&cu, src.source).unwrap();
+        let out = Command::new(&nvcc)
+            .args(["--ptx", &format!("-arch={arch}"), "-o"])
+            .arg(&ptx)
+            .args((src.options)())
+            .arg(&cu)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "nvcc could not compile {}:\n{}",
+            src.path,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let text = std::fs::read_to_string(&ptx).unwrap();
+        for name in src.kernels {
+            assert!(
+                ptx_entry(&text, name).is_some(),
+                "{}: no entry {name}",
+                src.path
+            );
+        }
+        let out = Command::new(&ptxas)
+            .args([&format!("-arch={arch}"), "-v", "-o"])
+            .arg(dir.join(format!("{stem}.cubin")))
+            .arg(&ptx)
+            .output()
+            .unwrap();
+        let log = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "ptxas failed on {}:\n{log}", src.path);
+        assert!(
+            !log.contains("serialized"),
+            "{}: ptxas serialised a wgmma pipeline:\n{log}",
+            src.path
+        );
+        for e in parse_ptxas(&log) {
+            assert_eq!(
+                (e.spill_stores, e.spill_loads),
+                (0, 0),
+                "{} spills in {}",
+                e.name,
+                src.path
+            );
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
