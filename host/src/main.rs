@@ -6,7 +6,7 @@ mod emulate;
 
 use std::process::ExitCode;
 
-use anyhow::Result;
+use anyhow::{Result, bail};
 use clap::Parser;
 use host::gpu::Gpu;
 use host::reference::Reference;
@@ -176,19 +176,25 @@ fn emulated(
 
 /// The selected kernels that can take `shape`. A kernel that cannot (TMA
 /// at rows that are not 16-byte multiples) is replaced by its fallback
-/// when asked for by name, and skipped under "all"; a line says which and why.
+/// when asked for by name, and skipped under "all"; a line says which and
+/// why. An error when a kernel asked for by name has no fallback that can
+/// take the shape either (a matrix beyond 32-bit offsets), or when nothing
+/// is left to run.
 fn for_shape(
     kernels: Vec<&'static KernelSpec>,
     shape: &Shape,
     all: bool,
-) -> Vec<&'static KernelSpec> {
+) -> Result<Vec<&'static KernelSpec>> {
     let mut out: Vec<&'static KernelSpec> = Vec::new();
+    let mut last_why = None;
     for spec in kernels {
-        let Some(why) = spec.operands.unsupported(shape.m, shape.n, shape.k) else {
+        let Some(why) = spec.unsupported(shape.m, shape.n, shape.k) else {
             out.push(spec);
             continue;
         };
-        match registry::fallback(spec) {
+        let fallback =
+            registry::fallback(spec).filter(|k| k.unsupported(shape.m, shape.n, shape.k).is_none());
+        match fallback {
             Some(instead) if !all => {
                 eprintln!(
                     "{} cannot take {shape}: {why}; running {} instead",
@@ -198,10 +204,22 @@ fn for_shape(
                     out.push(instead);
                 }
             }
+            None if !all => {
+                bail!(
+                    "kernel {} cannot take {shape}: {why}; choose smaller sizes",
+                    spec.name
+                )
+            }
             _ => eprintln!("skipping {} at {shape}: {why}", spec.name),
         }
+        last_why = Some(why);
     }
-    out
+    if out.is_empty()
+        && let Some(why) = last_why
+    {
+        bail!("no kernel can take {shape} ({why}); choose smaller sizes");
+    }
+    Ok(out)
 }
 
 fn list_kernels(json: bool) -> Result<()> {
@@ -261,6 +279,7 @@ fn run(args: &Args) -> Result<bool> {
     }
     if args.emulate {
         let (kernels, skipped) = emulated(kernels, asks_for_all(&args.kernel))?;
+        let kernels = for_shape(kernels, &shape, asks_for_all(&args.kernel))?;
         return emulate::run(&shape, &kernels, &skipped, args.seed, args.json);
     }
     let opts = TimingOptions {
@@ -279,7 +298,7 @@ fn run(args: &Args) -> Result<bool> {
         }
     };
     let kernels = runnable(&gpu, kernels, asks_for_all(&args.kernel))?;
-    let kernels = for_shape(kernels, &shape, asks_for_all(&args.kernel));
+    let kernels = for_shape(kernels, &shape, asks_for_all(&args.kernel))?;
     // Check the size against free memory before making inputs on the host.
     gpu.check_fits(&shape.to_string(), Buffers::device_bytes(&gpu, &shape))?;
     let (a, b) = inputs::random_inputs(&shape, args.seed)?;

@@ -155,20 +155,19 @@ impl Kernel {
         launch_config(self.spec, shape, self.shared_bytes)
     }
 
-    /// Why this kernel cannot take `shape`, if it cannot.
+    /// Why this kernel cannot take `shape`, if it cannot: what its spec
+    /// refuses, and for a twin (`int` offsets) any matrix of 2^31 elements
+    /// or more.
     pub fn unsupported(&self, shape: &Shape) -> Option<String> {
         let (a, b, c) = shape.elems();
-        if a.max(b).max(c) > self.max_elems {
+        let largest = a.max(b).max(c);
+        if largest > self.max_elems {
             return Some(format!(
-                "a matrix of {} elements is more than its offsets allow ({})",
-                a.max(b).max(c),
+                "a matrix of {largest} elements is more than its offsets allow ({})",
                 self.max_elems
             ));
         }
-        self.spec
-            .operands
-            .unsupported(shape.m, shape.n, shape.k)
-            .map(String::from)
+        self.spec.unsupported(shape.m, shape.n, shape.k)
     }
 }
 

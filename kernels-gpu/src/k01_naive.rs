@@ -7,11 +7,21 @@
 //! the 2K loads per output to DRAM (549 GB at n = 4096): this is the
 //! baseline the tiled kernel is measured against.
 //!
-//! ptxas -arch=sm_90 -v: 32 registers, 0 spills, 0 stack; no shared memory.
-//! Measured on H200 (`cargo xtask bench`, docs/bench.json): n = 4096
-//! 44.83 ms, 3.07 TFLOP/s; its CUDA C++ twin 25.79 ms (Rust / C++ = 0.575,
-//! not yet explained: rustc unrolls the K loop 8x with 64-bit indexing,
-//! NVRTC 4x with 32-bit).
+//! It is also a control for Rust against CUDA C++: a CUDA C++ twin
+//! (`host/cuda/lesson.cu`) runs the same algorithm with the same launch,
+//! so a difference between the two is the compilers', not the kernel's.
+//! For that reason its offsets come from `Gemm::a_index`, `b_index` and
+//! `c_index` ([`crate::gemm`]): 32-bit arithmetic without wrap-around
+//! (`unchecked_mul`, `unchecked_add`), like the twin's `int`. That lets
+//! LLVM step the pointers through A and B with 32-bit strides (one
+//! `IMAD.WIDE` per step in SASS) and ptxas keep loads in flight; with
+//! 64-bit (`usize`) offsets this kernel fell well behind its twin. The
+//! explanation and its measurements: docs/rust-vs-cuda.md.
+//!
+//! Measured: the README's bench table and docs/bench.json (`cargo xtask
+//! bench`; the Rust / CUDA C++ column compares it with its twin); past
+//! runs in docs/measurements.md. Registers per entry: `cargo test -p tests
+//! --test ptx -- --nocapture`.
 
 use crate::device::{block_idx_x, block_idx_y, fma, thread_idx_x, thread_idx_y};
 use crate::gemm::Gemm;

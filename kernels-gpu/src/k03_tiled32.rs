@@ -15,10 +15,10 @@
 //! its reads of A are one broadcast address. Two 32x32 tiles are the
 //! lesson's "8 KB of shared memory per stage".
 //!
-//! Measured on H200 (`cargo xtask bench`, docs/bench.json): n = 4096
-//! 15.870 ms, 8.7 TFLOP/s, 16.9% of cuBLAS,
-//! 1.38x step tiled16.
-//! ptxas -arch=sm_90 -v: 32 registers, 0 spills, 0 stack; 8192 B shared.
+//! Measured: the README's bench table and docs/bench.json (`cargo xtask
+//! bench`); past runs, with the prediction next to the outcome, in
+//! docs/measurements.md. Registers per entry: `cargo test -p tests --test
+//! ptx -- --nocapture`.
 //!
 //! Any M, N, K >= 1: tile elements outside A or B are staged as zero,
 //! threads outside C store nothing, and every thread reaches every barrier.

@@ -11,10 +11,10 @@
 //! (traffic model: reuse 64 both ways). Prediction: about 2x over step 03,
 //! 12-16 TFLOP/s on an H200.
 //!
-//! Measured on H200 (`cargo xtask bench`, docs/bench.json): n = 4096
-//! 7.848 ms, 17.5 TFLOP/s, 34.1% of cuBLAS,
-//! 2.02x step tiled32.
-//! ptxas -arch=sm_90 -v: 56 registers, 0 spills, 0 stack; 4096 B shared.
+//! Measured: the README's bench table and docs/bench.json (`cargo xtask
+//! bench`); past runs, with the prediction next to the outcome, in
+//! docs/measurements.md. Registers per entry: `cargo test -p tests --test
+//! ptx -- --nocapture`.
 //!
 //! Edges: a block entirely inside C with K % BK == 0 takes the unguarded
 //! path; any other block stages zeros outside A and B and stores only

@@ -12,10 +12,10 @@
 //! warp, 8 words apart). Prediction: about 1.8x over step 04, 22-28
 //! TFLOP/s on an H200.
 //!
-//! Measured on H200 (`cargo xtask bench`, docs/bench.json): n = 4096
-//! 7.362 ms, 18.7 TFLOP/s, 36.3% of cuBLAS,
-//! 1.07x step blocktile_1d.
-//! ptxas -arch=sm_90 -v: 122 registers, 0 spills, 0 stack; 8192 B shared.
+//! Measured: the README's bench table and docs/bench.json (`cargo xtask
+//! bench`); past runs, with the prediction next to the outcome, in
+//! docs/measurements.md. Registers per entry: `cargo test -p tests --test
+//! ptx -- --nocapture`.
 //!
 //! Edges: a block entirely inside C with K % BK == 0 takes the unguarded
 //! path; any other block stages zeros outside A and B and stores only

@@ -17,10 +17,10 @@
 //! `st.shared`, 2-way bank conflicted). Prediction: 1.1-1.3x over step 05,
 //! 28-34 TFLOP/s on an H200.
 //!
-//! Measured on H200 (`cargo xtask bench`, docs/bench.json): n = 4096
-//! 3.836 ms, 35.8 TFLOP/s, 69.7% of cuBLAS,
-//! 1.92x step blocktile_2d.
-//! ptxas -arch=sm_90 -v: 96 registers, 0 spills, 0 stack; 8192 B shared.
+//! Measured: the README's bench table and docs/bench.json (`cargo xtask
+//! bench`); past runs, with the prediction next to the outcome, in
+//! docs/measurements.md. Registers per entry: `cargo test -p tests --test
+//! ptx -- --nocapture`.
 //!
 //! Edges: the vector path needs the block inside C, K % BK == 0 (so also
 //! K % 4 == 0: A's float4s are 16-byte aligned) and N % 4 == 0 (B's and

@@ -13,10 +13,10 @@
 //! the in-flight float4s and twice the shared memory (16 KB).
 //! Prediction: 1.05-1.15x over step 06, 32-38 TFLOP/s on an H200.
 //!
-//! Measured on H200 (`cargo xtask bench`, docs/bench.json): n = 4096
-//! 3.465 ms, 39.7 TFLOP/s, 77.2% of cuBLAS,
-//! 1.11x step vectorized.
-//! ptxas -arch=sm_90 -v: 113 registers, 0 spills, 0 stack; 16384 B shared.
+//! Measured: the README's bench table and docs/bench.json (`cargo xtask
+//! bench`); past runs, with the prediction next to the outcome, in
+//! docs/measurements.md. Registers per entry: `cargo test -p tests --test
+//! ptx -- --nocapture`.
 //!
 //! Edges: as step 06. The vector path needs the block inside C,
 //! K % BK == 0 and N % 4 == 0; other blocks take the guarded path (zeros

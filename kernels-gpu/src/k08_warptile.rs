@@ -15,10 +15,10 @@
 //! lower and conflict-free. A warp's C stores are also whole 128-byte rows.
 //! Prediction: 1.1-1.25x over step 07, 38-45 TFLOP/s on an H200.
 //!
-//! Measured on H200 (`cargo xtask bench`, docs/bench.json): n = 4096
-//! 3.412 ms, 40.3 TFLOP/s, 78.4% of cuBLAS,
-//! 1.02x step double_buffer.
-//! ptxas -arch=sm_90 -v: 113 registers, 0 spills, 0 stack; 16384 B shared.
+//! Measured: the README's bench table and docs/bench.json (`cargo xtask
+//! bench`); past runs, with the prediction next to the outcome, in
+//! docs/measurements.md. Registers per entry: `cargo test -p tests --test
+//! ptx -- --nocapture`.
 //!
 //! Edges: as step 06. The vector path needs the block inside C,
 //! K % BK == 0 and N % 4 == 0; other blocks take the guarded path (zeros

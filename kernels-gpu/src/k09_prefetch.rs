@@ -20,20 +20,20 @@
 //! Prediction: 1.05-1.12x over step 08, 42-47 TFLOP/s on an H200 at
 //! n = 4096, if ptxas stays at or under 128 registers.
 //!
-//! Measured on H200 (helper run, `bench`, 2026-11-30): 0.468 / 3.695 /
-//! 29.44 ms at n = 2048 / 4096 / 8192 (37.2 TFLOP/s at 4096), step 08 in
-//! the same run 0.435 / 3.415 / 26.97 ms: 8% slower. The prediction's
-//! condition failed: ptxas, free to schedule the unrolled code, issues
-//! fragment loads up to 3 rows ahead and needs 129 registers, one over
-//! the 128 that lets 2 blocks of 256 threads share an SM, so occupancy
-//! halves (16 warps to 8). The idea pays off with 128 outputs per thread,
-//! where occupancy is register-bound anyway (step 10's w64x64 shapes,
-//! 2.94 ms at 4096); a `.maxnreg 128` (launch bounds) on this entry
-//! would be the fix here, and rustc has no attribute for it.
-//! ptxas -arch=sm_90 -v: 129 registers, 0 spills, 0 stack; 16384 B shared.
-//! SASS: per tile 583 instructions in the main loop, 512 FFMA (87.8%),
-//! 32 LDS.128 interleaved with the FFMAs (row kk + 1's before row kk's
-//! FFMAs), 4 STS, 1 BAR.
+//! Outcome: slower than step 08, not faster (docs/measurements.md, "step
+//! 09/10 tuning"). The prediction's condition failed: ptxas, free to
+//! schedule the unrolled code, issues fragment loads up to 3 rows ahead
+//! and needs 129 registers, one over the 128 that lets 2 blocks of 256
+//! threads share an SM, so occupancy halves (16 warps to 8). The idea
+//! pays off with 128 outputs per thread, where occupancy is register-bound
+//! anyway (step 10's w64x64 shapes); a `.maxnreg 128` (launch bounds) on
+//! this entry would be the fix here, and rustc has no attribute for it.
+//! In SASS the main loop does what was meant: row kk + 1's LDS.128 sit
+//! among row kk's FFMAs, and a tile has one BAR.
+//!
+//! Measured: the README's bench table and docs/bench.json (`cargo xtask
+//! bench`); past runs in docs/measurements.md. Registers per entry:
+//! `cargo test -p tests --test ptx -- --nocapture`.
 //!
 //! Edges: as step 06. The vector path needs the block inside C,
 //! K % BK == 0 and N % 4 == 0; other blocks take the guarded path (zeros

@@ -18,8 +18,8 @@
 //!   latency; it does not move them across a barrier. Same registers (the
 //!   loaded tile is live for one tile either way), same two stages: tile
 //!   t + 1 is stored into the stage tile t - 1 used, after the barrier
-//!   that ended tile t - 1. Measured at n = 4096, `128x128x8_w64x64`:
-//!   3.275 ms with step 09's placement, 2.939 ms with this one.
+//!   that ended tile t - 1. Placing them before the barrier measured
+//!   faster (docs/measurements.md, "step 09/10 tuning").
 //!
 //! Parameters: BM x BN block tile, BK step along K, WM x WN warp tile
 //! (WM = 16 * WM_ITERS, WN = 32 * WN_ITERS); threads = 32 * (BM/WM) *
@@ -43,40 +43,22 @@
 //!   registers, which it does not (it hoists fragment loads several rows
 //!   ahead: 167-168). For small n and as a control.
 //!
-//! Measured on H200 (`cargo xtask bench`, the run in docs/bench.json;
-//! cuBLAS SGEMM in the same run 0.342 / 2.674 / 21.43 ms at n = 2048 / 4096 / 8192):
+//! Measured: the README's bench table and docs/bench.json (`cargo xtask
+//! bench`, every instance at every size); past runs and the search's
+//! experiments in docs/measurements.md. Registers, spills and stack per
+//! instance: `cargo test -p tests --test ptx -- --nocapture`, which fails
+//! on any spill or stack frame.
 //!
-//! | instance | 2048 ms | 4096 ms | 8192 ms | % cuBLAS at 2048 / 4096 / 8192 |
-//! |---|---|---|---|---|
-//! | `128x128x8_w64x64` | 0.374 | 2.934 | 23.38 | 91.6 / 91.1 / 91.7 |
-//! | `256x64x8_w64x64` | 0.410 | 3.224 | 25.62 | 83.4 / 83.0 / 83.7 |
-//! | `128x64x8_w64x64` | 0.400 | 3.168 | 24.98 | 85.6 / 84.4 / 85.8 |
-//! | `128x128x16_w64x64` | 0.380 | 2.973 | 23.60 | 90.0 / 90.0 / 90.8 |
-//! | `256x128x8_w64x64` | 0.439 | 3.449 | 27.45 | 78.0 / 77.5 / 78.1 |
-//! | `256x128x16_w64x64` | 0.377 | 2.962 | 23.57 | 90.8 / 90.3 / 90.9 |
-//! | `64x128x8_w32x64` | 0.451 | 3.402 | 26.52 | 75.8 / 78.6 / 80.8 |
-//! | `128x128x8_w32x64` | 0.477 | 3.763 | 29.99 | 71.8 / 71.1 / 71.4 |
-//! | `128x128x16_w32x64` | 0.368 | 2.884 | 22.92 | 93.0 / 92.7 / 93.5 |
+//! `128x256x8_w64x64` was dropped: at 255 registers ptxas spilled 24
+//! bytes, and the fast path must not spill.
 //!
-//! `128x256x8_w64x64` (79 % of cuBLAS in an earlier run) was dropped: at
-//! 255 registers ptxas spilled 24 bytes, and the fast path must not spill.
-//!
-//! Best: `128x128x8_w64x64`, 47.0 TFLOP/s at 4096 (the prediction's top).
 //! Which instance wins is fragile: the same source with the instance
-//! bodies out of line (`#[inline(never)]`) measured `256x128x16_w64x64`
-//! 2.934 ms and `128x128x8_w64x64` 3.185 ms, because ptxas schedules the
-//! loads differently; inlined, as here, has no stack frame.
-//!
-//! ptxas -arch=sm_90 -v (registers; spills; shared per block): 0 spills
-//! and 0 stack unless stated. `128x128x8_w64x64` 255, 16640 B;
-//! `256x64x8_w64x64` 249, 20736 B; `128x64x8_w64x64` 253, 12544 B;
-//! `128x128x16_w64x64` 255, 33280 B; `128x256x8_w64x64` 255, 24 B stack,
-//! 24 B spill stores / loads, 24832 B; `256x128x8_w64x64` 254, 24832 B;
-//! `256x128x16_w64x64` 247, 49664 B; `64x128x8_w32x64` 168, 12544 B;
-//! `128x128x8_w32x64` 167, 16640 B; `128x128x16_w32x64` 167, 33280 B.
-//! SASS, main loop of `128x128x8_w64x64`: 1123 instructions per tile,
-//! 1024 FFMA (91.2%), 48 LDS.128 (each row's 6 issued among the previous
-//! row's FFMAs), 8 STS, 4 LDG.128 just before the BAR.
+//! bodies out of line (`#[inline(never)]`) put `256x128x16_w64x64` well
+//! ahead of `128x128x8_w64x64`, because ptxas schedules the loads
+//! differently (docs/measurements.md, "Numbers formerly quoted in the
+//! kernel headers"); inlined, as here, has no stack frame. In SASS the
+//! main loop of `128x128x8_w64x64` issues each row's LDS.128 among the
+//! previous row's FFMAs, and the LDG.128s just before the BAR.
 //!
 //! Edges: as step 06. The vector path needs the block inside C,
 //! K % BK == 0 and N % 4 == 0; other blocks take the guarded path (zeros

@@ -37,7 +37,8 @@
 //! 256 x 8 per instruction, the tensor pipe should stay busy except while
 //! a stage's fragments load and the block meets its barrier: 0.7-0.8x
 //! cuBLAS TF32. The measurement lives in docs/bench.json and the README's
-//! bench table (`cargo xtask bench`).
+//! bench table (`cargo xtask bench`); where the time went, and what was
+//! tried, in docs/measurements.md ("Steps 12-13: `wgmma` and TMA").
 //!
 //! Parameters: BM rows of C per block (the `wgmma` N: 256), BN = 128
 //! columns (two warpgroups of 64), BK = 32 (one 128-byte swizzled row of

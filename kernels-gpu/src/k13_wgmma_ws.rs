@@ -22,14 +22,17 @@
 //! Prediction (H200, n = 4096): the tensor cores idle only when both
 //! warpgroups are between tiles at once; 0.8-0.9x cuBLAS TF32. The
 //! measurement lives in docs/bench.json and the README's bench table
-//! (`cargo xtask bench`).
+//! (`cargo xtask bench`); past runs, the tries at the remaining gap and
+//! where the warps wait, in docs/measurements.md ("Steps 12-13: `wgmma`
+//! and TMA").
 //!
 //! Registers: why a whole warpgroup for one thread? An SM hands out
 //! registers to warpgroups: a block of 288 threads (one producer warp)
 //! was refused at launch with 170 registers each ("too many resources":
 //! 3 warpgroups x 128 x 176 > 65,536), and capped at 65,536 / 384, ptxas
-//! serialised the `wgmma`s (C7512, too few registers). 384 threads with
-//! `setmaxnreg` give the consumers 232. GPU only, like step 12.
+//! serialised the `wgmma`s (C7512, too few registers); both in
+//! docs/measurements.md ("Steps 12-13"). 384 threads with `setmaxnreg`
+//! give the consumers 232. GPU only, like step 12.
 
 #[cfg(target_arch = "nvptx64")]
 use crate::device::mbarrier::{MBarrier, fence_init};

@@ -133,11 +133,52 @@ pub struct KernelSpec {
 }
 
 impl KernelSpec {
+    /// Why this kernel cannot take `m x n x k`, if it cannot: a matrix of
+    /// more than [`MAX_ELEMS`](crate::gemm::MAX_ELEMS) elements (the
+    /// kernels' offsets within a matrix are 32-bit), or a shape its
+    /// operands cannot describe ([`Operands::unsupported`]).
+    #[cfg(not(target_arch = "nvptx64"))]
+    pub fn unsupported(&self, m: usize, n: usize, k: usize) -> Option<String> {
+        let limit = crate::gemm::MAX_ELEMS;
+        for (name, rows, cols) in [("A", m, k), ("B", k, n), ("C", m, n)] {
+            let elems = rows.saturating_mul(cols);
+            if elems > limit {
+                return Some(format!(
+                    "{name} has {rows} x {cols} = {elems} elements, more than {limit} \
+                     (2^32 - 1: the kernels compute offsets within a matrix in 32 bits)"
+                ));
+            }
+        }
+        self.operands.unsupported(m, n, k).map(String::from)
+    }
+
     /// The body the CPU emulator runs, or why it cannot run this kernel.
     pub fn emulated(&self) -> Result<fn(Gemm), &'static str> {
         match self.body {
             Body::Emulated(body) => Ok(body),
             Body::GpuOnly(why) => Err(why),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::registry::KERNELS;
+
+    #[test]
+    fn every_kernel_refuses_matrices_beyond_32_bit_offsets() {
+        for k in KERNELS {
+            // 65,535 x 65,537 = 2^32 - 1: the largest matrix allowed.
+            assert_eq!(k.unsupported(65_535, 4, 65_536), None, "{}", k.name);
+            for (m, n, kk, name) in [
+                (65_536, 4, 65_536, "A"),
+                (4, 65_536, 65_536, "B"),
+                (65_536, 65_536, 4, "C"),
+            ] {
+                let why = k.unsupported(m, n, kk).expect("refused");
+                assert!(why.starts_with(&format!("{name} has ")), "{why}");
+                assert!(why.contains("32 bits"), "{why}");
+            }
         }
     }
 }

@@ -190,6 +190,36 @@ fn absurd_size() {
     );
 }
 
+#[test]
+fn matrix_too_large() {
+    assert_error_line(
+        &host(&[
+            "--emulate",
+            "--m",
+            "65536",
+            "--n",
+            "1",
+            "--k",
+            "65536",
+            "--kernel",
+            "naive",
+        ]),
+        "error: kernel naive cannot take m=65536 n=1 k=65536: A has 65536 x 65536 = \
+         4294967296 elements, more than 4294967295 (2^32 - 1: the kernels compute offsets \
+         within a matrix in 32 bits); choose smaller sizes",
+    );
+    // Every kernel refuses it, so under "all" nothing is left to run.
+    let out = host(&["--emulate", "--m", "1", "--n", "70000", "--k", "70000"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        stderr.lines().last().is_some_and(|l| l.starts_with(
+            "error: no kernel can take m=1 n=70000 k=70000 (B has 70000 x 70000 = 4900000000 elements"
+        )),
+        "{stderr}"
+    );
+}
+
 const WHOLE: &str = "sizes are whole numbers from 1 to 1048576";
 
 #[test]

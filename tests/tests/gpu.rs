@@ -66,7 +66,7 @@ fn main() -> ExitCode {
         let reference = Reference::new(shape, &a, &b, 0);
         let mut bufs = Buffers::new(&gpu, shape, &a, &b).expect("buffers");
         for &spec in &runnable {
-            if let Some(why) = spec.operands.unsupported(m, n, k) {
+            if let Some(why) = spec.unsupported(m, n, k) {
                 // A TMA kernel at rows that are not 16-byte multiples: a
                 // clear refusal, never a launch.
                 let result = Kernel::load(&gpu, spec).and_then(|kernel| {
@@ -74,7 +74,7 @@ fn main() -> ExitCode {
                     kernel.enqueue(&gpu, &mut bufs)
                 });
                 let refused = match result {
-                    Err(e) if e.to_string().contains(why) => Ok(()),
+                    Err(e) if e.to_string().contains(&why) => Ok(()),
                     other => Err(format!(
                         "expected a refusal naming \"{why}\", got {other:?}"
                     )),

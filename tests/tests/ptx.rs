@@ -4,7 +4,7 @@
 //! kernel has its two barriers; the tensor-core kernels use `mma.sync` with
 //! TF32, `ldmatrix`, `cp.async` and `cvt.rna`, with every `mma` where the
 //! whole warp reaches it, and the Hopper kernels `wgmma`, TMA and
-//! `mbarrier`; and NVIDIA's `ptxas` assembles every module for two
+//! `mbarrier`; no entry can reach a `trap`; and NVIDIA's `ptxas` assembles every module for two
 //! architectures (the sm_90a module for sm_90a alone) with no spills, no
 //! stack, registers that fit an SM at the kernel's block size, and no
 //! serialised `wgmma` pipeline. (ptxas 13, the one on
@@ -60,6 +60,25 @@ fn every_module_exports_its_kernels_and_nothing_unresolved() {
         KERNELS.len(),
         "a registered kernel belongs to no module"
     );
+}
+
+/// No kernel can reach a `trap`: every access goes through an `unsafe`
+/// accessor with a written contract instead of a bounds check (a checked
+/// index stops LLVM unrolling the naive kernel's loop; docs/rust-vs-cuda.md).
+#[test]
+fn no_kernel_contains_a_trap() {
+    for module in MODULES {
+        let ptx = host::ptx(module);
+        for k in kernels_of(module) {
+            let body = ptx_entry(ptx, k.name).expect("entry exists");
+            assert!(
+                !body.contains("trap;"),
+                "{} (module {}) has a trap: a bounds check or a panic path",
+                k.name,
+                module.name
+            );
+        }
+    }
 }
 
 #[test]
