@@ -298,9 +298,10 @@ fn run(args: &Args) -> Result<bool> {
         }
     };
     let kernels = runnable(&gpu, kernels, asks_for_all(&args.kernel))?;
-    let kernels = for_shape(kernels, &shape, asks_for_all(&args.kernel))?;
-    // Check the size against free memory before making inputs on the host.
+    // Check the size against free memory before making inputs on the host
+    // (first: a problem too large for the GPU is that, whatever the kernels).
     gpu.check_fits(&shape.to_string(), Buffers::device_bytes(&gpu, &shape))?;
+    let kernels = for_shape(kernels, &shape, asks_for_all(&args.kernel))?;
     let (a, b) = inputs::random_inputs(&shape, args.seed)?;
     let reference = Reference::new(shape, &a, &b, args.seed);
     let mut bufs = Buffers::new(&gpu, shape, &a, &b)?;
