@@ -191,17 +191,8 @@ pub fn readme_markdown(results: &Results, headline: usize, plot: &str) -> String
             variants.push(r);
         }
     }
-    s += "\n**GFLOP/s at every size** (square sizes are n; others m x n x k)\n\n| kernel |";
-    for &(mm, nn, kk) in &sizes {
-        s += &if mm == nn && nn == kk {
-            format!(" {nn} |")
-        } else {
-            format!(" {mm}x{nn}x{kk} |")
-        };
-    }
-    s += "\n|---|";
-    s += &"---:|".repeat(sizes.len());
-    s.push('\n');
+    s += "\n**GFLOP/s at every size** (square sizes are n; others m x n x k)\n\n";
+    s += &size_header(&sizes);
     for v in variants {
         s += &format!("| {} |", v.variant);
         for &size in &sizes {
@@ -217,6 +208,32 @@ pub fn readme_markdown(results: &Results, headline: usize, plot: &str) -> String
             s += &format!(" {cell} |");
         }
         s.push('\n');
+    }
+    // Rust against its CUDA C++ twin, same size, same run.
+    let twinned: Vec<&str> = {
+        let mut names: Vec<&str> = Vec::new();
+        for r in results.rows.iter().filter(|r| r.rust_over_cuda.is_some()) {
+            if !names.contains(&r.variant.as_str()) {
+                names.push(&r.variant);
+            }
+        }
+        names
+    };
+    if !twinned.is_empty() {
+        s += "\n**Rust / CUDA C++ at every size** (GFLOP/s of the Rust kernel over its twin's: same \
+              algorithm, tiles and launch, compiled by NVRTC; docs/rust-vs-cuda.md)\n\n";
+        s += &size_header(&sizes);
+        for name in twinned {
+            s += &format!("| {name} |");
+            for &size in &sizes {
+                let cell = rows_of(results, size)
+                    .find(|r| r.variant == name)
+                    .and_then(|r| r.rust_over_cuda)
+                    .map_or("-".into(), |v| format!("{v:.3}"));
+                s += &format!(" {cell} |");
+            }
+            s.push('\n');
+        }
     }
     if results.rows.iter().any(|r| r.ncu.is_some()) {
         s += "\n**The lesson's model next to Nsight Compute** (`--ncu`, `ncu --clock-control none`)\n\n\
@@ -241,6 +258,22 @@ pub fn readme_markdown(results: &Results, headline: usize, plot: &str) -> String
         s += &format!("\nSkipped: {}\n", m.skipped.join("; "));
     }
     s += &format!("\n![GFLOP/s against n]({plot})\n");
+    s
+}
+
+/// `| kernel | 256 | ... |` and its alignment row, one column per size.
+fn size_header(sizes: &[(usize, usize, usize)]) -> String {
+    let mut s = String::from("| kernel |");
+    for &(mm, nn, kk) in sizes {
+        s += &if mm == nn && nn == kk {
+            format!(" {nn} |")
+        } else {
+            format!(" {mm}x{nn}x{kk} |")
+        };
+    }
+    s += "\n|---|";
+    s += &"---:|".repeat(sizes.len());
+    s.push('\n');
     s
 }
 
