@@ -41,13 +41,14 @@ struct Args {
     #[arg(long, default_value_t = 10, value_parser = launches)]
     reps: usize,
     /// Seed of the random inputs.
-    #[arg(long, default_value_t = 42)]
+    #[arg(long, default_value_t = 42, allow_negative_numbers = true, value_parser = seed)]
     seed: u64,
     /// Do not flush the L2 cache before each timed launch.
     #[arg(long)]
     no_flush: bool,
-    /// Load the kernels from this PTX file instead of the built-in PTX.
-    #[arg(long, value_name = "FILE")]
+    /// Load the kernels from this PTX file instead of the built-in PTX
+    /// (GPU runs only: the emulator runs the kernels' Rust code).
+    #[arg(long, value_name = "FILE", conflicts_with = "emulate")]
     ptx: Option<std::path::PathBuf>,
     /// GPU to use.
     #[arg(long, default_value_t = 0)]
@@ -73,6 +74,12 @@ fn dimension(s: &str) -> Result<usize, String> {
         .map_err(|_| format!("sizes are whole numbers from 1 to {}", host::shape::MAX_DIM))
 }
 
+fn seed(s: &str) -> Result<u64, String> {
+    s.trim()
+        .parse::<u64>()
+        .map_err(|_| format!("a seed is a whole number from 0 to {}", u64::MAX))
+}
+
 fn launches(s: &str) -> Result<usize, String> {
     match s.trim().parse::<usize>() {
         Ok(n) if n <= 10_000 => Ok(n),
@@ -81,21 +88,10 @@ fn launches(s: &str) -> Result<usize, String> {
 }
 
 fn main() -> ExitCode {
-    // Argument errors are one line (clap's own add usage and a hint).
-    let args = match Args::try_parse() {
+    host::cli::quiet_broken_pipe();
+    let args = match host::cli::parse::<Args>() {
         Ok(args) => args,
-        Err(e) if !e.use_stderr() => {
-            let _ = e.print(); // --help, --version
-            return ExitCode::SUCCESS;
-        }
-        Err(e) => {
-            let text = e.render().to_string();
-            eprintln!(
-                "{} (see --help)",
-                text.lines().next().unwrap_or("error: bad arguments")
-            );
-            return ExitCode::from(2);
-        }
+        Err(code) => return code,
     };
     match run(&args) {
         Ok(true) => ExitCode::SUCCESS,
@@ -292,8 +288,16 @@ fn run(args: &Args) -> Result<bool> {
     let gpu = match &args.ptx {
         None => Gpu::open(args.device)?,
         Some(path) => {
-            let ptx = std::fs::read_to_string(path)
-                .map_err(|e| anyhow::anyhow!("cannot read the PTX file {}: {e}", path.display()))?;
+            let ptx = std::fs::read_to_string(path).map_err(|e| {
+                if e.kind() == std::io::ErrorKind::InvalidData {
+                    anyhow::anyhow!(
+                        "the PTX file {} is not PTX text: it is not UTF-8 (a binary?)",
+                        path.display()
+                    )
+                } else {
+                    anyhow::anyhow!("cannot read the PTX file {}: {e}", path.display())
+                }
+            })?;
             Gpu::open_with_ptx(args.device, &ptx)?
         }
     };

@@ -57,3 +57,31 @@ fn help_documents_every_flag() {
         assert!(help.contains(flag), "--help does not mention {flag}");
     }
 }
+
+/// The README quotes the emulator's report, source lines and columns
+/// included: it must be what the program prints today (a kernel edit that
+/// moves a line fails here until the README is updated).
+#[test]
+fn readme_emulator_example_is_what_the_host_prints() {
+    let readme = include_str!("../../README.md");
+    let command = "$ cargo run --release -p host -- --n 64 --kernel tiled16,mma_64x128x32_w32x64_s2 --emulate\n";
+    let start = readme
+        .find(command)
+        .expect("the README shows the emulator example")
+        + command.len();
+    let quoted = &readme[start..start + readme[start..].find("```").expect("closed block")];
+    let out = host()
+        .args([
+            "--n",
+            "64",
+            "--kernel",
+            "tiled16,mma_64x128x32_w32x64_s2",
+            "--emulate",
+        ])
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    assert_eq!(String::from_utf8(out).unwrap(), quoted);
+}

@@ -630,6 +630,72 @@ fn ptx_with_a_nul_byte() {
     );
 }
 
+#[test]
+fn ptx_with_emulate() {
+    assert_usage_error(
+        &host(&["--n", "16", "--ptx", "k.ptx", "--emulate"]),
+        "error: the argument '--ptx <FILE>' cannot be used with '--emulate'",
+    );
+}
+
+#[test]
+fn ptx_that_is_not_utf8() {
+    let bytes: Vec<u8> = (0..100u8).map(|i| i.wrapping_mul(37) | 0x80).collect();
+    let path = write_temp("ptx_that_is_not_utf8", "binary.ptx", &bytes);
+    // Checked before the driver is touched: the same on every machine.
+    assert_error_line(
+        &host(&["--n", "64", "--reps", "0", "--ptx", path.as_str()]),
+        &format!("error: the PTX file {path} is not PTX text: it is not UTF-8 (a binary?)"),
+    );
+}
+
+#[test]
+fn bad_seed() {
+    for (args, value) in [(&["--seed=-1"][..], "-1"), (&["--seed", "x"][..], "x")] {
+        assert_usage_error(
+            &host(args),
+            &format!(
+                "error: invalid value '{value}' for '--seed <SEED>': a seed is a whole number \
+                 from 0 to 18446744073709551615"
+            ),
+        );
+    }
+}
+
+/// `host ... | head -1`: the reader goes away after one line; the host
+/// must end quietly (SIGPIPE), not panic on the next `println!`.
+#[test]
+fn output_into_a_closed_pipe() {
+    use std::io::{BufRead, BufReader};
+    use std::process::Stdio;
+    let mut child = std::process::Command::new(host_path())
+        .args(["--n", "64", "--emulate", "--kernel", "naive,naive"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("cannot start the host binary");
+    let mut first = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    // The reader (and the pipe) are gone here.
+    let out = child.wait_with_output().unwrap();
+    let stderr = text(&out.stderr);
+    assert!(first.starts_with("CPU emulation"), "{first}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    #[cfg(unix)]
+    {
+        use std::os::unix::process::ExitStatusExt;
+        // Either SIGPIPE ended it, or it had written everything before the
+        // reader left (then it exits 0).
+        assert!(
+            out.status.signal() == Some(13) || out.status.success(),
+            "{:?}: {stderr}",
+            out.status
+        );
+    }
+}
+
 /// The PTX loads but lacks the kernel asked for.
 #[test]
 fn kernel_missing_from_the_ptx() {

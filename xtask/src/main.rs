@@ -44,7 +44,27 @@ enum Task {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    // Output piped into `head` ends quietly (the Rust runtime ignores
+    // SIGPIPE, and println! would panic); host::cli does the same.
+    #[cfg(unix)]
+    // SAFETY: before any other thread exists; SIG_DFL is valid for SIGPIPE.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+    // Argument errors are one line, as in the other programs.
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) if !e.use_stderr() => {
+            let _ = e.print();
+            return ExitCode::SUCCESS;
+        }
+        Err(e) => {
+            let text = e.render().to_string();
+            let first = text.lines().next().unwrap_or("error: bad arguments");
+            eprintln!("{first} (see cargo xtask --help)");
+            return ExitCode::from(2);
+        }
+    };
     let result = match cli.task {
         Task::Bench(args) => bench::run(&args),
         Task::Doctor(args) => doctor::run(&args),

@@ -104,26 +104,18 @@ pub fn run(args: &Args) -> Result<bool> {
     // Both checks come before any build: without them sanitize cannot do its job.
     let Some(sanitizer) = locate::find_program("compute-sanitizer", &locate::cuda_bin_dirs())
     else {
-        eprintln!(
-            "sanitize: compute-sanitizer not found on PATH or in /usr/local/cuda/bin: \
+        bail!(
+            "compute-sanitizer not found on PATH or in /usr/local/cuda/bin: \
              install the CUDA toolkit (it needs a GPU machine)"
         );
-        return Ok(false);
     };
     match cuda::probe_driver() {
         Driver::Ready { gpus, .. } if !gpus.is_empty() => {}
         Driver::Ready { .. } => {
-            eprintln!("sanitize: the NVIDIA driver sees no GPU: compute-sanitizer needs one");
-            return Ok(false);
+            bail!("the NVIDIA driver sees no GPU: compute-sanitizer needs one")
         }
-        Driver::Absent => {
-            eprintln!("sanitize: no NVIDIA driver (libcuda.so.1) here: run it on a GPU machine");
-            return Ok(false);
-        }
-        Driver::Failed { doing, error } => {
-            eprintln!("sanitize: the NVIDIA driver failed {doing}: {error}");
-            return Ok(false);
-        }
+        Driver::Absent => bail!("no NVIDIA driver (libcuda.so.1) here: run it on a GPU machine"),
+        Driver::Failed { doing, error } => bail!("the NVIDIA driver failed {doing}: {error}"),
     }
 
     let host = host_binary(args)?;

@@ -90,7 +90,11 @@ struct Args {
 }
 
 fn main() -> ExitCode {
-    let args = Args::parse();
+    host::cli::quiet_broken_pipe();
+    let args = match host::cli::parse::<Args>() {
+        Ok(args) => args,
+        Err(code) => return code,
+    };
     match run(&args) {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => ExitCode::FAILURE,
