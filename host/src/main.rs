@@ -170,12 +170,11 @@ fn emulated(
     Ok((out, skipped))
 }
 
-/// The selected kernels that can take `shape`. A kernel that cannot (TMA
-/// at rows that are not 16-byte multiples) is replaced by its fallback
-/// when asked for by name, and skipped under "all"; a line says which and
-/// why. An error when a kernel asked for by name has no fallback that can
-/// take the shape either (a matrix beyond 32-bit offsets), or when nothing
-/// is left to run.
+/// The selected kernels that can take `shape`: one asked for by name that
+/// cannot (a matrix beyond its 32-bit offsets) is an error, and under
+/// "all" a kernel that cannot is skipped with a line, and it is an error
+/// when none is left. A TMA kernel at rows TMA cannot describe runs on
+/// padded copies of A and B, and a line says so.
 fn for_shape(
     kernels: Vec<&'static KernelSpec>,
     shape: &Shape,
@@ -184,31 +183,26 @@ fn for_shape(
     let mut out: Vec<&'static KernelSpec> = Vec::new();
     let mut last_why = None;
     for spec in kernels {
-        let Some(why) = spec.unsupported(shape.m, shape.n, shape.k) else {
-            out.push(spec);
-            continue;
-        };
-        let fallback =
-            registry::fallback(spec).filter(|k| k.unsupported(shape.m, shape.n, shape.k).is_none());
-        match fallback {
-            Some(instead) if !all => {
-                eprintln!(
-                    "{} cannot take {shape}: {why}; running {} instead",
-                    spec.name, instead.name
-                );
-                if !out.iter().any(|k| k.name == instead.name) {
-                    out.push(instead);
-                }
-            }
-            None if !all => {
+        if let Some(why) = spec.unsupported(shape.m, shape.n, shape.k) {
+            if !all {
                 bail!(
                     "kernel {} cannot take {shape}: {why}; choose smaller sizes",
                     spec.name
-                )
+                );
             }
-            _ => eprintln!("skipping {} at {shape}: {why}", spec.name),
+            eprintln!("skipping {} at {shape}: {why}", spec.name);
+            last_why = Some(why);
+            continue;
         }
-        last_why = Some(why);
+        if let Some((k4, n4)) = spec.operands.padded(shape.m, shape.n, shape.k) {
+            eprintln!(
+                "{}: TMA needs rows of 16-byte multiples (k and n multiples of 4); each launch \
+                 first copies A and B into buffers padded to k = {k4}, n = {n4} (zeros), and \
+                 the times include the copies",
+                spec.name
+            );
+        }
+        out.push(spec);
     }
     if out.is_empty()
         && let Some(why) = last_why

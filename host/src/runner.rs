@@ -20,7 +20,7 @@ use crate::gpu::Gpu;
 use crate::reference::{Reference, Verification};
 use crate::shape::Shape;
 use crate::timing::Timing;
-use crate::tma::DeviceMaps;
+use crate::tma::{DeviceMaps, Operand, Padded};
 
 /// A, B and C on the device.
 pub struct Buffers {
@@ -59,7 +59,7 @@ impl Buffers {
             )
         };
         let (a, b) = (gpu.upload(a)?, gpu.upload(b)?);
-        let addresses = (a.device_ptr(&gpu.stream).0, b.device_ptr(&gpu.stream).0);
+        let addresses = (device_address(gpu, &a), device_address(gpu, &b));
         Ok(Self {
             shape,
             a,
@@ -97,6 +97,12 @@ fn memset<T>(gpu: &Gpu, buf: &mut CudaSlice<T>, byte: u8) -> Result<(), DriverEr
     unsafe { cudarc::driver::result::memset_d8_async(ptr, byte, bytes, gpu.stream.cu_stream()) }
 }
 
+/// The device address of `buf` (read once, outside any timed region:
+/// cudarc's `device_ptr` may enqueue event waits).
+pub fn device_address<T>(gpu: &Gpu, buf: &CudaSlice<T>) -> CUdeviceptr {
+    buf.device_ptr(&gpu.stream).0
+}
+
 /// Something that enqueues `C = A * B` on the GPU's stream.
 pub trait Enqueue {
     /// Name in reports.
@@ -122,6 +128,9 @@ pub struct Kernel {
     max_elems: usize,
     /// A TMA kernel's tensor maps, made for the buffers it last ran on.
     maps: Mutex<Option<DeviceMaps>>,
+    /// A TMA kernel's padded copies of A and B, for the last shape that
+    /// needed them (`Operands::padded`).
+    padded: Mutex<Option<Padded>>,
 }
 
 impl Kernel {
@@ -134,6 +143,7 @@ impl Kernel {
             shared_bytes: spec.launch.shared_bytes,
             max_elems: kernels_gpu::gemm::MAX_ELEMS,
             maps: Mutex::new(None),
+            padded: Mutex::new(None),
         })
     }
 
@@ -147,6 +157,7 @@ impl Kernel {
             shared_bytes,
             max_elems: i32::MAX as usize,
             maps: Mutex::new(None),
+            padded: Mutex::new(None),
         }
     }
 
@@ -188,26 +199,26 @@ pub fn launch_config(
 }
 
 /// Enqueues `func(A, B, C, m, n, k)`: the signature of every GEMM entry,
-/// Rust (`gemm_kernel!`) or CUDA C++ (`lesson.cu`); with `maps`,
-/// `func(A, B, C, m, n, k, maps)` (a TMA kernel, `gemm_kernel!(name, tensor_maps)`).
+/// Rust (`gemm_kernel!`) or CUDA C++ (the twins); with `tma = Some((maps,
+/// k))`, `func(A, B, C, m, n, k, maps)` (a TMA kernel,
+/// `gemm_kernel!(name, tensor_maps)`), where `k` is the K its tensor maps
+/// describe (the shape's, or rounded up to 4 for padded copies).
 ///
 /// # Safety
 /// `func` takes exactly these parameters, `cfg` launches it so that it
 /// stays inside buffers of m*k, k*n and m*n floats, and `maps` holds the
-/// tensor maps the kernel expects, made for these buffers.
+/// tensor maps the kernel expects, made for these buffers (or padded
+/// copies of them) and this shape.
 pub unsafe fn launch_gemm(
     gpu: &Gpu,
     func: &CudaFunction,
     cfg: LaunchConfig,
     bufs: &mut Buffers,
-    maps: Option<&CudaSlice<u8>>,
+    tma: Option<(&CudaSlice<u8>, u32)>,
     name: &str,
 ) -> Result<(), HostError> {
-    let (m, n, k) = (
-        bufs.shape.m as u32,
-        bufs.shape.n as u32,
-        bufs.shape.k as u32,
-    );
+    let (m, n) = (bufs.shape.m as u32, bufs.shape.n as u32);
+    let k = tma.map_or(bufs.shape.k as u32, |(_, k)| k);
     let mut launch = gpu.stream.launch_builder(func);
     launch
         .arg(&bufs.a)
@@ -216,7 +227,7 @@ pub unsafe fn launch_gemm(
         .arg(&m)
         .arg(&n)
         .arg(&k);
-    if let Some(maps) = maps {
+    if let Some((maps, _)) = tma {
         launch.arg(maps);
     }
     // SAFETY: forwarded from this function's contract; the buffers hold
@@ -253,15 +264,51 @@ impl Enqueue for Kernel {
             // tiles); offsets fit the kernel's index type (checked above).
             return unsafe { launch_gemm(gpu, &self.func, cfg, bufs, None, &self.label) };
         };
+        let shape = bufs.shape;
+        let (a, b) = bufs.addresses();
+        // Where the tensor maps point: the caller's A and B, or padded
+        // copies of them when TMA cannot describe their rows.
+        let mut padded = self.padded.lock().unwrap_or_else(|e| e.into_inner());
+        let (a_op, b_op, k) = match self.spec.operands.padded(shape.m, shape.n, shape.k) {
+            None => (
+                Operand {
+                    ptr: a,
+                    rows: shape.m,
+                    cols: shape.k,
+                },
+                Operand {
+                    ptr: b,
+                    rows: shape.k,
+                    cols: shape.n,
+                },
+                shape.k,
+            ),
+            Some(sizes) => {
+                let pad = Padded::for_shape(padded.take(), gpu, &shape, sizes)?;
+                pad.copy_in(gpu, a, b)?;
+                let (a_op, b_op) = pad.operands();
+                let k4 = pad.k4;
+                *padded = Some(pad);
+                (a_op, b_op, k4)
+            }
+        };
         let mut cache = self.maps.lock().unwrap_or_else(|e| e.into_inner());
-        let maps =
-            DeviceMaps::for_buffers(cache.take(), gpu, &boxes, bufs.addresses(), &bufs.shape)?;
+        let maps = DeviceMaps::for_operands(cache.take(), gpu, &boxes, a_op, b_op)?;
         // SAFETY: gemm_kernel!(name, tensor_maps) entries and their twins
         // take (A, B, C, m, n, k, maps); the maps were made for these
-        // buffers, this shape and the kernel's own boxes; geometry from
-        // the kernel's spec.
-        let launched =
-            unsafe { launch_gemm(gpu, &self.func, cfg, bufs, Some(&maps.maps), &self.label) };
+        // buffers (or their padded copies, whose extra K columns and rows
+        // are zero), with k the K they describe, and the kernel's own
+        // boxes; C is the caller's m x n; geometry from the kernel's spec.
+        let launched = unsafe {
+            launch_gemm(
+                gpu,
+                &self.func,
+                cfg,
+                bufs,
+                Some((&maps.maps, k as u32)),
+                &self.label,
+            )
+        };
         *cache = Some(maps);
         launched
     }

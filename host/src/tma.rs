@@ -19,18 +19,19 @@ use crate::HostError;
 use crate::gpu::Gpu;
 use crate::shape::Shape;
 
+/// A row-major f32 matrix in device memory, as a tensor map describes it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Operand {
+    pub ptr: CUdeviceptr,
+    pub rows: usize,
+    pub cols: usize,
+}
+
 /// The bytes of A's map followed by B's, as the kernel expects them.
-pub fn encode(
-    boxes: &TmaBoxes,
-    a: CUdeviceptr,
-    b: CUdeviceptr,
-    shape: &Shape,
-) -> Result<Vec<u8>, HostError> {
-    let (m, n, k) = (shape.m as u64, shape.n as u64, shape.k as u64);
+pub fn encode(boxes: &TmaBoxes, a: Operand, b: Operand) -> Result<Vec<u8>, HostError> {
     let a_map = encode_2d(
         "A",
         a,
-        (m, k),
         boxes.a,
         if boxes.a_swizzle_128 {
             CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_128B
@@ -41,7 +42,6 @@ pub fn encode(
     let b_map = encode_2d(
         "B",
         b,
-        (k, n),
         boxes.b,
         CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_NONE,
     )?;
@@ -53,15 +53,15 @@ pub fn encode(
     Ok(bytes)
 }
 
-/// The map of a row-major `rows x cols` f32 matrix at `ptr`, copied in
-/// boxes of `box_.0` rows by `box_.1` columns; zeros outside the matrix.
+/// The map of `op`, copied in boxes of `box_.0` rows by `box_.1` columns;
+/// zeros outside the matrix.
 fn encode_2d(
     which: &str,
-    ptr: CUdeviceptr,
-    (rows, cols): (u64, u64),
+    op: Operand,
     box_: (u32, u32),
     swizzle: CUtensorMapSwizzle,
 ) -> Result<CUtensorMap, HostError> {
+    let (ptr, rows, cols) = (op.ptr, op.rows as u64, op.cols as u64);
     // Innermost dimension first: columns, then rows.
     let dims = [cols, rows];
     // Byte stride of every dimension but the first.
@@ -97,34 +97,150 @@ fn encode_2d(
 
 /// A kernel's tensor maps in device memory, and what they were made for.
 pub struct DeviceMaps {
-    made_for: (CUdeviceptr, CUdeviceptr, Shape),
+    made_for: (Operand, Operand),
     pub maps: CudaSlice<u8>,
 }
 
 impl DeviceMaps {
-    /// Maps for A at `a` and B at `b` in `shape`: `cached` if it was made
-    /// for them, else new ones, copied to the GPU on its stream (ordered
-    /// before any launch enqueued after this call).
-    pub fn for_buffers(
+    /// Maps for A and B: `cached` if it was made for them, else new ones,
+    /// copied to the GPU on its stream (ordered before any launch enqueued
+    /// after this call).
+    pub fn for_operands(
         cached: Option<DeviceMaps>,
         gpu: &Gpu,
         boxes: &TmaBoxes,
-        (a, b): (CUdeviceptr, CUdeviceptr),
-        shape: &Shape,
+        a: Operand,
+        b: Operand,
     ) -> Result<DeviceMaps, HostError> {
         if let Some(cached) = cached
-            && cached.made_for == (a, b, *shape)
+            && cached.made_for == (a, b)
         {
             return Ok(cached);
         }
-        let bytes = encode(boxes, a, b, shape)?;
+        let bytes = encode(boxes, a, b)?;
         let maps = gpu
             .stream
             .clone_htod(&bytes)
             .map_err(HostError::cuda("copying tensor maps to the GPU"))?;
         Ok(DeviceMaps {
-            made_for: (a, b, *shape),
+            made_for: (a, b),
             maps,
         })
     }
+}
+
+/// Copies of A (m x k4) and B (k4 x n4) with K and N rounded up to
+/// multiples of 4, for a TMA kernel at a shape whose rows TMA cannot
+/// describe (`Operands::padded`). Allocated once per shape and zeroed, so
+/// the padding stays zero; every launch copies A and B into them
+/// (`cuMemcpy2DAsync`, on the stream before the kernel, so the copies are
+/// part of what is timed). The workspace is `4 (m k4 + k4 n4)` bytes.
+pub struct Padded {
+    shape: Shape,
+    pub k4: usize,
+    pub n4: usize,
+    /// The allocations `a_ptr` and `b_ptr` point into, owned here.
+    _a: CudaSlice<f32>,
+    _b: CudaSlice<f32>,
+    a_ptr: CUdeviceptr,
+    b_ptr: CUdeviceptr,
+}
+
+impl Padded {
+    /// `cached` if it was made for `shape`, else new zeroed buffers.
+    pub fn for_shape(
+        cached: Option<Padded>,
+        gpu: &Gpu,
+        shape: &Shape,
+        (k4, n4): (usize, usize),
+    ) -> Result<Padded, HostError> {
+        if let Some(cached) = cached
+            && cached.shape == *shape
+        {
+            return Ok(cached);
+        }
+        let zeros = |len: usize, what: &str| {
+            gpu.stream
+                .alloc_zeros::<f32>(len)
+                .map_err(HostError::cuda(&format!(
+                    "allocating the padded copy of {what} ({len} floats) for TMA"
+                )))
+        };
+        let a = zeros(shape.m * k4, "A")?;
+        let b = zeros(k4 * n4, "B")?;
+        let a_ptr = crate::runner::device_address(gpu, &a);
+        let b_ptr = crate::runner::device_address(gpu, &b);
+        Ok(Padded {
+            shape: *shape,
+            k4,
+            n4,
+            _a: a,
+            _b: b,
+            a_ptr,
+            b_ptr,
+        })
+    }
+
+    /// The padded A and B, as the tensor maps describe them.
+    pub fn operands(&self) -> (Operand, Operand) {
+        (
+            Operand {
+                ptr: self.a_ptr,
+                rows: self.shape.m,
+                cols: self.k4,
+            },
+            Operand {
+                ptr: self.b_ptr,
+                rows: self.k4,
+                cols: self.n4,
+            },
+        )
+    }
+
+    /// Enqueues the copies of A (at `a`) and B (at `b`) into the padded
+    /// buffers.
+    pub fn copy_in(&self, gpu: &Gpu, a: CUdeviceptr, b: CUdeviceptr) -> Result<(), HostError> {
+        let (m, n, k) = (self.shape.m, self.shape.n, self.shape.k);
+        copy_rows(gpu, (a, k), (self.a_ptr, self.k4), k, m, "A")?;
+        copy_rows(gpu, (b, n), (self.b_ptr, self.n4), n, k, "B")
+    }
+}
+
+/// Enqueues a copy of `rows` rows of `cols` floats from a row-major matrix
+/// with rows of `src.1` floats to one with rows of `dst.1` floats.
+fn copy_rows(
+    gpu: &Gpu,
+    src: (CUdeviceptr, usize),
+    dst: (CUdeviceptr, usize),
+    cols: usize,
+    rows: usize,
+    which: &str,
+) -> Result<(), HostError> {
+    let copy = sys::CUDA_MEMCPY2D {
+        srcXInBytes: 0,
+        srcY: 0,
+        srcMemoryType: sys::CUmemorytype::CU_MEMORYTYPE_DEVICE,
+        srcHost: std::ptr::null(),
+        srcDevice: src.0,
+        srcArray: std::ptr::null_mut(),
+        srcPitch: src.1 * 4,
+        dstXInBytes: 0,
+        dstY: 0,
+        dstMemoryType: sys::CUmemorytype::CU_MEMORYTYPE_DEVICE,
+        dstHost: std::ptr::null_mut(),
+        dstDevice: dst.0,
+        dstArray: std::ptr::null_mut(),
+        dstPitch: dst.1 * 4,
+        WidthInBytes: cols * 4,
+        Height: rows,
+    };
+    // SAFETY: both are live device allocations of at least `rows` rows of
+    // their pitch (the source is the caller's m x k or k x n buffer, the
+    // destination this workspace), `cols <= ` both row lengths; the copy
+    // is ordered on the one stream everything uses.
+    unsafe { sys::cuMemcpy2DAsync_v2(&copy, gpu.stream.cu_stream()) }
+        .result()
+        .map_err(HostError::cuda(&format!(
+            "copying {which} into its padded buffer for TMA"
+        )))
 }

@@ -13,7 +13,9 @@
 //!   A, boxes of B) and announces its bytes on the stage's `mbarrier`; the
 //!   other threads wait on the barrier's phase. No thread spends
 //!   registers or instructions on addresses, and out-of-range rows and
-//!   columns arrive as zeros: edge tiles need nothing.
+//!   columns arrive as zeros: edge tiles need nothing. (TMA needs rows of
+//!   16-byte multiples, K and N multiples of 4; at other shapes the host
+//!   gives the kernel padded copies of A and B: `Operands::padded`.)
 //! - **The operand roles swap.** TF32 `wgmma` needs both operands K-major
 //!   (K contiguous). A (row-major M x K) is; B (row-major K x N) is not,
 //!   and `wgmma` has no transposed TF32 form. So the kernel computes

@@ -93,16 +93,18 @@ pub struct TmaBoxes {
 }
 
 impl Operands {
-    /// Why `m x n x k` cannot be given to a kernel that takes these
-    /// operands, if it cannot. TMA reads rows that start 16-byte aligned:
-    /// K and N must be multiples of 4.
-    pub fn unsupported(&self, _m: usize, n: usize, k: usize) -> Option<&'static str> {
+    /// For TMA operands at a shape whose rows TMA cannot describe (its
+    /// row strides must be multiples of 16 bytes: K and N multiples of 4),
+    /// the padded sizes `(k4, n4)` (K and N rounded up to 4) of the copies
+    /// of A (m x k4) and B (k4 x n4) the host makes for each launch, with
+    /// zeros in the padding, which add nothing to C. `None` when the
+    /// kernel reads the caller's A and B as they are.
+    pub fn padded(&self, _m: usize, n: usize, k: usize) -> Option<(usize, usize)> {
         match self {
-            Operands::Pointers => None,
-            Operands::TensorMaps(_) if !(k.is_multiple_of(4) && n.is_multiple_of(4)) => Some(
-                "TMA needs the rows of A and B to be multiples of 16 bytes (k and n multiples of 4)",
-            ),
-            Operands::TensorMaps(_) => None,
+            Operands::TensorMaps(_) if !(k.is_multiple_of(4) && n.is_multiple_of(4)) => {
+                Some((k.next_multiple_of(4), n.next_multiple_of(4)))
+            }
+            Operands::Pointers | Operands::TensorMaps(_) => None,
         }
     }
 }
@@ -135,8 +137,9 @@ pub struct KernelSpec {
 impl KernelSpec {
     /// Why this kernel cannot take `m x n x k`, if it cannot: a matrix of
     /// more than [`MAX_ELEMS`](crate::gemm::MAX_ELEMS) elements (the
-    /// kernels' offsets within a matrix are 32-bit), or a shape its
-    /// operands cannot describe ([`Operands::unsupported`]).
+    /// kernels' offsets within a matrix are 32-bit). Every kernel takes
+    /// every other shape (TMA kernels through padded copies:
+    /// [`Operands::padded`]).
     #[cfg(not(target_arch = "nvptx64"))]
     pub fn unsupported(&self, m: usize, n: usize, k: usize) -> Option<String> {
         let limit = crate::gemm::MAX_ELEMS;
@@ -149,7 +152,7 @@ impl KernelSpec {
                 ));
             }
         }
-        self.operands.unsupported(m, n, k).map(String::from)
+        None
     }
 
     /// The body the CPU emulator runs, or why it cannot run this kernel.

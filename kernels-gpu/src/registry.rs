@@ -1,6 +1,6 @@
 //! Every kernel the PTX module exports, in ladder order (host side only).
 
-use crate::launch::{KernelSpec, Operands};
+use crate::launch::KernelSpec;
 
 /// The kernels, in ladder order. `name` is also the PTX entry's name.
 /// Steps 10-13 list every instance (also as `k10_tuned::SPECS`, `k11_mma::SPECS`, `k12_wgmma::SPECS`, `k13_wgmma_ws::SPECS`).
@@ -36,15 +36,4 @@ pub const KERNELS: &[KernelSpec] = &[
 /// The kernel called `name`, if there is one.
 pub fn find(name: &str) -> Option<&'static KernelSpec> {
     KERNELS.iter().find(|k| k.name == name)
-}
-
-/// The kernel that runs a shape `spec` cannot take (a TMA kernel at rows
-/// that are not 16-byte multiples): the first instance of the nearest
-/// lower step with the same precision that takes plain pointers.
-pub fn fallback(spec: &KernelSpec) -> Option<&'static KernelSpec> {
-    let candidate = |k: &&KernelSpec| {
-        k.step < spec.step && k.precision == spec.precision && k.operands == Operands::Pointers
-    };
-    let step = KERNELS.iter().filter(candidate).map(|k| k.step).max()?;
-    KERNELS.iter().filter(candidate).find(|k| k.step == step)
 }

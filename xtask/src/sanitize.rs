@@ -25,8 +25,8 @@ const TOOLS: [&str; 4] = ["memcheck", "racecheck", "synccheck", "initcheck"];
 
 /// Sizes (m, n, k): a multiple of the small tiles, then sizes that are not
 /// multiples of any tile, the smallest problem, one just past 128/256, and
-/// one with edges everywhere that the TMA kernels take (n and k multiples
-/// of 4; at the others the host runs their fallback and says so).
+/// one with edges everywhere that the TMA kernels take as it is (n and k
+/// multiples of 4; at the others they run on padded copies of A and B).
 const SIZES: [(usize, usize, usize); 5] = [
     (64, 64, 64),
     (33, 17, 100),

@@ -215,6 +215,7 @@ fn measure_all(args: &Args) -> Result<Results> {
 
     let gpu = Gpu::open(args.device)?;
     let mut skipped = Vec::new();
+    let mut notes = Vec::new();
     let mut specs: Vec<&'static KernelSpec> = Vec::new();
     for spec in KERNELS.iter().filter(|k| wanted(args, k.name)) {
         match gpu.check_runs(spec) {
@@ -299,6 +300,17 @@ fn measure_all(args: &Args) -> Result<Results> {
                 bar.inc(1);
                 continue;
             }
+            if let Some((k4, n4)) = k.spec.operands.padded(shape.m, shape.n, shape.k) {
+                let note = format!(
+                    "{} at {shape}: TMA needs k and n to be multiples of 4; each launch first \
+                     copies A and B into buffers padded to k = {k4}, n = {n4}, and the time \
+                     includes the copies",
+                    k.name()
+                );
+                if !notes.contains(&note) {
+                    notes.push(note);
+                }
+            }
             let (kind, twin) = if k.name() == k.spec.name {
                 (Kind::Rust, None)
             } else {
@@ -346,6 +358,7 @@ fn measure_all(args: &Args) -> Result<Results> {
                 },
             },
             skipped,
+            notes,
         },
         rows,
     };

@@ -254,6 +254,9 @@ pub fn readme_markdown(results: &Results, headline: usize, plot: &str) -> String
             );
         }
     }
+    if !m.notes.is_empty() {
+        s += &format!("\nPadded: {}\n", m.notes.join("; "));
+    }
     if !m.skipped.is_empty() {
         s += &format!("\nSkipped: {}\n", m.skipped.join("; "));
     }

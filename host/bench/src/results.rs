@@ -139,6 +139,10 @@ pub struct Meta {
     pub settings: Settings,
     /// Why a baseline is missing, if one is.
     pub skipped: Vec<String>,
+    /// Rows measured differently from the others: TMA kernels that ran
+    /// on padded copies of A and B (the copies timed with them).
+    #[serde(default)]
+    pub notes: Vec<String>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
