@@ -269,6 +269,30 @@ impl Gpu {
         Ok(f)
     }
 
+    /// The utility entry `entry` of `module` (not a GEMM kernel; see
+    /// `PtxModule::utility_entries`), from the built-in PTX or the `--ptx`
+    /// file.
+    pub fn utility(&self, module: &PtxModule, entry: &str) -> Result<CudaFunction, HostError> {
+        let loaded = match &self.ptx {
+            Modules::File(module) => Some(module),
+            Modules::BuiltIn(loaded) => loaded
+                .iter()
+                .find(|(name, _)| *name == module.name)
+                .map(|(_, module)| module),
+        };
+        let Some(loaded) = loaded else {
+            return Err(HostError::BadShape(format!(
+                "the {} module ({}) is not loaded on this GPU: it needs {}",
+                module.name,
+                module.arch.target_cpu,
+                module.arch.needs()
+            )));
+        };
+        loaded
+            .load_function(entry)
+            .map_err(HostError::cuda(format!("finding {entry} in the PTX")))
+    }
+
     /// Lets `f` (kernel `name`) launch with `bytes` of launch-sized shared
     /// memory: an error above the GPU's limit, an opt-in above 48 KB.
     pub fn allow_shared(

@@ -8,11 +8,11 @@
 //! ([`DeviceMaps`]); within one verified and timed run they are made once,
 //! before the first (untimed) launch.
 
-use cudarc::driver::CudaSlice;
 use cudarc::driver::sys::{
     self, CUdeviceptr, CUtensorMap, CUtensorMapDataType, CUtensorMapFloatOOBfill,
     CUtensorMapInterleave, CUtensorMapL2promotion, CUtensorMapSwizzle,
 };
+use cudarc::driver::{CudaFunction, CudaSlice, LaunchConfig, PushKernelArg};
 use kernels_gpu::launch::{TENSOR_MAP_BYTES, TmaBoxes};
 
 use crate::HostError;
@@ -131,10 +131,10 @@ impl DeviceMaps {
 
 /// Copies of A (m x k4) and B (k4 x n4) with K and N rounded up to
 /// multiples of 4, for a TMA kernel at a shape whose rows TMA cannot
-/// describe (`Operands::padded`). Allocated once per shape and zeroed, so
-/// the padding stays zero; every launch copies A and B into them
-/// (`cuMemcpy2DAsync`, on the stream before the kernel, so the copies are
-/// part of what is timed). The workspace is `4 (m k4 + k4 n4)` bytes.
+/// describe (`Operands::padded`). Allocated once per shape; every launch
+/// copies A and B into them, zeros in the padding (`kernels_gpu::pad`, on
+/// the stream before the kernel, so the copies are part of what is
+/// timed). The workspace is `4 (m k4 + k4 n4)` bytes.
 pub struct Padded {
     shape: Shape,
     pub k4: usize,
@@ -144,6 +144,8 @@ pub struct Padded {
     _b: CudaSlice<f32>,
     a_ptr: CUdeviceptr,
     b_ptr: CUdeviceptr,
+    /// `kernels_gpu::pad::pad_rows`.
+    pad: CudaFunction,
 }
 
 impl Padded {
@@ -166,6 +168,7 @@ impl Padded {
                     "allocating the padded copy of {what} ({len} floats) for TMA"
                 )))
         };
+        let pad = gpu.utility(&kernels_gpu::modules::WGMMA, kernels_gpu::pad::ENTRY)?;
         let a = zeros(shape.m * k4, "A")?;
         let b = zeros(k4 * n4, "B")?;
         let a_ptr = crate::runner::device_address(gpu, &a);
@@ -178,6 +181,7 @@ impl Padded {
             _b: b,
             a_ptr,
             b_ptr,
+            pad,
         })
     }
 
@@ -201,46 +205,42 @@ impl Padded {
     /// buffers.
     pub fn copy_in(&self, gpu: &Gpu, a: CUdeviceptr, b: CUdeviceptr) -> Result<(), HostError> {
         let (m, n, k) = (self.shape.m, self.shape.n, self.shape.k);
-        copy_rows(gpu, (a, k), (self.a_ptr, self.k4), k, m, "A")?;
-        copy_rows(gpu, (b, n), (self.b_ptr, self.n4), n, k, "B")
+        self.pad_rows(gpu, (a, self.a_ptr), m, k, self.k4, "A")?;
+        self.pad_rows(gpu, (b, self.b_ptr), k, n, self.n4, "B")
     }
-}
 
-/// Enqueues a copy of `rows` rows of `cols` floats from a row-major matrix
-/// with rows of `src.1` floats to one with rows of `dst.1` floats.
-fn copy_rows(
-    gpu: &Gpu,
-    src: (CUdeviceptr, usize),
-    dst: (CUdeviceptr, usize),
-    cols: usize,
-    rows: usize,
-    which: &str,
-) -> Result<(), HostError> {
-    let copy = sys::CUDA_MEMCPY2D {
-        srcXInBytes: 0,
-        srcY: 0,
-        srcMemoryType: sys::CUmemorytype::CU_MEMORYTYPE_DEVICE,
-        srcHost: std::ptr::null(),
-        srcDevice: src.0,
-        srcArray: std::ptr::null_mut(),
-        srcPitch: src.1 * 4,
-        dstXInBytes: 0,
-        dstY: 0,
-        dstMemoryType: sys::CUmemorytype::CU_MEMORYTYPE_DEVICE,
-        dstHost: std::ptr::null_mut(),
-        dstDevice: dst.0,
-        dstArray: std::ptr::null_mut(),
-        dstPitch: dst.1 * 4,
-        WidthInBytes: cols * 4,
-        Height: rows,
-    };
-    // SAFETY: both are live device allocations of at least `rows` rows of
-    // their pitch (the source is the caller's m x k or k x n buffer, the
-    // destination this workspace), `cols <= ` both row lengths; the copy
-    // is ordered on the one stream everything uses.
-    unsafe { sys::cuMemcpy2DAsync_v2(&copy, gpu.stream.cu_stream()) }
-        .result()
-        .map_err(HostError::cuda(&format!(
-            "copying {which} into its padded buffer for TMA"
-        )))
+    /// Enqueues `pad_rows(src, dst, rows, cols, ld)`.
+    fn pad_rows(
+        &self,
+        gpu: &Gpu,
+        (src, dst): (CUdeviceptr, CUdeviceptr),
+        rows: usize,
+        cols: usize,
+        ld: usize,
+        which: &str,
+    ) -> Result<(), HostError> {
+        use kernels_gpu::pad::{MAX_GRID_ROWS, THREADS};
+        let cfg = LaunchConfig {
+            grid_dim: (
+                ld.div_ceil(THREADS) as u32,
+                rows.min(MAX_GRID_ROWS) as u32,
+                1,
+            ),
+            block_dim: (THREADS as u32, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let (rows, cols, ld) = (rows as u32, cols as u32, ld as u32);
+        let mut launch = gpu.stream.launch_builder(&self.pad);
+        launch.arg(&src).arg(&dst).arg(&rows).arg(&cols).arg(&ld);
+        // SAFETY: pad_rows takes (src, dst, rows, cols, ld); `src` is the
+        // caller's rows x cols matrix (A or B of `self.shape`), `dst` this
+        // workspace's rows x ld buffer; they do not overlap; the grid is
+        // what the entry's contract asks for.
+        unsafe { launch.launch(cfg) }
+            .map(|_| ())
+            .map_err(|source| HostError::LaunchFailed {
+                kernel: format!("pad_rows (the padded copy of {which})"),
+                source,
+            })
+    }
 }

@@ -71,6 +71,10 @@ ladder_files!(["tuned_a" | "tuned_b"]: k10_tuned);
 ladder_files!(["mma"]: k11_mma);
 ladder_files!(["wgmma"]: k12_wgmma, k13_wgmma_ws);
 
+/// Not a ladder step: the copy that pads A and B for the TMA kernels.
+#[cfg(any(not(target_arch = "nvptx64"), gemm_module = "wgmma"))]
+pub mod pad;
+
 #[cfg(not(target_arch = "nvptx64"))]
 pub mod registry;
 

@@ -88,6 +88,8 @@ pub struct PtxModule {
     pub arch: Arch,
     /// The ladder files it holds.
     pub files: &'static str,
+    /// Entries that are not GEMM kernels (not in the registry).
+    pub utility_entries: &'static [&'static str],
 }
 
 /// Steps 01-09: the lesson and the FP32 ladder up to register prefetching.
@@ -95,6 +97,7 @@ pub const LADDER: PtxModule = PtxModule {
     name: "ladder",
     arch: Arch::SM70,
     files: "k01_naive .. k09_prefetch",
+    utility_entries: &[],
 };
 /// Step 10: nine fully unrolled parameter sets, the slowest file to
 /// compile, so modules of their own, two, which build in parallel.
@@ -102,17 +105,20 @@ pub const TUNED_A: PtxModule = PtxModule {
     name: "tuned_a",
     arch: Arch::SM70,
     files: "k10_tuned (five of its instances)",
+    utility_entries: &[],
 };
 pub const TUNED_B: PtxModule = PtxModule {
     name: "tuned_b",
     arch: Arch::SM70,
     files: "k10_tuned (the other four)",
+    utility_entries: &[],
 };
 /// Step 11: TF32 tensor cores through `mma.sync`.
 pub const MMA: PtxModule = PtxModule {
     name: "mma",
     arch: Arch::SM80,
     files: "k11_mma",
+    utility_entries: &[],
 };
 
 /// Steps 12-13: Hopper's `wgmma` fed by TMA (architecture-specific PTX).
@@ -120,6 +126,8 @@ pub const WGMMA: PtxModule = PtxModule {
     name: "wgmma",
     arch: Arch::SM90A,
     files: "k12_wgmma, k13_wgmma_ws",
+    // `pad::ENTRY`: the copy that pads A and B for TMA (host/src/tma.rs).
+    utility_entries: &["pad_rows"],
 };
 
 /// Every module, in ladder order.

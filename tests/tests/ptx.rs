@@ -48,10 +48,17 @@ fn every_module_exports_its_kernels_and_nothing_unresolved() {
                 module.name
             );
         }
+        for entry in module.utility_entries {
+            assert!(
+                ptx_entry(ptx, entry).is_some(),
+                "no .entry {entry} in module {}",
+                module.name
+            );
+        }
         assert_eq!(
             ptx.matches(".visible .entry").count(),
-            kernels.len(),
-            "module {}: PTX entries and registry disagree",
+            kernels.len() + module.utility_entries.len(),
+            "module {}: PTX entries and registry (plus utility entries) disagree",
             module.name
         );
     }
