@@ -50,8 +50,7 @@
 // What the host must do: compile with NVRTC for `compute_90a` (not
 // compute_90: wgmma, setmaxnreg and the arch-specific features need the
 // `a` target), with no -D options (the constants below are the Rust
-// kernel's; -DWS_STAGES=N may override the stages only together with a
-// Rust spec of N stages, whose shared_bytes the launch uses). Launch as
+// kernel's). Launch as
 // the Rust kernel: block (384, 1, 1), grid (ceil(N / 128), ceil(M / 256)),
 // SPEC.launch.shared_bytes of dynamic shared memory (opted into above
 // 48 KB), parameters (A, B, C, M, N, K, maps) with the same tensor maps
@@ -60,9 +59,7 @@
 #define WS_BM 256
 #define WS_BN 128
 #define WS_BK 32
-#ifndef WS_STAGES
 #define WS_STAGES 4
-#endif
 #define WS_B_BOX_COLS 8
 #define WS_ALIGN 1024
 #define WS_CONSUMERS 256

@@ -7,9 +7,9 @@
 //!
 //! One thread per element of the padded matrix: consecutive threads take
 //! consecutive columns, so the reads of the source rows (which start at
-//! any 4-byte boundary) and the writes are coalesced. A memory-bound copy:
-//! the driver's own `cuMemcpy2DAsync` did the same job several times
-//! slower at n = 4097 (docs/measurements.md).
+//! any 4-byte boundary) and the writes are coalesced. A memory-bound copy;
+//! the driver's own `cuMemcpy2DAsync`, tried first, made the whole launch
+//! at n = 4097 about 5 % slower (docs/measurements.md).
 
 use crate::device::{GlobalIn, GlobalOut, block_idx_x, block_idx_y, thread_idx_x};
 
