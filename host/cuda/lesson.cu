@@ -6,23 +6,26 @@
 // built-in headers, which use T as a template parameter). nvcc and NVRTC
 // contract `acc += a * b` into an FMA by default, as the Rust kernels do
 // explicitly.
+#include "gemm_params.cuh"
 #define T TILE
 
 // One thread per element of C; consecutive threads take consecutive columns.
-extern "C" __global__ void naive(const float* A, const float* B, float* C,
-                                 int M, int N, int K) {
+extern "C" __global__ void naive(const float* A, const float* B, float* C, GemmParams p) {
+    gemm_batch(A, B, C, p);
+    int M = p.m, N = p.n, K = p.k, lda = p.lda, ldb = p.ldb, ldc = p.ldc;
     int row = blockIdx.y * blockDim.y + threadIdx.y;
     int col = blockIdx.x * blockDim.x + threadIdx.x;
     if (row >= M || col >= N) return;
     float acc = 0.0f;
     for (int k = 0; k < K; ++k)
-        acc += A[row * K + k] * B[k * N + col];
-    C[row * N + col] = acc;
+        acc += A[row * lda + k] * B[k * ldb + col];
+    gemm_store(p, C, row * ldc + col, acc);
 }
 
 // The lesson's matmul_tiled, for any M, N, K.
-extern "C" __global__ void tiled16(const float* A, const float* B, float* C,
-                                   int M, int N, int K) {
+extern "C" __global__ void tiled16(const float* A, const float* B, float* C, GemmParams p) {
+    gemm_batch(A, B, C, p);
+    int M = p.m, N = p.n, K = p.k, lda = p.lda, ldb = p.ldb, ldc = p.ldc;
     __shared__ float As[T][T + 1];
     __shared__ float Bs[T][T + 1];
 
@@ -32,8 +35,8 @@ extern "C" __global__ void tiled16(const float* A, const float* B, float* C,
     float acc = 0.0f;
 
     for (int k0 = 0; k0 < K; k0 += T) {
-        As[ty][tx] = (row < M && k0 + tx < K) ? A[row * K + (k0 + tx)] : 0.0f;
-        Bs[ty][tx] = (k0 + ty < K && col < N) ? B[(k0 + ty) * N + col] : 0.0f;
+        As[ty][tx] = (row < M && k0 + tx < K) ? A[row * lda + (k0 + tx)] : 0.0f;
+        Bs[ty][tx] = (k0 + ty < K && col < N) ? B[(k0 + ty) * ldb + col] : 0.0f;
         __syncthreads();  // tiles fully staged
 
         for (int k = 0; k < T; ++k)
@@ -41,5 +44,5 @@ extern "C" __global__ void tiled16(const float* A, const float* B, float* C,
 
         __syncthreads();  // done reading before next phase overwrites
     }
-    if (row < M && col < N) C[row * N + col] = acc;
+    if (row < M && col < N) gemm_store(p, C, row * ldc + col, acc);
 }

@@ -15,6 +15,8 @@
 // parameters are written out below, and a test checks them against the
 // Rust kernels' specs (tests/tests/twins.rs).
 
+#include "gemm_params.cuh"
+
 #define LANE_ROWS 4
 #define LANE_COLS 8
 #define TM 4
@@ -23,7 +25,7 @@
 #define SUB_N (LANE_COLS * TN)
 #define A_PAD 4
 
-// A[row][col..col + 4] at idx == row * K + col: one 128-bit load, or
+// A[row][col..col + 4] at idx == row * lda + col: one 128-bit load, or
 // (GUARD) four scalar loads with zeros outside A.
 template <bool GUARD>
 __device__ __forceinline__ float4 read4(const float* p, int row, int rows, int col, int cols,
@@ -37,8 +39,9 @@ __device__ __forceinline__ float4 read4(const float* p, int row, int rows, int c
 }
 
 template <int BM, int BN, int BK, int WM_ITERS, int WN_ITERS, bool GUARD>
-__device__ __forceinline__ void tuned_body(const float* A, const float* B, float* C, int M,
-                                           int N, int K, int row0, int col0) {
+__device__ __forceinline__ void tuned_body(const float* A, const float* B, float* C,
+                                           const GemmParams& p, int row0, int col0) {
+    const int M = p.m, N = p.n, K = p.k, lda = p.lda, ldb = p.ldb, ldc = p.ldc;
     constexpr int WM = WM_ITERS * SUB_M, WN = WN_ITERS * SUB_N;
     constexpr int THREADS = (BM / WM) * (BN / WN) * 32;
     constexpr int A_LD = BM + A_PAD;
@@ -67,9 +70,9 @@ __device__ __forceinline__ void tuned_body(const float* A, const float* B, float
 #pragma unroll
                 for (int j = 0; j < TN; ++j) acc[mi][ni][i][j] = 0.0f;
 
-    int a_idx = (row0 + a_r) * K + a_c;
-    int b_idx = b_r * N + col0 + b_c;
-    const int a_stride = A_ROW_STRIDE * K, b_stride = B_ROW_STRIDE * N, b_step = BK * N;
+    int a_idx = (row0 + a_r) * lda + a_c;
+    int b_idx = b_r * ldb + col0 + b_c;
+    const int a_stride = A_ROW_STRIDE * lda, b_stride = B_ROW_STRIDE * ldb, b_step = BK * ldb;
 
     float4 next_a[A_VECS], next_b[B_VECS];
     // Global loads of the tile at k0 into registers.
@@ -175,10 +178,12 @@ __device__ __forceinline__ void tuned_body(const float* A, const float* B, float
                 if (GUARD) {
 #pragma unroll
                     for (int j = 0; j < TN; ++j)
-                        if (row < M && col + j < N) C[row * N + col + j] = acc[mi][ni][i][j];
+                        if (row < M && col + j < N)
+                            gemm_store(p, C, row * ldc + col + j, acc[mi][ni][i][j]);
                 } else {
-                    *reinterpret_cast<float4*>(C + row * N + col) = make_float4(
-                        acc[mi][ni][i][0], acc[mi][ni][i][1], acc[mi][ni][i][2], acc[mi][ni][i][3]);
+                    gemm_store4(p, C, row * ldc + col,
+                                make_float4(acc[mi][ni][i][0], acc[mi][ni][i][1],
+                                            acc[mi][ni][i][2], acc[mi][ni][i][3]));
                 }
             }
         }
@@ -186,20 +191,20 @@ __device__ __forceinline__ void tuned_body(const float* A, const float* B, float
 
 // The vector body for interior blocks of aligned shapes, else the guarded one.
 template <int BM, int BN, int BK, int WM_ITERS, int WN_ITERS>
-__device__ __forceinline__ void tuned(const float* A, const float* B, float* C, int M, int N,
-                                      int K) {
+__device__ __forceinline__ void tuned(const float* A, const float* B, float* C,
+                                      const GemmParams& p) {
+    gemm_batch(A, B, C, p);
     const int row0 = blockIdx.y * BM, col0 = blockIdx.x * BN;
-    if (row0 + BM <= M && col0 + BN <= N && K % BK == 0 && N % 4 == 0)
-        tuned_body<BM, BN, BK, WM_ITERS, WN_ITERS, false>(A, B, C, M, N, K, row0, col0);
+    if (row0 + BM <= (int)p.m && col0 + BN <= (int)p.n && p.k % BK == 0 && gemm_vec4(A, B, C, p))
+        tuned_body<BM, BN, BK, WM_ITERS, WN_ITERS, false>(A, B, C, p, row0, col0);
     else
-        tuned_body<BM, BN, BK, WM_ITERS, WN_ITERS, true>(A, B, C, M, N, K, row0, col0);
+        tuned_body<BM, BN, BK, WM_ITERS, WN_ITERS, true>(A, B, C, p, row0, col0);
 }
 
 // tuned_{BM}x{BN}x{BK}_w{WM}x{WN}: WM = 16 * WM_ITERS, WN = 32 * WN_ITERS.
 #define INSTANCE(BM, BN, BK, WMI, WNI, NAME)                                                 \
-    extern "C" __global__ void NAME(const float* A, const float* B, float* C, int M, int N, \
-                                    int K) {                                               \
-        tuned<BM, BN, BK, WMI, WNI>(A, B, C, M, N, K);                                      \
+    extern "C" __global__ void NAME(const float* A, const float* B, float* C, GemmParams p) { \
+        tuned<BM, BN, BK, WMI, WNI>(A, B, C, p);                                               \
     }
 
 INSTANCE(128, 128, 16, 2, 2, tuned_128x128x16_w32x64)

@@ -53,8 +53,10 @@
 // kernel's). Launch as
 // the Rust kernel: block (384, 1, 1), grid (ceil(N / 128), ceil(M / 256)),
 // SPEC.launch.shared_bytes of dynamic shared memory (opted into above
-// 48 KB), parameters (A, B, C, M, N, K, maps) with the same tensor maps
+// 48 KB), parameters (A, B, C, GemmParams, maps) with the same tensor maps
 // (host/src/tma.rs, for these buffers and this shape).
+
+#include "gemm_params.cuh"
 
 #define WS_BM 256
 #define WS_BN 128
@@ -237,13 +239,15 @@ static __device__ __forceinline__ void ws_take_registers() {
 // k12_wgmma::store_tile: thread tid of the consumers stores its
 // accumulators; acc[4j + 2h + e] is C[row0 + 8j + 2t + e][col0 + 64wg +
 // 16w + g + 8h]. Bounds as offsets from the thread's first row and column.
-static __device__ __forceinline__ void ws_store_tile(float* C, usize m, usize n, const float (&acc)[128],
-                                                     usize row0, usize col0, usize tid) {
+static __device__ __forceinline__ void ws_store_tile(float* C, const GemmParams& p,
+                                                     const float (&acc)[128], usize row0,
+                                                     usize col0, usize tid) {
+    usize m = p.m, n = p.n, ldc = p.ldc;
     usize wg = tid / 128, warp = tid % 128 / 32, lane = tid % 32;
     usize row = row0 + 2 * (lane % 4), col = col0 + 64 * wg + 16 * warp + lane / 4;
     bool interior = row0 + WS_BM <= m && col0 + WS_BN <= n;
     usize rows_left = m > row ? m - row : 0, cols_left = n > col ? n - col : 0;
-    usize index = row * n + col;
+    usize index = row * ldc + col;
     if (interior) {
 #pragma unroll
         for (int j = 0; j < WS_BM / 8; ++j) {
@@ -251,10 +255,10 @@ static __device__ __forceinline__ void ws_store_tile(float* C, usize m, usize n,
             for (int e = 0; e < 2; ++e) {
 #pragma unroll
                 for (int h = 0; h < 2; ++h) {
-                    C[index + e * n + 8 * h] = acc[4 * j + 2 * h + e];
+                    gemm_store(p, C, index + e * ldc + 8 * h, acc[4 * j + 2 * h + e]);
                 }
             }
-            index += 8 * n;
+            index += 8 * ldc;
         }
     } else {
 #pragma unroll
@@ -264,18 +268,19 @@ static __device__ __forceinline__ void ws_store_tile(float* C, usize m, usize n,
 #pragma unroll
                 for (int h = 0; h < 2; ++h) {
                     if ((usize)(8 * j + e) < rows_left && (usize)(8 * h) < cols_left) {
-                        C[index + e * n + 8 * h] = acc[4 * j + 2 * h + e];
+                        gemm_store(p, C, index + e * ldc + 8 * h, acc[4 * j + 2 * h + e]);
                     }
                 }
             }
-            index += 8 * n;
+            index += 8 * ldc;
         }
     }
 }
 
 // k13_wgmma_ws::consume: step 12's loop, stages released through `empty`.
-static __device__ __forceinline__ void ws_consume(float* C, usize m, usize n, usize row0, usize col0,
-                                                  usize base, usize tid, usize k_tiles) {
+static __device__ __forceinline__ void ws_consume(float* C, const GemmParams& p, usize row0,
+                                                  usize col0, usize base, usize tid,
+                                                  usize k_tiles) {
     usize barriers = base + WS_STAGES * WS_STAGE_WORDS;
 
     usize wg = tid / 128, warp = tid % 128 / 32, lane = tid % 32;
@@ -320,7 +325,7 @@ static __device__ __forceinline__ void ws_consume(float* C, usize m, usize n, us
         }
     }
 
-    ws_store_tile(C, m, n, acc, row0, col0, tid);
+    ws_store_tile(C, p, acc, row0, col0, tid);
 }
 
 // The launch bounds go on a declaration, so that the definition reads
@@ -328,15 +333,15 @@ static __device__ __forceinline__ void ws_consume(float* C, usize m, usize n, us
 // (tests/tests/twins.rs); nvcc and NVRTC apply them to the entry (its PTX
 // has `.maxntid 384, 1, 1`, as with the attribute on the definition).
 extern "C" __global__ void __launch_bounds__(WS_THREADS, 1)
-wgmma_ws_256x128x32_s4(const float* A, const float* B, float* C, unsigned M, unsigned N,
-                       unsigned K, const unsigned char* maps);
+wgmma_ws_256x128x32_s4(const float* A, const float* B, float* C, GemmParams p,
+                       const unsigned char* maps);
 
 extern "C" __global__ void wgmma_ws_256x128x32_s4(const float* A, const float* B, float* C,
-                                                  unsigned M, unsigned N, unsigned K,
-                                                  const unsigned char* maps) {
+                                                  GemmParams p, const unsigned char* maps) {
+    gemm_batch(A, B, C, p);
     (void)A;
     (void)B;
-    usize m = M, n = N, k = K;
+    usize k = p.k;
     usize tid = threadIdx.x;
     usize row0 = (usize)blockIdx.y * WS_BM, col0 = (usize)blockIdx.x * WS_BN;
     const unsigned char* map_a = maps;
@@ -384,6 +389,6 @@ extern "C" __global__ void wgmma_ws_256x128x32_s4(const float* A, const float* B
         }
     } else {
         ws_take_registers();
-        ws_consume(C, m, n, row0, col0, base, tid, k_tiles);
+        ws_consume(C, p, row0, col0, base, tid, k_tiles);
     }
 }

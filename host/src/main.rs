@@ -183,7 +183,7 @@ fn for_shape(
     let mut out: Vec<&'static KernelSpec> = Vec::new();
     let mut last_why = None;
     for spec in kernels {
-        if let Some(why) = spec.unsupported(shape.m, shape.n, shape.k) {
+        if let Some(why) = spec.unsupported(&shape.params(), 1) {
             if !all {
                 bail!(
                     "kernel {} cannot take {shape}: {why}; choose smaller sizes",
@@ -194,7 +194,7 @@ fn for_shape(
             last_why = Some(why);
             continue;
         }
-        if let Some((k4, n4)) = spec.operands.padded(shape.m, shape.n, shape.k) {
+        if let Some((k4, n4)) = spec.operands.padded(&shape.params(), true) {
             eprintln!(
                 "{}: TMA needs rows of 16-byte multiples (k and n multiples of 4); each launch \
                  first copies A and B into buffers padded to k = {k4}, n = {n4} (zeros), and \

@@ -10,8 +10,10 @@ use cudarc::driver::sys::{CUdeviceptr, CUevent_flags};
 use std::sync::Mutex;
 
 use cudarc::driver::{
-    CudaFunction, CudaSlice, DevicePtr, DevicePtrMut, DriverError, LaunchConfig, PushKernelArg,
+    CudaFunction, CudaSlice, DevicePtr, DevicePtrMut, DeviceRepr, DriverError, LaunchConfig,
+    PushKernelArg,
 };
+use kernels_gpu::gemm::GemmParams;
 use kernels_gpu::launch::{KernelSpec, Operands, Precision};
 use serde::Serialize;
 
@@ -30,10 +32,9 @@ pub struct Buffers {
     pub c: CudaSlice<f32>,
     /// Written between timed launches to evict A, B and C from L2.
     flush: CudaSlice<u8>,
-    /// A's and B's device addresses, read once here, so that launches
-    /// that need them (TMA kernels' tensor maps) do not ask cudarc again
-    /// inside a timed region.
-    addresses: (CUdeviceptr, CUdeviceptr),
+    /// A's, B's and C's device addresses, read once here, so that
+    /// launches do not ask cudarc again inside a timed region.
+    addresses: (CUdeviceptr, CUdeviceptr, CUdeviceptr),
 }
 
 impl Buffers {
@@ -59,7 +60,11 @@ impl Buffers {
             )
         };
         let (a, b) = (gpu.upload(a)?, gpu.upload(b)?);
-        let addresses = (device_address(gpu, &a), device_address(gpu, &b));
+        let addresses = (
+            device_address(gpu, &a),
+            device_address(gpu, &b),
+            device_address(gpu, &c),
+        );
         Ok(Self {
             shape,
             a,
@@ -70,9 +75,17 @@ impl Buffers {
         })
     }
 
-    /// A's and B's device addresses.
-    pub fn addresses(&self) -> (CUdeviceptr, CUdeviceptr) {
-        self.addresses
+    /// The dense product `C = A * B` on these buffers.
+    pub fn dense_call(&self) -> GemmCall {
+        let (a, b, c) = self.addresses;
+        let s = &self.shape;
+        GemmCall {
+            a,
+            b,
+            c,
+            params: GemmParams::dense(s.m as u32, s.n as u32, s.k as u32),
+            batch: 1,
+        }
     }
 
     /// Fills C with NaN (all bytes 0xFF), so an element no thread writes fails verification.
@@ -161,77 +174,168 @@ impl Kernel {
         }
     }
 
-    /// The launch configuration, from the kernel's own constants.
-    pub fn config(&self, shape: &Shape) -> Result<LaunchConfig, HostError> {
-        launch_config(self.spec, shape, self.shared_bytes)
-    }
-
-    /// Why this kernel cannot take `shape`, if it cannot: what its spec
-    /// refuses, and for a twin (`int` offsets) any matrix of 2^31 elements
-    /// or more.
-    pub fn unsupported(&self, shape: &Shape) -> Option<String> {
-        let (a, b, c) = shape.elems();
-        let largest = a.max(b).max(c);
-        if largest > self.max_elems {
+    /// Why this kernel cannot take `batch` products as `p` describes them,
+    /// if it cannot: what its spec refuses, and for a twin (`int` offsets)
+    /// any matrix that spans 2^31 elements or more.
+    pub fn unsupported(&self, p: &GemmParams, batch: usize) -> Option<String> {
+        let spans = [
+            kernels_gpu::gemm::span(p.m, p.k, p.lda),
+            kernels_gpu::gemm::span(p.k, p.n, p.ldb),
+            kernels_gpu::gemm::span(p.m, p.n, p.ldc),
+        ];
+        let largest = spans.into_iter().max().unwrap_or(0);
+        if largest > self.max_elems as u64 {
             return Some(format!(
-                "a matrix of {largest} elements is more than its offsets allow ({})",
+                "a matrix spans {largest} elements, more than its offsets allow ({})",
                 self.max_elems
             ));
         }
-        self.spec.unsupported(shape.m, shape.n, shape.k)
+        self.spec.unsupported(p, batch)
+    }
+
+    /// Enqueues `call` on the GPU's stream and returns without waiting.
+    /// A TMA kernel first enqueues the padded copies of A and B where TMA
+    /// cannot read them as they are (`Operands::padded`), and makes (or
+    /// reuses) the tensor maps for the operands it reads.
+    ///
+    /// # Safety
+    /// `call`'s addresses hold, for each of its `batch` products, A, B and
+    /// C as `call.params` describes them; no C overlaps an A, a B or
+    /// another product's C; the buffers stay allocated until the launch
+    /// has run.
+    pub unsafe fn launch(&self, gpu: &Gpu, call: &GemmCall) -> Result<(), HostError> {
+        let p = &call.params;
+        if let Some(why) = self.unsupported(p, call.batch) {
+            return Err(HostError::BadShape(format!(
+                "kernel {} cannot take m={} n={} k={}: {why}; choose another kernel",
+                self.label, p.m, p.n, p.k
+            )));
+        }
+        let cfg = launch_config(self.spec, call, self.shared_bytes)?;
+        let Operands::TensorMaps(boxes) = self.spec.operands else {
+            // SAFETY: gemm_kernel! entries and their twins take (A, B, C,
+            // GemmParams); grid and block come from the kernel's own spec,
+            // shared memory from it too (or none for a twin with static
+            // tiles); offsets fit the kernel's index type (checked above);
+            // the buffers are as this function's contract says.
+            return unsafe { launch_gemm(gpu, &self.func, cfg, call, None, &self.label) };
+        };
+        let aligned16 = call.a % 16 == 0 && call.b % 16 == 0;
+        let (m, n, k) = (p.m as usize, p.n as usize, p.k as usize);
+        // Where the tensor maps point: the caller's A and B, or padded
+        // copies of them when TMA cannot describe them.
+        let mut padded = self.padded.lock().unwrap_or_else(|e| e.into_inner());
+        let (a_op, b_op, call) = match self.spec.operands.padded(p, aligned16) {
+            None => (
+                Operand {
+                    ptr: call.a,
+                    rows: m,
+                    cols: k,
+                    ld: p.lda as usize,
+                },
+                Operand {
+                    ptr: call.b,
+                    rows: k,
+                    cols: n,
+                    ld: p.ldb as usize,
+                },
+                *call,
+            ),
+            Some(sizes) => {
+                let pad = Padded::for_problem(padded.take(), gpu, (m, n, k), sizes)?;
+                pad.copy_in(gpu, call)?;
+                let (a_op, b_op) = pad.operands();
+                let (k4, n4) = (pad.k4 as u32, pad.n4 as u32);
+                let inner = GemmCall {
+                    a: a_op.ptr,
+                    b: b_op.ptr,
+                    params: GemmParams {
+                        k: k4,
+                        lda: k4,
+                        ldb: n4,
+                        ..*p
+                    },
+                    ..*call
+                };
+                *padded = Some(pad);
+                (a_op, b_op, inner)
+            }
+        };
+        let mut cache = self.maps.lock().unwrap_or_else(|e| e.into_inner());
+        let maps = DeviceMaps::for_operands(cache.take(), gpu, &boxes, a_op, b_op)?;
+        // SAFETY: gemm_kernel!(name, tensor_maps) entries and their twins
+        // take (A, B, C, GemmParams, maps); the maps were made for these
+        // operands (or their padded copies, whose extra K columns and rows
+        // are zero, with the params' k the K they describe), with the
+        // kernel's own boxes; C is the caller's; geometry from the spec.
+        let launched =
+            unsafe { launch_gemm(gpu, &self.func, cfg, &call, Some(&maps.maps), &self.label) };
+        *cache = Some(maps);
+        launched
     }
 }
 
-/// A kernel's launch configuration for `shape`, from its spec, with
+/// One call of a GEMM entry: where A, B and C are, what to compute, and
+/// how many products of a batch (block `z` of the grid computes product
+/// `z`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct GemmCall {
+    pub a: CUdeviceptr,
+    pub b: CUdeviceptr,
+    pub c: CUdeviceptr,
+    pub params: GemmParams,
+    pub batch: usize,
+}
+
+/// [`GemmParams`] as cudarc passes a kernel parameter: its bytes, by value.
+#[repr(transparent)]
+#[derive(Clone, Copy)]
+struct Params(GemmParams);
+
+// SAFETY: GemmParams is #[repr(C)] plain data (u32, f32, u64 fields, no
+// pointers to host memory): the struct the entries declare, byte for byte.
+unsafe impl DeviceRepr for Params {}
+
+/// A kernel's launch configuration for `call`, from its spec, with
 /// `shared_bytes` of launch-sized shared memory.
 pub fn launch_config(
     spec: &KernelSpec,
-    shape: &Shape,
+    call: &GemmCall,
     shared_bytes: usize,
 ) -> Result<LaunchConfig, HostError> {
-    let (gx, gy) = check_grid(spec, shape)?;
+    let p = &call.params;
+    let (gx, gy, gz) = grid(spec, p.m as usize, p.n as usize, call.batch)?;
     let (bx, by) = spec.launch.block_threads;
     Ok(LaunchConfig {
-        grid_dim: (gx as u32, gy as u32, 1),
+        grid_dim: (gx, gy, gz),
         block_dim: (bx, by, 1),
         shared_mem_bytes: shared_bytes as u32,
     })
 }
 
-/// Enqueues `func(A, B, C, m, n, k)`: the signature of every GEMM entry,
-/// Rust (`gemm_kernel!`) or CUDA C++ (the twins); with `tma = Some((maps,
-/// k))`, `func(A, B, C, m, n, k, maps)` (a TMA kernel,
-/// `gemm_kernel!(name, tensor_maps)`), where `k` is the K its tensor maps
-/// describe (the shape's, or rounded up to 4 for padded copies).
+/// Enqueues `func(A, B, C, params)`: the signature of every GEMM entry,
+/// Rust (`gemm_kernel!`) or CUDA C++ (the twins); with `maps`, `func(A, B,
+/// C, params, maps)` (a TMA kernel, `gemm_kernel!(name, tensor_maps)`).
 ///
 /// # Safety
 /// `func` takes exactly these parameters, `cfg` launches it so that it
-/// stays inside buffers of m*k, k*n and m*n floats, and `maps` holds the
-/// tensor maps the kernel expects, made for these buffers (or padded
-/// copies of them) and this shape.
+/// stays inside the buffers `call` describes, and `maps` holds the tensor
+/// maps the kernel expects, made for these buffers and this problem.
 pub unsafe fn launch_gemm(
     gpu: &Gpu,
     func: &CudaFunction,
     cfg: LaunchConfig,
-    bufs: &mut Buffers,
-    tma: Option<(&CudaSlice<u8>, u32)>,
+    call: &GemmCall,
+    maps: Option<&CudaSlice<u8>>,
     name: &str,
 ) -> Result<(), HostError> {
-    let (m, n) = (bufs.shape.m as u32, bufs.shape.n as u32);
-    let k = tma.map_or(bufs.shape.k as u32, |(_, k)| k);
+    let params = Params(call.params);
     let mut launch = gpu.stream.launch_builder(func);
-    launch
-        .arg(&bufs.a)
-        .arg(&bufs.b)
-        .arg(&mut bufs.c)
-        .arg(&m)
-        .arg(&n)
-        .arg(&k);
-    if let Some((maps, _)) = tma {
+    launch.arg(&call.a).arg(&call.b).arg(&call.c).arg(&params);
+    if let Some(maps) = maps {
         launch.arg(maps);
     }
-    // SAFETY: forwarded from this function's contract; the buffers hold
-    // m*k, k*n and m*n floats.
+    // SAFETY: forwarded from this function's contract.
     unsafe { launch.launch(cfg) }
         .map(|_| ())
         .map_err(|source| HostError::LaunchFailed {
@@ -250,82 +354,44 @@ impl Enqueue for Kernel {
     }
 
     fn enqueue(&self, gpu: &Gpu, bufs: &mut Buffers) -> Result<(), HostError> {
-        let cfg = self.config(&bufs.shape)?;
-        if let Some(why) = self.unsupported(&bufs.shape) {
-            return Err(HostError::BadShape(format!(
-                "kernel {} cannot take {}: {why}; choose another kernel",
-                self.label, bufs.shape
-            )));
-        }
-        let Operands::TensorMaps(boxes) = self.spec.operands else {
-            // SAFETY: gemm_kernel! entries and their twins take (A, B, C,
-            // m, n, k); grid and block come from the kernel's own spec,
-            // shared memory from it too (or none for a twin with static
-            // tiles); offsets fit the kernel's index type (checked above).
-            return unsafe { launch_gemm(gpu, &self.func, cfg, bufs, None, &self.label) };
-        };
-        let shape = bufs.shape;
-        let (a, b) = bufs.addresses();
-        // Where the tensor maps point: the caller's A and B, or padded
-        // copies of them when TMA cannot describe their rows.
-        let mut padded = self.padded.lock().unwrap_or_else(|e| e.into_inner());
-        let (a_op, b_op, k) = match self.spec.operands.padded(shape.m, shape.n, shape.k) {
-            None => (
-                Operand {
-                    ptr: a,
-                    rows: shape.m,
-                    cols: shape.k,
-                },
-                Operand {
-                    ptr: b,
-                    rows: shape.k,
-                    cols: shape.n,
-                },
-                shape.k,
-            ),
-            Some(sizes) => {
-                let pad = Padded::for_shape(padded.take(), gpu, &shape, sizes)?;
-                pad.copy_in(gpu, a, b)?;
-                let (a_op, b_op) = pad.operands();
-                let k4 = pad.k4;
-                *padded = Some(pad);
-                (a_op, b_op, k4)
-            }
-        };
-        let mut cache = self.maps.lock().unwrap_or_else(|e| e.into_inner());
-        let maps = DeviceMaps::for_operands(cache.take(), gpu, &boxes, a_op, b_op)?;
-        // SAFETY: gemm_kernel!(name, tensor_maps) entries and their twins
-        // take (A, B, C, m, n, k, maps); the maps were made for these
-        // buffers (or their padded copies, whose extra K columns and rows
-        // are zero), with k the K they describe, and the kernel's own
-        // boxes; C is the caller's m x n; geometry from the kernel's spec.
-        let launched = unsafe {
-            launch_gemm(
-                gpu,
-                &self.func,
-                cfg,
-                bufs,
-                Some((&maps.maps, k as u32)),
-                &self.label,
-            )
-        };
-        *cache = Some(maps);
-        launched
+        let call = bufs.dense_call();
+        // SAFETY: the buffers hold a dense m x k A, k x n B and m x n C
+        // (Buffers::new), C apart from both; they outlive the launch
+        // (`measure` waits for it before returning them).
+        unsafe { self.launch(gpu, &call) }
     }
 }
 
-/// The kernel's grid for `shape`, or an error when CUDA cannot launch it
-/// (at most 65,535 rows of blocks). Cheap: call it before allocating.
-pub fn check_grid(spec: &KernelSpec, shape: &Shape) -> Result<(usize, usize), HostError> {
-    let (gx, gy) = spec.launch.grid(shape.m, shape.n);
+/// The kernel's grid for `batch` products of `m x n`, or an error when
+/// CUDA cannot launch it (at most 65,535 rows of blocks and 65,535
+/// products). Cheap: call it before allocating.
+pub fn grid(
+    spec: &KernelSpec,
+    m: usize,
+    n: usize,
+    batch: usize,
+) -> Result<(u32, u32, u32), HostError> {
+    let (gx, gy) = spec.launch.grid(m, n);
     if gy > 65_535 || gx > i32::MAX as usize {
         return Err(HostError::BadShape(format!(
-            "{shape} needs a grid of {gx} x {gy} blocks for kernel {}, above CUDA's limit \
+            "m={m} n={n} needs a grid of {gx} x {gy} blocks for kernel {}, above CUDA's limit \
              of 65,535 rows of blocks: choose a smaller m",
             spec.name
         )));
     }
-    Ok((gx, gy))
+    if batch > 65_535 {
+        return Err(HostError::BadShape(format!(
+            "a batch of {batch} products is above CUDA's limit of 65,535 (the grid's z): \
+             split it into several calls"
+        )));
+    }
+    Ok((gx as u32, gy as u32, batch.max(1) as u32))
+}
+
+/// [`grid`] for one product of `shape`.
+pub fn check_grid(spec: &KernelSpec, shape: &Shape) -> Result<(usize, usize), HostError> {
+    let (gx, gy, _) = grid(spec, shape.m, shape.n, 1)?;
+    Ok((gx as usize, gy as usize))
 }
 
 /// How many launches to run, and whether to flush L2 between them.

@@ -55,6 +55,11 @@ impl Shape {
         (a + b + c) * 4
     }
 
+    /// The dense product `C = A * B` of this shape, as the kernels take it.
+    pub fn params(&self) -> kernels_gpu::gemm::GemmParams {
+        kernels_gpu::gemm::GemmParams::dense(self.m as u32, self.n as u32, self.k as u32)
+    }
+
     pub fn is_square(&self) -> bool {
         self.m == self.n && self.n == self.k
     }

@@ -17,7 +17,7 @@ use kernels_gpu::launch::{TENSOR_MAP_BYTES, TmaBoxes};
 
 use crate::HostError;
 use crate::gpu::Gpu;
-use crate::shape::Shape;
+use crate::runner::GemmCall;
 
 /// A row-major f32 matrix in device memory, as a tensor map describes it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -25,6 +25,8 @@ pub struct Operand {
     pub ptr: CUdeviceptr,
     pub rows: usize,
     pub cols: usize,
+    /// Elements between rows (a multiple of 4: TMA's 16-byte strides).
+    pub ld: usize,
 }
 
 /// The bytes of A's map followed by B's, as the kernel expects them.
@@ -65,7 +67,7 @@ fn encode_2d(
     // Innermost dimension first: columns, then rows.
     let dims = [cols, rows];
     // Byte stride of every dimension but the first.
-    let strides = [cols * 4];
+    let strides = [op.ld as u64 * 4];
     let box_dims = [box_.1, box_.0];
     let element_strides = [1u32, 1];
     let mut map = CUtensorMap { opaque: [0; 16] };
@@ -136,7 +138,8 @@ impl DeviceMaps {
 /// the stream before the kernel, so the copies are part of what is
 /// timed). The workspace is `4 (m k4 + k4 n4)` bytes.
 pub struct Padded {
-    shape: Shape,
+    /// `(m, n, k)` of the problem it was made for.
+    dims: (usize, usize, usize),
     pub k4: usize,
     pub n4: usize,
     /// The allocations `a_ptr` and `b_ptr` point into, owned here.
@@ -149,15 +152,15 @@ pub struct Padded {
 }
 
 impl Padded {
-    /// `cached` if it was made for `shape`, else new zeroed buffers.
-    pub fn for_shape(
+    /// `cached` if it was made for `(m, n, k)`, else new zeroed buffers.
+    pub fn for_problem(
         cached: Option<Padded>,
         gpu: &Gpu,
-        shape: &Shape,
+        dims: (usize, usize, usize),
         (k4, n4): (usize, usize),
     ) -> Result<Padded, HostError> {
         if let Some(cached) = cached
-            && cached.shape == *shape
+            && cached.dims == dims
         {
             return Ok(cached);
         }
@@ -169,12 +172,12 @@ impl Padded {
                 )))
         };
         let pad = gpu.utility(&kernels_gpu::modules::WGMMA, kernels_gpu::pad::ENTRY)?;
-        let a = zeros(shape.m * k4, "A")?;
+        let a = zeros(dims.0 * k4, "A")?;
         let b = zeros(k4 * n4, "B")?;
         let a_ptr = crate::runner::device_address(gpu, &a);
         let b_ptr = crate::runner::device_address(gpu, &b);
         Ok(Padded {
-            shape: *shape,
+            dims,
             k4,
             n4,
             _a: a,
@@ -190,32 +193,45 @@ impl Padded {
         (
             Operand {
                 ptr: self.a_ptr,
-                rows: self.shape.m,
+                rows: self.dims.0,
                 cols: self.k4,
+                ld: self.k4,
             },
             Operand {
                 ptr: self.b_ptr,
                 rows: self.k4,
                 cols: self.n4,
+                ld: self.n4,
             },
         )
     }
 
-    /// Enqueues the copies of A (at `a`) and B (at `b`) into the padded
-    /// buffers.
-    pub fn copy_in(&self, gpu: &Gpu, a: CUdeviceptr, b: CUdeviceptr) -> Result<(), HostError> {
-        let (m, n, k) = (self.shape.m, self.shape.n, self.shape.k);
-        self.pad_rows(gpu, (a, self.a_ptr), m, k, self.k4, "A")?;
-        self.pad_rows(gpu, (b, self.b_ptr), k, n, self.n4, "B")
+    /// Enqueues the copies of `call`'s A and B into the padded buffers.
+    pub fn copy_in(&self, gpu: &Gpu, call: &GemmCall) -> Result<(), HostError> {
+        let (m, n, k) = self.dims;
+        let p = &call.params;
+        self.pad_rows(
+            gpu,
+            (call.a, self.a_ptr),
+            (m, k, p.lda as usize),
+            self.k4,
+            "A",
+        )?;
+        self.pad_rows(
+            gpu,
+            (call.b, self.b_ptr),
+            (k, n, p.ldb as usize),
+            self.n4,
+            "B",
+        )
     }
 
-    /// Enqueues `pad_rows(src, dst, rows, cols, ld)`.
+    /// Enqueues `pad_rows(src, dst, rows, cols, src_ld, ld)`.
     fn pad_rows(
         &self,
         gpu: &Gpu,
         (src, dst): (CUdeviceptr, CUdeviceptr),
-        rows: usize,
-        cols: usize,
+        (rows, cols, src_ld): (usize, usize, usize),
         ld: usize,
         which: &str,
     ) -> Result<(), HostError> {
@@ -229,11 +245,18 @@ impl Padded {
             block_dim: (THREADS as u32, 1, 1),
             shared_mem_bytes: 0,
         };
-        let (rows, cols, ld) = (rows as u32, cols as u32, ld as u32);
+        let (rows, cols, src_ld, ld) = (rows as u32, cols as u32, src_ld as u32, ld as u32);
         let mut launch = gpu.stream.launch_builder(&self.pad);
-        launch.arg(&src).arg(&dst).arg(&rows).arg(&cols).arg(&ld);
-        // SAFETY: pad_rows takes (src, dst, rows, cols, ld); `src` is the
-        // caller's rows x cols matrix (A or B of `self.shape`), `dst` this
+        launch
+            .arg(&src)
+            .arg(&dst)
+            .arg(&rows)
+            .arg(&cols)
+            .arg(&src_ld)
+            .arg(&ld);
+        // SAFETY: pad_rows takes (src, dst, rows, cols, src_ld, ld); `src`
+        // is the caller's rows x cols matrix (A or B), rows src_ld apart
+        // (`copy_in`'s caller vouches for it), `dst` this
         // workspace's rows x ld buffer; they do not overlap; the grid is
         // what the entry's contract asks for.
         unsafe { launch.launch(cfg) }

@@ -3,7 +3,62 @@
 
 use crate::device::{GlobalIn, GlobalOut};
 
-/// `C = A * B` with row-major `A` (m x k), `B` (k x n), `C` (m x n).
+/// The kernel ABI: every GEMM entry takes `(A, B, C, params)` (and TMA
+/// kernels one more pointer, their tensor maps), `params` by value. The
+/// CUDA C++ twins declare the same struct (`host/cuda/gemm_params.h`), and
+/// the host fills it (`host::runner`); a test checks the layout.
+///
+/// It describes `C = alpha * A * B + beta * C` on row-major matrices with
+/// leading dimensions (elements between rows; at least the row length),
+/// for a batch of products: block `z` of the grid computes product `z`,
+/// whose matrices start `z * stride_*` elements after the first ones.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct GemmParams {
+    /// Rows of A and C.
+    pub m: u32,
+    /// Columns of B and C.
+    pub n: u32,
+    /// Columns of A, rows of B.
+    pub k: u32,
+    /// Elements between rows of A (at least k).
+    pub lda: u32,
+    /// Elements between rows of B (at least n).
+    pub ldb: u32,
+    /// Elements between rows of C (at least n).
+    pub ldc: u32,
+    pub alpha: f32,
+    /// 0 means C is written without being read (NaN in C does not leak).
+    pub beta: f32,
+    /// Elements between the A of one product of a batch and the next.
+    pub stride_a: u64,
+    pub stride_b: u64,
+    pub stride_c: u64,
+}
+
+impl GemmParams {
+    /// One dense product, `C = A * B`: leading dimensions equal to the row
+    /// lengths, alpha 1, beta 0.
+    pub const fn dense(m: u32, n: u32, k: u32) -> Self {
+        Self {
+            m,
+            n,
+            k,
+            lda: k,
+            ldb: n,
+            ldc: n,
+            alpha: 1.0,
+            beta: 0.0,
+            stride_a: 0,
+            stride_b: 0,
+            stride_c: 0,
+        }
+    }
+}
+
+/// What a kernel body receives: one product of the batch, its operands as
+/// views of global memory, and the shape, strides and scalars of
+/// [`GemmParams`] (as `usize`, so the ladder files index with them).
 #[derive(Clone, Copy, Debug)]
 pub struct Gemm {
     pub a: GlobalIn,
@@ -12,54 +67,89 @@ pub struct Gemm {
     pub m: usize,
     pub n: usize,
     pub k: usize,
+    pub lda: usize,
+    pub ldb: usize,
+    pub ldc: usize,
+    pub alpha: f32,
+    pub beta: f32,
+    /// A, B and C start on 16-byte boundaries and their leading
+    /// dimensions are multiples of 4: a row's float4 at a column that is a
+    /// multiple of 4 is one aligned 128-bit access. The kernels' vector
+    /// paths need it; without it they take their guarded paths.
+    pub vec4: bool,
+    /// C starts on an 8-byte boundary and `ldc` is even (64-bit stores).
+    pub vec2_c: bool,
 }
 
 #[cfg(target_arch = "nvptx64")]
 impl Gemm {
-    /// Builds the arguments from a kernel's raw parameters (PTX entries only;
-    /// on the host the emulator builds `Gemm` from checked buffers).
+    /// Builds the arguments of product `blockIdx.z` from a kernel's raw
+    /// parameters (PTX entries only; on the host the emulator builds
+    /// `Gemm` from checked buffers).
     ///
     /// # Safety
-    /// `a`, `b` and `c` address live device buffers of at least `m * k`,
-    /// `k * n` and `m * n` floats for the whole launch, and `c` overlaps
-    /// neither input.
+    /// For every `z < gridDim.z`: `a + z * stride_a`, `b + z * stride_b`
+    /// and `c + z * stride_c` address live device buffers that hold an
+    /// `m x k`, `k x n` and `m x n` matrix with the leading dimensions of
+    /// `p` for the whole launch; the C of one product overlaps no input and
+    /// no other product's C.
     #[inline(always)]
-    pub unsafe fn from_raw(
-        a: *const f32,
-        b: *const f32,
-        c: *mut f32,
-        m: u32,
-        n: u32,
-        k: u32,
-    ) -> Self {
+    pub unsafe fn from_raw(a: *const f32, b: *const f32, c: *mut f32, p: GemmParams) -> Self {
+        let z = crate::device::block_idx_z() as u64;
+        let (a, b, c) = (
+            a.wrapping_add((z * p.stride_a) as usize),
+            b.wrapping_add((z * p.stride_b) as usize),
+            c.wrapping_add((z * p.stride_c) as usize),
+        );
+        let vec4 =
+            (a as usize | b as usize | c as usize) % 16 == 0 && (p.lda | p.ldb | p.ldc) % 4 == 0;
+        let vec2_c = c as usize % 8 == 0 && p.ldc % 2 == 0;
         // SAFETY: forwarded from this function's contract.
         unsafe {
             Self {
                 a: GlobalIn::from_raw(a),
                 b: GlobalIn::from_raw(b),
                 c: GlobalOut::from_raw(c),
-                m: m as usize,
-                n: n as usize,
-                k: k as usize,
+                m: p.m as usize,
+                n: p.n as usize,
+                k: p.k as usize,
+                lda: p.lda as usize,
+                ldb: p.ldb as usize,
+                ldc: p.ldc as usize,
+                alpha: p.alpha,
+                beta: p.beta,
+                vec4,
+                vec2_c,
             }
         }
     }
 }
 
-/// The most elements one matrix may hold: the kernels compute element
-/// offsets in 32 bits (see [`Gemm::a_index`]); the host refuses larger
-/// shapes.
+/// The most elements one matrix may span (`(rows - 1) * ld + cols`, the
+/// offset of its last element plus one): the kernels compute element
+/// offsets within a matrix in 32 bits (see [`Gemm::a_index`]); the host
+/// refuses larger matrices.
 pub const MAX_ELEMS: usize = u32::MAX as usize;
+
+/// The elements a `rows x cols` matrix with rows `ld` apart spans: the
+/// offset of its last element plus one (`(rows - 1) * ld + cols`), 0 for
+/// an empty matrix.
+pub const fn span(rows: u32, cols: u32, ld: u32) -> u64 {
+    if rows == 0 || cols == 0 {
+        return 0;
+    }
+    (rows as u64 - 1) * ld as u64 + cols as u64
+}
 
 impl Gemm {
     /// `(m, n, k)` as `u32`, the type of the offset helpers' coordinates
-    /// (the kernel parameters are `u32`, so nothing is lost).
+    /// (the parameters are `u32`, so nothing is lost).
     #[inline(always)]
     pub fn dims32(self) -> (u32, u32, u32) {
         (self.m as u32, self.n as u32, self.k as u32)
     }
 
-    /// The index of `A[row][col]` in A's buffer, `row * k + col`.
+    /// The index of `A[row][col]` in A's buffer, `row * lda + col`.
     ///
     /// Computed in 32 bits with a promise of no wrap-around
     /// (`unchecked_mul`, `unchecked_add`), which is what lets LLVM turn a
@@ -69,32 +159,33 @@ impl Gemm {
     /// arithmetic gives neither. docs/rust-vs-cuda.md has the measurements.
     ///
     /// # Safety
-    /// `row < m` and `col < k`, and A has at most [`MAX_ELEMS`] elements
-    /// (the host guarantees it), so the offset fits in a `u32`.
+    /// `row < m` and `col < k`, and A spans at most [`MAX_ELEMS`] elements
+    /// (`(m - 1) * lda + k`: the host guarantees it), so the offset fits
+    /// in a `u32`.
     #[inline(always)]
     pub unsafe fn a_index(self, row: u32, col: u32) -> usize {
-        // SAFETY: row * k + col < m * k <= MAX_ELEMS by the contract.
-        unsafe { offset32(row, self.k as u32, col) }
+        // SAFETY: row * lda + col < (m - 1) * lda + k <= MAX_ELEMS.
+        unsafe { offset32(row, self.lda as u32, col) }
     }
 
-    /// The index of `B[row][col]`, `row * n + col`; as [`Self::a_index`].
+    /// The index of `B[row][col]`, `row * ldb + col`; as [`Self::a_index`].
     ///
     /// # Safety
-    /// `row < k` and `col < n`; B has at most [`MAX_ELEMS`] elements.
+    /// `row < k` and `col < n`; B spans at most [`MAX_ELEMS`] elements.
     #[inline(always)]
     pub unsafe fn b_index(self, row: u32, col: u32) -> usize {
-        // SAFETY: row * n + col < k * n <= MAX_ELEMS by the contract.
-        unsafe { offset32(row, self.n as u32, col) }
+        // SAFETY: row * ldb + col < (k - 1) * ldb + n <= MAX_ELEMS.
+        unsafe { offset32(row, self.ldb as u32, col) }
     }
 
-    /// The index of `C[row][col]`, `row * n + col`; as [`Self::a_index`].
+    /// The index of `C[row][col]`, `row * ldc + col`; as [`Self::a_index`].
     ///
     /// # Safety
-    /// `row < m` and `col < n`; C has at most [`MAX_ELEMS`] elements.
+    /// `row < m` and `col < n`; C spans at most [`MAX_ELEMS`] elements.
     #[inline(always)]
     pub unsafe fn c_index(self, row: u32, col: u32) -> usize {
-        // SAFETY: row * n + col < m * n <= MAX_ELEMS by the contract.
-        unsafe { offset32(row, self.n as u32, col) }
+        // SAFETY: row * ldc + col < (m - 1) * ldc + n <= MAX_ELEMS.
+        unsafe { offset32(row, self.ldc as u32, col) }
     }
 }
 
@@ -111,12 +202,13 @@ unsafe fn offset32(row: u32, width: u32, col: u32) -> usize {
 }
 
 impl Gemm {
-    /// `A[row][col..col + 4]`, where `idx == row * k + col`. Guarded
+    /// `A[row][col..col + 4]`, where `idx == row * lda + col`. Guarded
     /// (`GUARD = true`): four scalar loads, elements outside A read as
     /// zero, any indices allowed. Unguarded: one 128-bit load.
     ///
     /// # Safety
-    /// Unguarded only: `row < m`, `col + 4 <= k` and `idx % 4 == 0`.
+    /// Unguarded only: `row < m`, `col + 4 <= k`, `idx % 4 == 0` and
+    /// [`Gemm::vec4`].
     #[inline(always)]
     #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
     pub unsafe fn read_a4<const GUARD: bool>(self, row: usize, col: usize, idx: usize) -> [f32; 4] {
@@ -134,11 +226,12 @@ impl Gemm {
         v
     }
 
-    /// `B[row][col..col + 4]`, where `idx == row * n + col`; as
+    /// `B[row][col..col + 4]`, where `idx == row * ldb + col`; as
     /// [`Self::read_a4`] with `k` and `n` for the bounds.
     ///
     /// # Safety
-    /// Unguarded only: `row < k`, `col + 4 <= n` and `idx % 4 == 0`.
+    /// Unguarded only: `row < k`, `col + 4 <= n`, `idx % 4 == 0` and
+    /// [`Gemm::vec4`].
     #[inline(always)]
     #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
     pub unsafe fn read_b4<const GUARD: bool>(self, row: usize, col: usize, idx: usize) -> [f32; 4] {
@@ -157,8 +250,71 @@ impl Gemm {
     }
 }
 
+/// The epilogue, one place for every kernel: `C[idx] = alpha * acc + beta
+/// * C[idx]`. With `beta == 0` C is not read (as in BLAS: whatever C held,
+/// NaN included, does not reach the result), so a kernel pays for the
+/// read only when the caller asks for it. The test is uniform across the
+/// launch.
+impl Gemm {
+    #[inline(always)]
+    fn blend<const W: usize>(self, acc: [f32; W], old: impl FnOnce() -> [f32; W]) -> [f32; W] {
+        let mut out = [0.0f32; W];
+        if self.beta == 0.0 {
+            crate::unroll::unroll!(W; 4, |i| { out[i] = self.alpha * acc[i] });
+        } else {
+            let old = old();
+            crate::unroll::unroll!(W; 4, |i| {
+                out[i] = crate::device::fma(self.beta, old[i], self.alpha * acc[i])
+            });
+        }
+        out
+    }
+
+    /// `C[idx] = alpha * acc + beta * C[idx]`.
+    ///
+    /// # Safety
+    /// `idx` is that of an element of C (`row < m`, `col < n`) that no
+    /// other thread of the launch writes.
+    #[inline(always)]
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    pub unsafe fn store_c(self, idx: usize, acc: f32) {
+        // SAFETY: inside C, this thread's own element (the contract).
+        let [v] = self.blend([acc], || [unsafe { self.c.read(idx) }]);
+        // SAFETY: as above.
+        unsafe { self.c.write(idx, v) };
+    }
+
+    /// [`Self::store_c`] for `C[idx..idx + 2]` as 64-bit accesses.
+    ///
+    /// # Safety
+    /// As [`Self::store_c`] for both elements, `idx % 2 == 0` and
+    /// [`Gemm::vec2_c`].
+    #[inline(always)]
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    pub unsafe fn store_c2(self, idx: usize, acc: [f32; 2]) {
+        // SAFETY: inside C, aligned, this thread's own elements.
+        let v = self.blend(acc, || unsafe { self.c.read2(idx) });
+        // SAFETY: as above.
+        unsafe { self.c.write2(idx, v) };
+    }
+
+    /// [`Self::store_c`] for `C[idx..idx + 4]` as 128-bit accesses.
+    ///
+    /// # Safety
+    /// As [`Self::store_c`] for all four elements, `idx % 4 == 0` and
+    /// [`Gemm::vec4`].
+    #[inline(always)]
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    pub unsafe fn store_c4(self, idx: usize, acc: [f32; 4]) {
+        // SAFETY: inside C, aligned, this thread's own elements.
+        let v = self.blend(acc, || unsafe { self.c.read4(idx) });
+        // SAFETY: as above.
+        unsafe { self.c.write4(idx, v) };
+    }
+}
+
 /// Exports a kernel body `fn name(Gemm)` as the PTX entry `name` with the
-/// parameters `(const float* A, const float* B, float* C, u32 M, u32 N, u32 K)`;
+/// parameters `(const float* A, const float* B, float* C, GemmParams p)`;
 /// `gemm_kernel!(name, tensor_maps)` a body `fn name(Gemm, TensorMaps)`
 /// with one more parameter, `const u8* maps`.
 #[macro_export]
@@ -176,12 +332,10 @@ macro_rules! gemm_kernel {
                 a: *const f32,
                 b: *const f32,
                 c: *mut f32,
-                m: u32,
-                n: u32,
-                k: u32,
+                p: $crate::gemm::GemmParams,
             ) {
                 // SAFETY: the host upholds the launch contract above.
-                super::$name(unsafe { $crate::gemm::Gemm::from_raw(a, b, c, m, n, k) })
+                super::$name(unsafe { $crate::gemm::Gemm::from_raw(a, b, c, p) })
             }
         }
     };
@@ -202,15 +356,13 @@ macro_rules! gemm_kernel {
                 a: *const f32,
                 b: *const f32,
                 c: *mut f32,
-                m: u32,
-                n: u32,
-                k: u32,
+                p: $crate::gemm::GemmParams,
                 maps: *const u8,
             ) {
                 // SAFETY: the host upholds the launch contract above.
                 unsafe {
                     super::$name(
-                        $crate::gemm::Gemm::from_raw(a, b, c, m, n, k),
+                        $crate::gemm::Gemm::from_raw(a, b, c, p),
                         $crate::device::tma::TensorMaps::from_raw(maps),
                     )
                 }

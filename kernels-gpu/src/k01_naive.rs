@@ -65,7 +65,7 @@ pub fn naive(g: Gemm) {
         acc = fma(a, b, acc);
     }
     // SAFETY: row < m and col < n; this thread alone owns C[row][col].
-    unsafe { g.c.write(g.c_index(row, col), acc) };
+    unsafe { g.store_c(g.c_index(row, col), acc) };
 }
 
 crate::gemm_kernel!(naive);

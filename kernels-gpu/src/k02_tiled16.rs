@@ -96,13 +96,13 @@ fn tiled16_with<const MUTATION: u8, const COLS: usize>(g: Gemm) {
         let b_row = k0 + ty;
         let a = if row < g.m && a_col < g.k {
             // SAFETY: row < m and a_col < k: inside A.
-            unsafe { g.a.read(row * g.k + a_col) }
+            unsafe { g.a.read(row * g.lda + a_col) }
         } else {
             0.0
         };
         let b = if b_row < g.k && col < g.n {
             // SAFETY: b_row < k and col < n: inside B.
-            unsafe { g.b.read(b_row * g.n + col) }
+            unsafe { g.b.read(b_row * g.ldb + col) }
         } else {
             0.0
         };
@@ -135,7 +135,7 @@ fn tiled16_with<const MUTATION: u8, const COLS: usize>(g: Gemm) {
     }
     if row < g.m && col < g.n {
         // SAFETY: row < m and col < n; this thread alone owns C[row][col].
-        unsafe { g.c.write(row * g.n + col, acc) };
+        unsafe { g.store_c(row * g.ldc + col, acc) };
     }
 }
 

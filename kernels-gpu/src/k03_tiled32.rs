@@ -71,13 +71,13 @@ pub fn tiled32(g: Gemm) {
         let b_row = k0 + ty;
         let a = if row < g.m && a_col < g.k {
             // SAFETY: row < m and a_col < k: inside A.
-            unsafe { g.a.read(row * g.k + a_col) }
+            unsafe { g.a.read(row * g.lda + a_col) }
         } else {
             0.0
         };
         let b = if b_row < g.k && col < g.n {
             // SAFETY: b_row < k and col < n: inside B.
-            unsafe { g.b.read(b_row * g.n + col) }
+            unsafe { g.b.read(b_row * g.ldb + col) }
         } else {
             0.0
         };
@@ -104,7 +104,7 @@ pub fn tiled32(g: Gemm) {
     }
     if row < g.m && col < g.n {
         // SAFETY: row < m and col < n; this thread alone owns C[row][col].
-        unsafe { g.c.write(row * g.n + col, acc) };
+        unsafe { g.store_c(row * g.ldc + col, acc) };
     }
 }
 

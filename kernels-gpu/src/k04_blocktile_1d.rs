@@ -92,9 +92,9 @@ fn body<const GUARD: bool>(g: Gemm, row0: usize, col0: usize) {
     let mut acc = [0.0f32; TM];
     // Index in A / B of the element this thread stages at k0; advanced by
     // a constant (BK, BK * n) per phase instead of recomputed.
-    let mut a_idx = (row0 + a_r) * g.k + a_c;
-    let mut b_idx = b_r * g.n + col0 + b_c;
-    let b_step = BK * g.n;
+    let mut a_idx = (row0 + a_r) * g.lda + a_c;
+    let mut b_idx = b_r * g.ldb + col0 + b_c;
+    let b_step = BK * g.ldb;
 
     let mut k0 = 0;
     while k0 < g.k {
@@ -144,7 +144,7 @@ fn body<const GUARD: bool>(g: Gemm, row0: usize, col0: usize) {
         if !GUARD || (row < g.m && col < g.n) {
             // SAFETY: row < m and col < n (checked, or the block lies inside
             // C); this thread alone owns C[row][col].
-            unsafe { g.c.write(row * g.n + col, acc) };
+            unsafe { g.store_c(row * g.ldc + col, acc) };
         }
     }
 }

@@ -103,11 +103,11 @@ fn body<const GUARD: bool>(g: Gemm, row0: usize, col0: usize) {
     let mut a_frag = [0.0f32; TM];
     let mut b_frag = [0.0f32; TN];
 
-    let mut a_idx = (row0 + a_r) * g.k + a_c;
-    let mut b_idx = b_r * g.n + col0 + b_c;
-    let a_stride = A_ROW_STRIDE * g.k;
-    let b_stride = B_ROW_STRIDE * g.n;
-    let b_step = BK * g.n;
+    let mut a_idx = (row0 + a_r) * g.lda + a_c;
+    let mut b_idx = b_r * g.ldb + col0 + b_c;
+    let a_stride = A_ROW_STRIDE * g.lda;
+    let b_stride = B_ROW_STRIDE * g.ldb;
+    let b_step = BK * g.ldb;
 
     let mut k0 = 0;
     while k0 < g.k {
@@ -173,7 +173,7 @@ fn body<const GUARD: bool>(g: Gemm, row0: usize, col0: usize) {
             if !GUARD || (row < g.m && col < g.n) {
                 // SAFETY: row < m and col < n (checked, or the block lies
                 // inside C); this thread alone owns C[row][col].
-                unsafe { g.c.write(row * g.n + col, acc[i][j]) };
+                unsafe { g.store_c(row * g.ldc + col, acc[i][j]) };
             }
         });
     });

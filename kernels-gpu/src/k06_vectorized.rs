@@ -90,7 +90,7 @@ pub fn vectorized(g: Gemm) {
     let row0 = block_idx_y() * BM;
     let col0 = block_idx_x() * BN;
     // Block-uniform: depends on the block index and the shape only.
-    if row0 + BM <= g.m && col0 + BN <= g.n && g.k.is_multiple_of(BK) && g.n.is_multiple_of(4) {
+    if row0 + BM <= g.m && col0 + BN <= g.n && g.k.is_multiple_of(BK) && g.vec4 {
         body::<false>(g, row0, col0);
     } else {
         body::<true>(g, row0, col0);
@@ -113,11 +113,11 @@ fn body<const GUARD: bool>(g: Gemm, row0: usize, col0: usize) {
     let mut a_frag = [0.0f32; TM];
     let mut b_frag = [0.0f32; TN];
 
-    let mut a_idx = (row0 + a_r) * g.k + a_c;
-    let mut b_idx = b_r * g.n + col0 + b_c;
-    let a_stride = A_ROW_STRIDE * g.k;
-    let b_stride = B_ROW_STRIDE * g.n;
-    let b_step = BK * g.n;
+    let mut a_idx = (row0 + a_r) * g.lda + a_c;
+    let mut b_idx = b_r * g.ldb + col0 + b_c;
+    let a_stride = A_ROW_STRIDE * g.lda;
+    let b_stride = B_ROW_STRIDE * g.ldb;
+    let b_step = BK * g.ldb;
 
     let mut k0 = 0;
     while k0 < g.k {
@@ -190,7 +190,7 @@ fn body<const GUARD: bool>(g: Gemm, row0: usize, col0: usize) {
                 if row < g.m && col + j < g.n {
                     // SAFETY: row < m and col + j < n; this thread alone
                     // owns C[row][col + j].
-                    unsafe { g.c.write(row * g.n + col + j, acc[i][j]) };
+                    unsafe { g.store_c(row * g.ldc + col + j, acc[i][j]) };
                 }
             });
         } else {
@@ -199,7 +199,7 @@ fn body<const GUARD: bool>(g: Gemm, row0: usize, col0: usize) {
                 // SAFETY: the block lies inside C, so row < m and
                 // col + 4 * q + 4 <= n; n % 4 == 0 and col % 4 == 0 keep the
                 // index a multiple of 4; this thread alone owns these words.
-                unsafe { g.c.write4(row * g.n + col + 4 * q, v) };
+                unsafe { g.store_c4(row * g.ldc + col + 4 * q, v) };
             });
         }
     });

@@ -136,7 +136,7 @@ pub fn prefetch(g: Gemm) {
     let row0 = block_idx_y() * BM;
     let col0 = block_idx_x() * BN;
     // Block-uniform: depends on the block index and the shape only.
-    if row0 + BM <= g.m && col0 + BN <= g.n && g.k.is_multiple_of(BK) && g.n.is_multiple_of(4) {
+    if row0 + BM <= g.m && col0 + BN <= g.n && g.k.is_multiple_of(BK) && g.vec4 {
         body::<false>(g, row0, col0);
     } else {
         body::<true>(g, row0, col0);
@@ -166,11 +166,11 @@ fn body<const GUARD: bool>(g: Gemm, row0: usize, col0: usize) {
     let mut acc = [[[[0.0f32; TN]; TM]; WN_ITERS]; WM_ITERS];
 
     // Index in A / B of this thread's first staged element of the current tile.
-    let mut a_idx = (row0 + a_r) * g.k + a_c;
-    let mut b_idx = b_r * g.n + col0 + b_c;
-    let a_stride = A_ROW_STRIDE * g.k;
-    let b_stride = B_ROW_STRIDE * g.n;
-    let b_step = BK * g.n;
+    let mut a_idx = (row0 + a_r) * g.lda + a_c;
+    let mut b_idx = b_r * g.ldb + col0 + b_c;
+    let a_stride = A_ROW_STRIDE * g.lda;
+    let b_stride = B_ROW_STRIDE * g.ldb;
+    let b_step = BK * g.ldb;
 
     // Tile `tile` of K covers k0 = tile * BK .. + BK. Global loads of one
     // tile into registers, indexed from the tile's k0.
@@ -306,14 +306,14 @@ fn body<const GUARD: bool>(g: Gemm, row0: usize, col0: usize) {
                         if row < g.m && col + j < g.n {
                             // SAFETY: row < m and col + j < n; this thread
                             // alone owns C[row][col + j].
-                            unsafe { g.c.write(row * g.n + col + j, out[j]) };
+                            unsafe { g.store_c(row * g.ldc + col + j, out[j]) };
                         }
                     });
                 } else {
                     // SAFETY: the block lies inside C, so row < m and
                     // col + 4 <= n; n % 4 == 0 and col % 4 == 0 keep the
                     // index a multiple of 4; one owner thread.
-                    unsafe { g.c.write4(row * g.n + col, out) };
+                    unsafe { g.store_c4(row * g.ldc + col, out) };
                 }
             });
         });

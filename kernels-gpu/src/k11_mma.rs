@@ -272,7 +272,7 @@ fn mma<
     g: Gemm,
 ) {
     let (row0, col0) = (block_idx_y() * BM, block_idx_x() * BN);
-    if g.k.is_multiple_of(4) && g.n.is_multiple_of(4) {
+    if g.vec4 {
         if row0 + BM <= g.m && col0 + BN <= g.n && g.k.is_multiple_of(BK) {
             body::<BM, BN, BK, WM, WN, STAGES, MI, NI, WAIT, B_LD, true, false, MUTATION>(g, row0, col0)
         } else {
@@ -337,9 +337,9 @@ fn body<
     let (a_r, a_c) = (tid / (BK / 4), tid % (BK / 4) * 4);
     let (b_r, b_c) = (tid / (BN / 4), tid % (BN / 4) * 4);
     let (a_pass, b_pass) = (threads / (BK / 4), threads / (BN / 4));
-    let (a_stride, b_stride) = ((a_pass * g.k) as u32, (b_pass * g.n) as u32);
-    let a_first = (row0 + a_r) * g.k + a_c;
-    let b_first = b_r * g.n + col0 + b_c;
+    let (a_stride, b_stride) = ((a_pass * g.lda) as u32, (b_pass * g.ldb) as u32);
+    let a_first = (row0 + a_r) * g.lda + a_c;
+    let b_first = b_r * g.ldb + col0 + b_c;
     // Floats of this thread's chunks of B inside N (the same every tile).
     let b_valid = g.n.saturating_sub(col0 + b_c).min(4);
 
@@ -380,7 +380,7 @@ fn body<
                 }
             }
         });
-        let b_base = b_first + k0 * g.n;
+        let b_base = b_first + k0 * g.ldb;
         unroll!(params::<BM, BN, BK, WM, WN, STAGES>().b_chunks(); 16, |i| {
             let r = b_r + i * b_pass;
             let b_idx = b_base + (i as u32 * b_stride) as usize;
@@ -501,7 +501,7 @@ fn body<
     // Epilogue: lane (g, t) holds C[g][2t..2t + 2] and C[g + 8][2t..2t + 2]
     // of each mma tile. 64-bit stores where the pair is inside C and
     // aligned (n even), else one float at a time.
-    let pairs = g.n.is_multiple_of(2);
+    let pairs = g.vec2_c;
     unroll!(MI; 4, |mi| {
         unroll!(NI; 8, |ni| {
             let col = col0 + warp_col + ni * 8 + 2 * quad;
@@ -512,12 +512,12 @@ fn body<
                     if pairs && col + 1 < g.n {
                         // SAFETY: row < m and col + 1 < n; n and col are
                         // even, so the index is; this lane alone owns the pair.
-                        unsafe { g.c.write2(row * g.n + col, pair) };
+                        unsafe { g.store_c2(row * g.ldc + col, pair) };
                     } else {
                         unroll!(2; 2, |j| {
                             if col + j < g.n {
                                 // SAFETY: row < m, col + j < n; one owner.
-                                unsafe { g.c.write(row * g.n + col + j, pair[j]) };
+                                unsafe { g.store_c(row * g.ldc + col + j, pair[j]) };
                             }
                         });
                     }

@@ -307,17 +307,17 @@ pub(crate) fn store_tile<const BM: usize>(g: Gemm, acc: &[f32; 128], row0: usize
     // `(8 j + e) * n`, the 64 of them were invariant across step 14's
     // tiles, and LLVM kept them all in registers (spilling). Interior
     // tiles store without checks, in a loop of their own.
-    let mut index = row * g.n + col;
+    let mut index = row * g.ldc + col;
     if interior {
         unroll!(BM / 8; 32, |j| {
             unroll!(2; 2, |e| {
                 unroll!(2; 2, |h| {
                     // SAFETY: index is that of C[row + 8 j + e][col + 8 h],
                     // inside C (an interior tile); this thread alone owns it.
-                    unsafe { g.c.write(index + e * g.n + 8 * h, acc[4 * j + 2 * h + e]) };
+                    unsafe { g.store_c(index + e * g.ldc + 8 * h, acc[4 * j + 2 * h + e]) };
                 });
             });
-            index += 8 * g.n;
+            index += 8 * g.ldc;
         });
     } else {
         unroll!(BM / 8; 32, |j| {
@@ -325,11 +325,11 @@ pub(crate) fn store_tile<const BM: usize>(g: Gemm, acc: &[f32; 128], row0: usize
                 unroll!(2; 2, |h| {
                     if 8 * j + e < rows_left && 8 * h < cols_left {
                         // SAFETY: as above, with the bounds checked.
-                        unsafe { g.c.write(index + e * g.n + 8 * h, acc[4 * j + 2 * h + e]) };
+                        unsafe { g.store_c(index + e * g.ldc + 8 * h, acc[4 * j + 2 * h + e]) };
                     }
                 });
             });
-            index += 8 * g.n;
+            index += 8 * g.ldc;
         });
     }
 }

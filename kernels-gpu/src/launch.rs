@@ -3,7 +3,7 @@
 //! memory, the PTX module (and so the GPUs) it is built for, and the
 //! precision it computes in.
 
-use crate::gemm::Gemm;
+use crate::gemm::{Gemm, GemmParams};
 use crate::modules::PtxModule;
 
 /// The arithmetic a kernel does. Inputs and outputs are `f32` for all.
@@ -93,16 +93,22 @@ pub struct TmaBoxes {
 }
 
 impl Operands {
-    /// For TMA operands at a shape whose rows TMA cannot describe (its
-    /// row strides must be multiples of 16 bytes: K and N multiples of 4),
-    /// the padded sizes `(k4, n4)` (K and N rounded up to 4) of the copies
-    /// of A (m x k4) and B (k4 x n4) the host makes for each launch, with
-    /// zeros in the padding, which add nothing to C. `None` when the
-    /// kernel reads the caller's A and B as they are.
-    pub fn padded(&self, _m: usize, n: usize, k: usize) -> Option<(usize, usize)> {
+    /// For TMA operands that TMA cannot describe as they are, the sizes
+    /// `(k4, n4)` (K and N rounded up to multiples of 4) of the padded
+    /// copies of A (m x k4) and B (k4 x n4) the host makes for each
+    /// launch, with zeros in the padding, which add nothing to C. TMA needs
+    /// row strides that are multiples of 16 bytes (`lda` and `ldb`
+    /// multiples of 4) and 16-byte aligned starts (`aligned16`: A and B
+    /// both). `None` when the kernel reads the caller's A and B as they are.
+    pub fn padded(&self, p: &GemmParams, aligned16: bool) -> Option<(usize, usize)> {
         match self {
-            Operands::TensorMaps(_) if !(k.is_multiple_of(4) && n.is_multiple_of(4)) => {
-                Some((k.next_multiple_of(4), n.next_multiple_of(4)))
+            Operands::TensorMaps(_)
+                if !(aligned16 && p.lda.is_multiple_of(4) && p.ldb.is_multiple_of(4)) =>
+            {
+                Some((
+                    (p.k as usize).next_multiple_of(4),
+                    (p.n as usize).next_multiple_of(4),
+                ))
             }
             Operands::Pointers | Operands::TensorMaps(_) => None,
         }
@@ -135,22 +141,39 @@ pub struct KernelSpec {
 }
 
 impl KernelSpec {
-    /// Why this kernel cannot take `m x n x k`, if it cannot: a matrix of
-    /// more than [`MAX_ELEMS`](crate::gemm::MAX_ELEMS) elements (the
-    /// kernels' offsets within a matrix are 32-bit). Every kernel takes
-    /// every other shape (TMA kernels through padded copies:
-    /// [`Operands::padded`]).
+    /// Why this kernel cannot take the products `p` describes (`batch` of
+    /// them), if it cannot: a matrix that spans more than
+    /// [`MAX_ELEMS`](crate::gemm::MAX_ELEMS) elements (the kernels'
+    /// offsets within a matrix are 32-bit), or, for a TMA kernel, more than
+    /// one product (its tensor maps describe one A and one B). Every kernel
+    /// takes every other problem (TMA kernels through padded copies where
+    /// needed: [`Operands::padded`]).
     #[cfg(not(target_arch = "nvptx64"))]
-    pub fn unsupported(&self, m: usize, n: usize, k: usize) -> Option<String> {
+    pub fn unsupported(&self, p: &GemmParams, batch: usize) -> Option<String> {
         let limit = crate::gemm::MAX_ELEMS;
-        for (name, rows, cols) in [("A", m, k), ("B", k, n), ("C", m, n)] {
-            let elems = rows.saturating_mul(cols);
-            if elems > limit {
+        for (name, rows, cols, ld) in [
+            ("A", p.m, p.k, p.lda),
+            ("B", p.k, p.n, p.ldb),
+            ("C", p.m, p.n, p.ldc),
+        ] {
+            let span = crate::gemm::span(rows, cols, ld);
+            if span > limit as u64 {
+                let what = if ld == cols {
+                    format!("{rows} x {cols} = {span} elements")
+                } else {
+                    format!("{rows} rows of {ld} elements ({span} with the last row's {cols})")
+                };
                 return Some(format!(
-                    "{name} has {rows} x {cols} = {elems} elements, more than {limit} \
+                    "{name} spans {what}, more than {limit} \
                      (2^32 - 1: the kernels compute offsets within a matrix in 32 bits)"
                 ));
             }
+        }
+        if batch > 1 && matches!(self.operands, Operands::TensorMaps(_)) {
+            return Some(format!(
+                "a batch of {batch} products: a TMA kernel takes one product per launch (its \
+                 tensor maps describe one A and one B)"
+            ));
         }
         None
     }
@@ -170,17 +193,45 @@ mod tests {
 
     #[test]
     fn every_kernel_refuses_matrices_beyond_32_bit_offsets() {
+        use crate::gemm::GemmParams;
+        let dense = |m, n, k| GemmParams::dense(m, n, k);
         for k in KERNELS {
             // 65,535 x 65,537 = 2^32 - 1: the largest matrix allowed.
-            assert_eq!(k.unsupported(65_535, 4, 65_536), None, "{}", k.name);
+            assert_eq!(
+                k.unsupported(&dense(65_535, 4, 65_537), 1),
+                None,
+                "{}",
+                k.name
+            );
             for (m, n, kk, name) in [
                 (65_536, 4, 65_536, "A"),
                 (4, 65_536, 65_536, "B"),
                 (65_536, 65_536, 4, "C"),
             ] {
-                let why = k.unsupported(m, n, kk).expect("refused");
-                assert!(why.starts_with(&format!("{name} has ")), "{why}");
+                let why = k.unsupported(&dense(m, n, kk), 1).expect("refused");
+                assert!(why.starts_with(&format!("{name} spans ")), "{why}");
                 assert!(why.contains("32 bits"), "{why}");
+            }
+            // A leading dimension counts: 2 rows of 2^32 - 1 elements span
+            // more than a matrix may, however few elements are used.
+            let p = GemmParams {
+                lda: u32::MAX,
+                ..dense(2, 4, 4)
+            };
+            let why = k.unsupported(&p, 1).expect("refused");
+            assert!(why.starts_with("A spans 2 rows of 4294967295"), "{why}");
+        }
+    }
+
+    #[test]
+    fn tma_kernels_refuse_batches() {
+        use crate::gemm::GemmParams;
+        use crate::launch::Operands;
+        for k in KERNELS {
+            let why = k.unsupported(&GemmParams::dense(64, 64, 64), 2);
+            match k.operands {
+                Operands::TensorMaps(_) => assert!(why.unwrap().contains("one product")),
+                Operands::Pointers => assert_eq!(why, None, "{}", k.name),
             }
         }
     }

@@ -1,9 +1,11 @@
 //! Not a ladder step: the copy that lets the TMA kernels (steps 12-13)
-//! take any shape. TMA describes a matrix by its row stride, which must be
-//! a multiple of 16 bytes; when K or N is not a multiple of 4 the host
-//! copies A (m x k) and B (k x n) into buffers whose rows are padded to
-//! multiples of 4 floats with zeros (`host/src/tma.rs`, `Padded`), and the
-//! tensor maps describe the copies. The zeros add nothing to C.
+//! take any problem. TMA describes a matrix by its start, which must be
+//! 16-byte aligned, and its row stride, which must be a multiple of 16
+//! bytes; when A or B breaks either rule (`lda` or `ldb` not a multiple
+//! of 4, for example K or N odd in a dense product) the host copies A
+//! (m x k) and B (k x n) into buffers whose rows are padded to multiples
+//! of 4 floats with zeros (`host/src/tma.rs`, `Padded`), and the tensor
+//! maps describe the copies. The zeros add nothing to C.
 //!
 //! One thread per element of the padded matrix: consecutive threads take
 //! consecutive columns, so the reads of the source rows (which start at
@@ -23,8 +25,9 @@ pub const MAX_GRID_ROWS: usize = 65_535;
 pub const ENTRY: &str = "pad_rows";
 
 /// `dst[r][c] = src[r][c]` for `c < cols`, `0` for `cols <= c < ld`, for
-/// every row `r < rows`; `src` has rows of `cols` floats, `dst` of `ld`.
-pub fn pad_rows(src: GlobalIn, dst: GlobalOut, rows: usize, cols: usize, ld: usize) {
+/// every row `r < rows`; `src`'s rows are `src_ld` floats apart, `dst`'s
+/// `ld`.
+pub fn pad_rows(src: GlobalIn, dst: GlobalOut, rows: usize, cols: usize, src_ld: usize, ld: usize) {
     let c = block_idx_x() * THREADS + thread_idx_x();
     if c >= ld {
         return;
@@ -32,8 +35,9 @@ pub fn pad_rows(src: GlobalIn, dst: GlobalOut, rows: usize, cols: usize, ld: usi
     let mut r = block_idx_y();
     while r < rows {
         let value = if c < cols {
-            // SAFETY: r < rows and c < cols: inside src (rows x cols).
-            unsafe { src.read(r * cols + c) }
+            // SAFETY: r < rows and c < cols: inside src (rows x cols,
+            // rows src_ld apart).
+            unsafe { src.read(r * src_ld + c) }
         } else {
             0.0
         };
@@ -46,11 +50,11 @@ pub fn pad_rows(src: GlobalIn, dst: GlobalOut, rows: usize, cols: usize, ld: usi
 
 #[cfg(target_arch = "nvptx64")]
 mod entry {
-    /// PTX entry `pad_rows(src, dst, rows, cols, ld)`.
+    /// PTX entry `pad_rows(src, dst, rows, cols, src_ld, ld)`.
     ///
     /// # Safety
-    /// `src` addresses `rows * cols` floats and `dst` `rows * ld` floats
-    /// (`ld >= cols`), not overlapping; launched with `THREADS` threads in
+    /// `src` addresses a `rows x cols` matrix with rows `src_ld` floats
+    /// apart and `dst` `rows * ld` floats (`ld >= cols`), not overlapping; launched with `THREADS` threads in
     /// x, `ceil(ld / THREADS)` blocks in x and `min(rows, MAX_GRID_ROWS)`
     /// in y.
     #[unsafe(no_mangle)]
@@ -59,6 +63,7 @@ mod entry {
         dst: *mut f32,
         rows: u32,
         cols: u32,
+        src_ld: u32,
         ld: u32,
     ) {
         // SAFETY: the host upholds the contract above.
@@ -68,6 +73,7 @@ mod entry {
                 crate::device::GlobalOut::from_raw(dst),
                 rows as usize,
                 cols as usize,
+                src_ld as usize,
                 ld as usize,
             )
         }

@@ -204,7 +204,7 @@ fn matrix_too_large() {
             "--kernel",
             "naive",
         ]),
-        "error: kernel naive cannot take m=65536 n=1 k=65536: A has 65536 x 65536 = \
+        "error: kernel naive cannot take m=65536 n=1 k=65536: A spans 65536 x 65536 = \
          4294967296 elements, more than 4294967295 (2^32 - 1: the kernels compute offsets \
          within a matrix in 32 bits); choose smaller sizes",
     );
@@ -405,7 +405,7 @@ fn grid_too_high() {
     ];
     assert_error_like(
         &host(&args),
-        "error: m=1048576 n=1 k=1 needs a grid of ",
+        "error: m=1048576 n=1 needs a grid of ",
         &["for kernel naive, above CUDA's limit of 65,535 rows of blocks"],
     );
 }

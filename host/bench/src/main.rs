@@ -293,14 +293,14 @@ fn measure_all(args: &Args) -> Result<Results> {
                 row
             };
         for k in variants.rust.iter().chain(&variants.cuda) {
-            if let Some(why) = k.unsupported(shape) {
+            if let Some(why) = k.unsupported(&shape.params(), 1) {
                 // Visible, and recorded: the table has no row for it.
                 bar.println(format!("skipping {} at {shape}: {why}", k.name()));
                 skipped.push(format!("{} at {shape}: {why}", k.name()));
                 bar.inc(1);
                 continue;
             }
-            if let Some((k4, n4)) = k.spec.operands.padded(shape.m, shape.n, shape.k) {
+            if let Some((k4, n4)) = k.spec.operands.padded(&shape.params(), true) {
                 let note = format!(
                     "{} at {shape}: TMA needs k and n to be multiples of 4; each launch first \
                      copies A and B into buffers padded to k = {k4}, n = {n4}, and the time \

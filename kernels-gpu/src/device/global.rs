@@ -102,6 +102,42 @@ impl GlobalOut {
         Self { ptr: buffer }
     }
 
+    /// Reads element `index` (for `beta * C`).
+    ///
+    /// # Safety
+    /// `index` is below the buffer's length and no other thread of the
+    /// launch writes the element.
+    #[inline(always)]
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    pub unsafe fn read(self, index: usize) -> f32 {
+        // SAFETY: in bounds by this function's contract.
+        unsafe { backend::read(backend::as_in(self.ptr), index) }
+    }
+
+    /// Reads elements `index..index + 2` as one 64-bit load.
+    ///
+    /// # Safety
+    /// As for [`Self::read`] for both elements, and `index % 2 == 0` (the
+    /// address is 8-byte aligned).
+    #[inline(always)]
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    pub unsafe fn read2(self, index: usize) -> [f32; 2] {
+        // SAFETY: in bounds and aligned by this function's contract.
+        unsafe { backend::read2(backend::as_in(self.ptr), index) }
+    }
+
+    /// Reads elements `index..index + 4` as one 128-bit load.
+    ///
+    /// # Safety
+    /// As for [`Self::read`] for all four elements; the address is
+    /// 16-byte aligned.
+    #[inline(always)]
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    pub unsafe fn read4(self, index: usize) -> [f32; 4] {
+        // SAFETY: in bounds and aligned by this function's contract.
+        unsafe { backend::read4(backend::as_in(self.ptr), index) }
+    }
+
     /// Writes `value` to element `index`.
     ///
     /// # Safety
@@ -150,6 +186,12 @@ mod backend {
         ptr
     }
 
+    /// The written buffer as a read one (C, for `beta * C`).
+    #[inline(always)]
+    pub fn as_in(ptr: Out) -> In {
+        ptr.cast_const()
+    }
+
     /// # Safety
     /// `index` is inside the buffer `ptr` addresses.
     #[inline(always)]
@@ -164,6 +206,14 @@ mod backend {
     pub unsafe fn read4(ptr: In, index: usize) -> [f32; 4] {
         // SAFETY: in bounds and 16-byte aligned by the caller's contract.
         unsafe { (ptr.add(index) as *const Vec4).read().0 }
+    }
+
+    /// # Safety
+    /// `index..index + 2` is inside the buffer; `index % 2 == 0`.
+    #[inline(always)]
+    pub unsafe fn read2(ptr: In, index: usize) -> [f32; 2] {
+        // SAFETY: in bounds and 8-byte aligned by the caller's contract.
+        unsafe { (ptr.add(index) as *const Vec2).read().0 }
     }
 
     /// # Safety
@@ -200,4 +250,9 @@ mod backend {
 
     pub type In = Buffer;
     pub type Out = Buffer;
+
+    /// The written buffer as a read one (C, for `beta * C`).
+    pub fn as_in(buffer: Out) -> In {
+        buffer
+    }
 }

@@ -34,6 +34,11 @@ special_register!(
     /// `blockIdx.y`: the block's row in the grid.
     block_idx_y => _block_idx_y
 );
+special_register!(
+    /// `blockIdx.z`: which product of a batch the block computes (read by
+    /// `Gemm::from_raw` only: kernel bodies see one product).
+    block_idx_z => _block_idx_z
+);
 
 // On the host: the indices of the CPU emulator's thread running the body.
 #[cfg(not(target_arch = "nvptx64"))]

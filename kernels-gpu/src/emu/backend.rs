@@ -233,11 +233,14 @@ pub mod shared {
 pub mod global {
     use super::*;
 
-    /// A global buffer on the host: which of the launch's buffers, and
-    /// its length in elements, so that every access can be checked.
+    /// A global buffer on the host: which of the launch's buffers, where
+    /// the product being computed starts in it (`z * stride` in a batch),
+    /// and its whole length in elements, so that every access can be
+    /// checked (alignment included, from the buffer's start).
     #[derive(Clone, Copy, Debug, PartialEq, Eq)]
     pub struct Buffer {
         pub(in crate::emu) memory: Memory,
+        pub(in crate::emu) base: usize,
         pub(in crate::emu) len: usize,
     }
 
@@ -245,12 +248,12 @@ pub mod global {
     pub(super) fn read_n<const W: usize>(buffer: Buffer, index: usize) -> [f32; W] {
         let site = Location::caller();
         with(|t| {
-            if check(index, W, buffer.len).is_err() {
-                t.bad_access(site, buffer.memory, Op::Load, index, W, buffer.len);
+            let at = buffer.base + index;
+            if check(at, W, buffer.len).is_err() {
+                t.bad_access(site, buffer.memory, Op::Load, at, W, buffer.len);
                 return [f32::NAN; W];
             }
-            let data = t.launch.input(buffer.memory);
-            array::from_fn(|i| data[index + i])
+            array::from_fn(|i| t.launch.read(buffer.memory, at + i))
         })
     }
 
@@ -258,12 +261,13 @@ pub mod global {
     fn write_n<const W: usize>(buffer: Buffer, index: usize, values: [f32; W]) {
         let site = Location::caller();
         with(|t| {
-            if check(index, W, buffer.len).is_err() {
-                t.bad_access(site, buffer.memory, Op::Store, index, W, buffer.len);
+            let at = buffer.base + index;
+            if check(at, W, buffer.len).is_err() {
+                t.bad_access(site, buffer.memory, Op::Store, at, W, buffer.len);
                 return;
             }
             for (i, v) in values.into_iter().enumerate() {
-                t.launch.write_c(index + i, v, t.block_idx, t.thread, site);
+                t.launch.write_c(at + i, v, t.block_idx, t.thread, site);
             }
         })
     }
@@ -274,6 +278,13 @@ pub mod global {
     #[track_caller]
     pub unsafe fn read(buffer: Buffer, index: usize) -> f32 {
         read_n::<1>(buffer, index)[0]
+    }
+
+    /// # Safety
+    /// As for [`read`].
+    #[track_caller]
+    pub unsafe fn read2(buffer: Buffer, index: usize) -> [f32; 2] {
+        read_n::<2>(buffer, index)
     }
 
     /// # Safety
@@ -485,10 +496,11 @@ pub mod async_copy {
         let site = Location::caller();
         let buffer = src.buffer();
         let mut values = [0.0f32; 4];
-        if valid > W || (W == 4 && !index.is_multiple_of(4)) {
+        if valid > W || (W == 4 && !(buffer.base + index).is_multiple_of(4)) {
             // Beyond cp-size, or a misaligned 16-byte source: report the
             // whole span as a bad access.
-            with(|t| t.bad_access(site, buffer.memory, Op::Load, index, W, buffer.len));
+            let at = buffer.base + index;
+            with(|t| t.bad_access(site, buffer.memory, Op::Load, at, W, buffer.len));
             values = [f32::NAN; 4];
         } else {
             for (j, v) in values.iter_mut().enumerate().take(valid) {

@@ -33,7 +33,7 @@ use std::time::Instant;
 
 use super::block::Pool;
 use super::{Launch, install_panic_hook};
-use crate::gemm::Gemm;
+use crate::gemm::{Gemm, GemmParams};
 use crate::launch::KernelSpec;
 
 /// The first K measured (at most), and the largest (its inputs then
@@ -149,7 +149,15 @@ fn measure(pool: &Pool, spec: &KernelSpec, m: usize, n: usize, k: usize) -> f64 
     if k == 0 {
         return 0.0;
     }
-    let (launch, gemm) = Launch::new(spec, vec![1.0; m * k], vec![1.0; k * n], (m, n, k));
+    let p = GemmParams::dense(m as u32, n as u32, k as u32);
+    let launch = Launch::new(
+        spec,
+        &p,
+        vec![1.0; m * k],
+        vec![1.0; k * n],
+        &vec![0.0; m * n],
+    );
+    let gemm = launch.gemm(&p, 0);
     let mut times = Vec::with_capacity(RUNS);
     while times.len() < RUNS && times.iter().sum::<f64>() < ENOUGH {
         let t = Instant::now();

@@ -59,7 +59,7 @@ use std::sync::{Arc, Mutex, Once, PoisonError};
 use std::thread;
 
 use crate::device::{GlobalIn, GlobalOut};
-use crate::gemm::Gemm;
+use crate::gemm::{Gemm, GemmParams};
 use crate::launch::KernelSpec;
 use backend::global::Buffer;
 use block::Pool;
@@ -70,7 +70,8 @@ pub struct EmuReport {
     pub kernel: &'static str,
     /// `(m, n, k)` of the launch.
     pub shape: (usize, usize, usize),
-    /// The output, row-major m x n; elements nobody wrote are NaN.
+    /// The output: C's whole buffer after the launch (row-major m x n for
+    /// [`run_gemm`], where elements nobody wrote are NaN).
     pub c: Vec<f32>,
     pub races: Vec<Race>,
     pub barrier_errors: Vec<BarrierError>,
@@ -137,10 +138,11 @@ impl fmt::Display for EmuReport {
 /// `C = A * B` with row-major `a` (m x k) and `b` (k x n), and reports
 /// what it computed and what the checks found. A broken kernel is
 /// reported, never a crash or a hang (unless one of its threads loops
-/// forever).
+/// forever). [`run`] takes leading dimensions, alpha, beta and batches.
 ///
 /// # Panics
-/// If `a.len() != m * k` or `b.len() != k * n`, or the OS refuses a thread.
+/// If `a.len() != m * k` or `b.len() != k * n`, a size does not fit in
+/// `u32`, or the OS refuses a thread.
 pub fn run_gemm(
     spec: &KernelSpec,
     body: fn(Gemm),
@@ -152,15 +154,54 @@ pub fn run_gemm(
 ) -> EmuReport {
     assert_eq!(a.len(), m * k, "A must hold m * k = {m} * {k} floats");
     assert_eq!(b.len(), k * n, "B must hold k * n = {k} * {n} floats");
+    let dim = |x: usize| u32::try_from(x).expect("emulated sizes fit in u32");
+    let params = GemmParams::dense(dim(m), dim(n), dim(k));
+    run(spec, body, &params, 1, a, b, &vec![f32::NAN; m * n])
+}
+
+/// Runs `body` on the CPU for `batch` products `C = alpha * A * B + beta *
+/// C` as `params` describes them (leading dimensions, batch strides), on
+/// the buffers `a`, `b` and `c` (C's initial contents; NaN where the
+/// kernel must not read). The report's `c` is the whole C buffer after the
+/// launch. Products run one after another, each a grid of blocks.
+///
+/// # Panics
+/// If a buffer is too short for `params` and `batch`, or the OS refuses a
+/// thread.
+pub fn run(
+    spec: &KernelSpec,
+    body: fn(Gemm),
+    params: &GemmParams,
+    batch: usize,
+    a: &[f32],
+    b: &[f32],
+    c: &[f32],
+) -> EmuReport {
+    let p = params;
+    let (m, n, k) = (p.m as usize, p.n as usize, p.k as usize);
+    for (name, len, rows, cols, ld, stride) in [
+        ("A", a.len(), m, k, p.lda, p.stride_a),
+        ("B", b.len(), k, n, p.ldb, p.stride_b),
+        ("C", c.len(), m, n, p.ldc, p.stride_c),
+    ] {
+        let span = (rows - 1) * ld as usize + cols + (batch - 1) * stride as usize;
+        assert!(
+            len >= span,
+            "{name} must hold {span} floats for these parameters"
+        );
+    }
     install_panic_hook();
-    let (launch, gemm) = Launch::new(spec, a.to_vec(), b.to_vec(), (m, n, k));
+    let launch = Launch::new(spec, p, a.to_vec(), b.to_vec(), c);
     let (gx, gy) = launch.grid;
     thread::scope(|scope| {
         let pool = Pool::new(scope, launch.block_dims, launch.shared_words, body)
             .expect("the OS refused a thread for an emulated GPU thread");
-        for y in 0..gy {
-            for x in 0..gx {
-                pool.run(&launch, gemm, (x, y));
+        for z in 0..batch {
+            let gemm = launch.gemm(p, z);
+            for y in 0..gy {
+                for x in 0..gx {
+                    pool.run(&launch, gemm, (x, y));
+                }
             }
         }
     });
@@ -221,6 +262,8 @@ pub(crate) struct SharedAccess {
 pub(crate) struct Launch {
     pub kernel: &'static str,
     pub shape: (usize, usize, usize),
+    /// C's leading dimension (to name the row and column of an element).
+    ldc: usize,
     pub grid: Coord,
     pub block_dims: Coord,
     pub shared_words: usize,
@@ -259,47 +302,58 @@ impl Findings {
 }
 
 impl Launch {
-    /// The launch of `spec` for `C = A * B` with row-major `a` (m x k) and
-    /// `b` (k x n), and the kernel's arguments for it.
-    fn new(
-        spec: &KernelSpec,
-        a: Vec<f32>,
-        b: Vec<f32>,
-        (m, n, k): (usize, usize, usize),
-    ) -> (Arc<Launch>, Gemm) {
+    /// The launch of `spec` for the products `p` describes, on copies of
+    /// the caller's buffers.
+    fn new(spec: &KernelSpec, p: &GemmParams, a: Vec<f32>, b: Vec<f32>, c: &[f32]) -> Arc<Launch> {
         let (bx, by) = spec.launch.block_threads;
-        let gemm = Gemm {
-            a: GlobalIn::emulated(Buffer {
-                memory: Memory::A,
-                len: a.len(),
-            }),
-            b: GlobalIn::emulated(Buffer {
-                memory: Memory::B,
-                len: b.len(),
-            }),
-            c: GlobalOut::emulated(Buffer {
-                memory: Memory::C,
-                len: m * n,
-            }),
-            m,
-            n,
-            k,
-        };
-        let launch = Arc::new(Launch {
+        let (m, n, k) = (p.m as usize, p.n as usize, p.k as usize);
+        Arc::new(Launch {
             kernel: spec.name,
             shape: (m, n, k),
+            ldc: p.ldc as usize,
             grid: spec.launch.grid(m, n),
             block_dims: (bx as usize, by as usize),
             shared_words: spec.launch.shared_bytes / 4,
             a,
             b,
-            c: (0..m * n)
-                .map(|_| AtomicU32::new(f32::NAN.to_bits()))
-                .collect(),
-            c_writer: (0..m * n).map(|_| AtomicUsize::new(0)).collect(),
+            c: c.iter().map(|x| AtomicU32::new(x.to_bits())).collect(),
+            c_writer: c.iter().map(|_| AtomicUsize::new(0)).collect(),
             findings: Mutex::new(Findings::default()),
-        });
-        (launch, gemm)
+        })
+    }
+
+    /// The kernel's arguments for product `z` of the batch: what
+    /// `Gemm::from_raw` makes on the GPU, with checked buffers.
+    fn gemm(&self, p: &GemmParams, z: usize) -> Gemm {
+        let buffer = |memory, stride: u64, len| Buffer {
+            memory,
+            base: z * stride as usize,
+            len,
+        };
+        let (a, b, c) = (
+            buffer(Memory::A, p.stride_a, self.a.len()),
+            buffer(Memory::B, p.stride_b, self.b.len()),
+            buffer(Memory::C, p.stride_c, self.c.len()),
+        );
+        // Buffers start at address 0 (aligned for anything); a product
+        // starts at its base.
+        let vec4 = (a.base | b.base | c.base) % 4 == 0 && (p.lda | p.ldb | p.ldc) % 4 == 0;
+        let vec2_c = c.base % 2 == 0 && p.ldc % 2 == 0;
+        Gemm {
+            a: GlobalIn::emulated(a),
+            b: GlobalIn::emulated(b),
+            c: GlobalOut::emulated(c),
+            m: p.m as usize,
+            n: p.n as usize,
+            k: p.k as usize,
+            lda: p.lda as usize,
+            ldb: p.ldb as usize,
+            ldc: p.ldc as usize,
+            alpha: p.alpha,
+            beta: p.beta,
+            vec4,
+            vec2_c,
+        }
     }
 
     /// Runs `f` on the findings (blocks and threads report concurrently).
@@ -311,12 +365,13 @@ impl Launch {
         self.findings(|f| Findings::keep(&mut f.bad_accesses, &mut f.omitted, bad));
     }
 
-    /// The input buffer `memory` (A or B).
-    pub fn input(&self, memory: Memory) -> &[f32] {
+    /// Element `index` of the global buffer `memory` (checked by the caller).
+    pub fn read(&self, memory: Memory, index: usize) -> f32 {
         match memory {
-            Memory::A => &self.a,
-            Memory::B => &self.b,
-            Memory::C | Memory::Shared => unreachable!("GlobalIn is only made for A and B"),
+            Memory::A => self.a[index],
+            Memory::B => self.b[index],
+            Memory::C => f32::from_bits(self.c[index].load(Relaxed)),
+            Memory::Shared => unreachable!("global views are only made for A, B and C"),
         }
     }
 
@@ -326,12 +381,11 @@ impl Launch {
         self.c[index].store(value.to_bits(), Relaxed);
         let previous = self.c_writer[index].swap(id, Relaxed);
         if previous != 0 && previous != id {
-            let n = self.shape.1;
             let double = DoubleWrite {
                 kernel: self.kernel,
                 index,
-                row: index / n,
-                col: index % n,
+                row: index / self.ldc,
+                col: index % self.ldc,
                 first: self.grid_thread(previous - 1),
                 second: GridThread { block, thread },
                 site,
