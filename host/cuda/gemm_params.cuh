@@ -12,13 +12,17 @@ struct GemmParams {
     unsigned m, n, k;        // C is m x n, the depth k
     unsigned lda, ldb, ldc;  // elements between rows
     float alpha, beta;       // C = alpha * A * B + beta * C; beta 0: C not read
+    unsigned k_slice;        // split-K: depth of one slice (product z: K from z * k_slice)
+    unsigned slices;         // split-K's reduction: partial sums to add
     unsigned long long stride_a, stride_b, stride_c;  // between products of a batch
 };
 
-// Moves A, B and C to product blockIdx.z of the batch.
+// Moves A, B and C to product blockIdx.z of the batch (for split-K, slice
+// z of K, whose depth p.k becomes).
 static __device__ __forceinline__ void gemm_batch(const float*& A, const float*& B, float*& C,
-                                                  const GemmParams& p) {
+                                                  GemmParams& p) {
     const unsigned long long z = blockIdx.z;
+    if (p.k_slice != 0) p.k = min(p.k_slice, p.k - (unsigned)z * p.k_slice);
     A += z * p.stride_a;
     B += z * p.stride_b;
     C += z * p.stride_c;

@@ -191,8 +191,7 @@ __device__ __forceinline__ void tuned_body(const float* A, const float* B, float
 
 // The vector body for interior blocks of aligned shapes, else the guarded one.
 template <int BM, int BN, int BK, int WM_ITERS, int WN_ITERS>
-__device__ __forceinline__ void tuned(const float* A, const float* B, float* C,
-                                      const GemmParams& p) {
+__device__ __forceinline__ void tuned(const float* A, const float* B, float* C, GemmParams p) {
     gemm_batch(A, B, C, p);
     const int row0 = blockIdx.y * BM, col0 = blockIdx.x * BN;
     if (row0 + BM <= (int)p.m && col0 + BN <= (int)p.n && p.k % BK == 0 && gemm_vec4(A, B, C, p))

@@ -11,11 +11,11 @@
 //! size that fits.
 
 use anyhow::{Result, anyhow, bail};
-use host::inputs;
-use host::reference::Reference;
-use host::shape::Shape;
 use kernels_gpu::emu;
 use kernels_gpu::launch::KernelSpec;
+use rust_gemm::inputs;
+use rust_gemm::reference::Reference;
+use rust_gemm::shape::Shape;
 use serde_json::json;
 
 /// The longest run accepted, as estimated: all its kernels together.

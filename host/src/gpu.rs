@@ -131,11 +131,7 @@ impl Gpu {
     /// Opens GPU `ordinal` and loads the built-in PTX modules it can run.
     pub fn open(ordinal: usize) -> Result<Self, HostError> {
         let mut gpu = Self::open_device(ordinal)?;
-        let mut loaded = Vec::new();
-        for module in MODULES.iter().filter(|m| gpu.runs_module(m)) {
-            loaded.push((module.name, gpu.load(crate::ptx(module))?));
-        }
-        gpu.ptx = Modules::BuiltIn(loaded);
+        gpu.load_built_in()?;
         Ok(gpu)
     }
 
@@ -147,6 +143,27 @@ impl Gpu {
         let mut gpu = Self::open_device(ordinal)?;
         gpu.ptx = Modules::File(gpu.load(ptx)?);
         Ok(gpu)
+    }
+
+    /// The GPU of a caller's `stream` (the library's way in: launches
+    /// go on that stream, and cudarc's event tracking stays as the caller
+    /// set it), with the built-in PTX modules it can run loaded into the
+    /// stream's context.
+    pub fn for_stream(stream: Arc<CudaStream>) -> Result<Self, HostError> {
+        let ctx = stream.context().clone();
+        let mut gpu = Self::with_context(ctx, stream)?;
+        gpu.load_built_in()?;
+        Ok(gpu)
+    }
+
+    /// Loads the built-in modules this GPU can run.
+    fn load_built_in(&mut self) -> Result<(), HostError> {
+        let mut loaded = Vec::new();
+        for module in MODULES.iter().filter(|m| self.runs_module(m)) {
+            loaded.push((module.name, self.load(crate::ptx(module))?));
+        }
+        self.ptx = Modules::BuiltIn(loaded);
+        Ok(())
     }
 
     /// A context and stream on GPU `ordinal`, no module loaded yet.
@@ -163,6 +180,14 @@ impl Gpu {
         // not needed, and would add event records to every timed launch.
         // SAFETY: this program uses the context from one stream only.
         unsafe { ctx.disable_event_tracking() };
+        let stream = ctx.default_stream();
+        Self::with_context(ctx, stream)
+    }
+
+    /// `ctx` and `stream` with the device's attributes read, no module
+    /// loaded yet.
+    fn with_context(ctx: Arc<CudaContext>, stream: Arc<CudaStream>) -> Result<Self, HostError> {
+        let ordinal = ctx.ordinal();
         let info = device_info(&ctx, ordinal)?;
         let (major, minor) = info.compute_capability;
         if major < 7 {
@@ -172,7 +197,6 @@ impl Gpu {
             .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)
             .map_err(HostError::cuda("reading the shared-memory limit"))?
             .max(0) as usize;
-        let stream = ctx.default_stream();
         Ok(Self {
             ctx,
             stream,

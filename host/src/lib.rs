@@ -8,6 +8,7 @@
 //! no GPU, so the tests exercise them anywhere.
 
 pub mod baselines;
+pub mod blas;
 pub mod cli;
 pub mod error;
 pub mod gpu;

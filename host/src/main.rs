@@ -8,14 +8,14 @@ use std::process::ExitCode;
 
 use anyhow::{Result, bail};
 use clap::Parser;
-use host::gpu::Gpu;
-use host::reference::Reference;
-use host::report::{KernelReport, RunReport};
-use host::runner::{self, Buffers, Kernel, TimingOptions};
-use host::shape::Shape;
-use host::{HostError, inputs};
-use kernels_gpu::launch::{KernelSpec, Operands};
+use kernels_gpu::launch::{KernelSpec, Operands, Ops};
 use kernels_gpu::registry::{self, KERNELS};
+use rust_gemm::gpu::Gpu;
+use rust_gemm::reference::Reference;
+use rust_gemm::report::{KernelReport, RunReport};
+use rust_gemm::runner::{self, Buffers, Kernel, TimingOptions};
+use rust_gemm::shape::Shape;
+use rust_gemm::{HostError, inputs};
 
 /// Launch the Rust SGEMM kernels on a GPU: verify each against a CPU
 /// reference, then time it.
@@ -69,9 +69,12 @@ struct Args {
 /// A matrix dimension: a whole number (range checks, with the flag's name,
 /// are `Shape::new`'s).
 fn dimension(s: &str) -> Result<usize, String> {
-    s.trim()
-        .parse::<usize>()
-        .map_err(|_| format!("sizes are whole numbers from 1 to {}", host::shape::MAX_DIM))
+    s.trim().parse::<usize>().map_err(|_| {
+        format!(
+            "sizes are whole numbers from 1 to {}",
+            rust_gemm::shape::MAX_DIM
+        )
+    })
 }
 
 fn seed(s: &str) -> Result<u64, String> {
@@ -88,8 +91,8 @@ fn launches(s: &str) -> Result<usize, String> {
 }
 
 fn main() -> ExitCode {
-    host::cli::quiet_broken_pipe();
-    let args = match host::cli::parse::<Args>() {
+    rust_gemm::cli::quiet_broken_pipe();
+    let args = match rust_gemm::cli::parse::<Args>() {
         Ok(args) => args,
         Err(code) => return code,
     };
@@ -111,14 +114,30 @@ fn select(names: &[String]) -> Result<Vec<&'static KernelSpec>, HostError> {
     names
         .iter()
         .map(|name| {
-            registry::find(name.trim()).ok_or_else(|| HostError::UnknownKernel {
-                name: name.clone(),
-                available: KERNELS
-                    .iter()
-                    .map(|k| k.name)
-                    .collect::<Vec<_>>()
-                    .join(", "),
-            })
+            let name = name.trim();
+            match registry::find(name) {
+                Some(k) if KERNELS.iter().any(|l| l.name == k.name) => Ok(k),
+                // Registered, but not a kernel this program can run on A
+                // and B as they are.
+                Some(k) if k.ops != Ops::NN => Err(HostError::BadShape(format!(
+                    "kernel {name} reads A or B transposed ({}); host runs A and B as they \
+                     are: call it through the library (rust_gemm::blas) or see `cargo xtask \
+                     bench --suite`",
+                    k.ops.suffix()
+                ))),
+                Some(_) => Err(HostError::BadShape(format!(
+                    "{name} is split-K's reduction, not a GEMM kernel: the library launches it \
+                     (rust_gemm::blas)"
+                ))),
+                None => Err(HostError::UnknownKernel {
+                    name: name.to_string(),
+                    available: KERNELS
+                        .iter()
+                        .map(|k| k.name)
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                }),
+            }
         })
         .collect()
 }

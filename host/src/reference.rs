@@ -267,6 +267,141 @@ impl Reference {
     }
 }
 
+/// Checks a library call (`crate::blas`): `after` is the caller's C
+/// buffer after `C = alpha * op(A) * op(B) + beta * C` as `cfg` says, on
+/// `a`, `b` and the C buffer `before` it. Each checked element of each
+/// product is computed in f64 and its error scaled by `|alpha| sum |a *
+/// b| + |beta c|`; elements of the buffer that belong to no product (the
+/// padding of leading dimensions, the gaps between products) must hold
+/// their old bits. At most `samples` elements per product are computed
+/// (all of them when the product has fewer; a random choice, from `seed`,
+/// otherwise, with the last row and column always in).
+///
+/// # Panics
+/// If the buffers are shorter than `cfg` needs (`crate::blas::plan`
+/// checks that first).
+pub fn check_gemm(
+    cfg: &crate::blas::GemmConfig,
+    (a, b): (&[f32], &[f32]),
+    (before, after): (&[f32], &[f32]),
+    precision: Precision,
+    samples: usize,
+    seed: u64,
+) -> Verification {
+    use crate::blas::{Layout, Op};
+    let at = |r: usize, c: usize, ld: usize| match cfg.layout {
+        Layout::RowMajor => r * ld + c,
+        Layout::ColMajor => c * ld + r,
+    };
+    // Indices of op(A)[i][kk], op(B)[kk][j] and C[i][j] in product z.
+    let a_at = |z: usize, i: usize, kk: usize| {
+        z * cfg.stride_a
+            + if cfg.op_a == Op::N {
+                at(i, kk, cfg.lda)
+            } else {
+                at(kk, i, cfg.lda)
+            }
+    };
+    let b_at = |z: usize, kk: usize, j: usize| {
+        z * cfg.stride_b
+            + if cfg.op_b == Op::N {
+                at(kk, j, cfg.ldb)
+            } else {
+                at(j, kk, cfg.ldb)
+            }
+    };
+    let c_at = |z: usize, i: usize, j: usize| z * cfg.stride_c + at(i, j, cfg.ldc);
+    let tolerance = tolerance(precision, cfg.k);
+    let mut owned = vec![false; after.len()];
+    let mut rng = SmallRng::seed_from_u64(seed);
+    let (mut checked, mut nonfinite, mut max_error, mut worst) = (0, 0, 0.0f64, None);
+    let mut untouched_changed = 0;
+    for z in 0..cfg.batch {
+        let mut elements: Vec<(usize, usize)> = Vec::new();
+        if cfg.m * cfg.n <= samples {
+            elements.extend((0..cfg.m).flat_map(|i| (0..cfg.n).map(move |j| (i, j))));
+        } else {
+            elements.extend(
+                (0..cfg.n)
+                    .step_by(cfg.n.div_ceil(64))
+                    .map(|j| (cfg.m - 1, j)),
+            );
+            elements.extend(
+                (0..cfg.m)
+                    .step_by(cfg.m.div_ceil(64))
+                    .map(|i| (i, cfg.n - 1)),
+            );
+            while elements.len() < samples {
+                elements.push((rng.random_range(0..cfg.m), rng.random_range(0..cfg.n)));
+            }
+        }
+        for i in 0..cfg.m {
+            for j in 0..cfg.n {
+                owned[c_at(z, i, j)] = true;
+            }
+        }
+        for (i, j) in elements {
+            let (mut dot, mut magnitude) = (0.0f64, 0.0f64);
+            for kk in 0..cfg.k {
+                let term = a[a_at(z, i, kk)] as f64 * b[b_at(z, kk, j)] as f64;
+                dot += term;
+                magnitude += term.abs();
+            }
+            let old = before[c_at(z, i, j)] as f64;
+            let (want, scale) = if cfg.beta == 0.0 {
+                (cfg.alpha as f64 * dot, cfg.alpha.abs() as f64 * magnitude)
+            } else {
+                (
+                    cfg.alpha as f64 * dot + cfg.beta as f64 * old,
+                    cfg.alpha.abs() as f64 * magnitude + (cfg.beta as f64 * old).abs(),
+                )
+            };
+            let got = after[c_at(z, i, j)];
+            checked += 1;
+            let err = if !got.is_finite() {
+                nonfinite += 1;
+                f64::INFINITY
+            } else if scale == 0.0 {
+                // alpha = 0 and beta = 0 (or beta * C = 0): exactly zero.
+                if got == 0.0 { 0.0 } else { f64::INFINITY }
+            } else {
+                (got as f64 - want).abs() / scale
+            };
+            if err > max_error || worst.is_none() {
+                max_error = max_error.max(err);
+                worst = Some(Worst {
+                    row: i,
+                    col: j,
+                    got,
+                    want,
+                });
+            }
+        }
+    }
+    for (idx, own) in owned.iter().enumerate() {
+        if !own && before[idx].to_bits() != after[idx].to_bits() {
+            untouched_changed += 1;
+        }
+    }
+    Verification {
+        mode: if checked == cfg.batch * cfg.m * cfg.n {
+            Mode::Full
+        } else {
+            Mode::Sampled
+        },
+        checked,
+        nonfinite,
+        max_error: if untouched_changed > 0 {
+            f64::INFINITY
+        } else {
+            max_error
+        },
+        worst,
+        tolerance,
+        passed: nonfinite == 0 && untouched_changed == 0 && max_error <= tolerance,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

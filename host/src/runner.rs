@@ -174,6 +174,22 @@ impl Kernel {
         }
     }
 
+    /// How many of its blocks one SM runs at once (the driver's occupancy
+    /// calculator, with its block size and shared memory).
+    pub fn blocks_per_sm(&self) -> Result<usize, HostError> {
+        self.func
+            .occupancy_max_active_blocks_per_multiprocessor(
+                self.spec.launch.threads(),
+                self.shared_bytes,
+                None,
+            )
+            .map(|b| b as usize)
+            .map_err(HostError::cuda(format!(
+                "reading {}'s occupancy",
+                self.label
+            )))
+    }
+
     /// Why this kernel cannot take `batch` products as `p` describes them,
     /// if it cannot: what its spec refuses, and for a twin (`int` offsets)
     /// any matrix that spans 2^31 elements or more.
@@ -220,7 +236,7 @@ impl Kernel {
             // the buffers are as this function's contract says.
             return unsafe { launch_gemm(gpu, &self.func, cfg, call, None, &self.label) };
         };
-        let aligned16 = call.a % 16 == 0 && call.b % 16 == 0;
+        let aligned16 = call.a.is_multiple_of(16) && call.b.is_multiple_of(16);
         let (m, n, k) = (p.m as usize, p.n as usize, p.k as usize);
         // Where the tensor maps point: the caller's A and B, or padded
         // copies of them when TMA cannot describe them.

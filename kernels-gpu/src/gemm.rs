@@ -12,6 +12,9 @@ use crate::device::{GlobalIn, GlobalOut};
 /// leading dimensions (elements between rows; at least the row length),
 /// for a batch of products: block `z` of the grid computes product `z`,
 /// whose matrices start `z * stride_*` elements after the first ones.
+/// A split-K launch (step 14) is such a batch: product `z` is slice `z` of
+/// K (`k_slice` deep, the last one what is left), A and B advance by a
+/// slice, and each slice's C is its own partial sum in a workspace.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct GemmParams {
@@ -30,6 +33,12 @@ pub struct GemmParams {
     pub alpha: f32,
     /// 0 means C is written without being read (NaN in C does not leak).
     pub beta: f32,
+    /// Split-K: the depth of one slice (product `z` computes K from
+    /// `z * k_slice`, at most `k_slice` deep); 0: no split.
+    pub k_slice: u32,
+    /// Split-K's reduction (`k14_split_k::reduce_slices`): how many partial
+    /// sums to add; the GEMM kernels do not read it.
+    pub slices: u32,
     /// Elements between the A of one product of a batch and the next.
     pub stride_a: u64,
     pub stride_b: u64,
@@ -49,6 +58,8 @@ impl GemmParams {
             ldc: n,
             alpha: 1.0,
             beta: 0.0,
+            k_slice: 0,
+            slices: 0,
             stride_a: 0,
             stride_b: 0,
             stride_c: 0,
@@ -72,13 +83,33 @@ pub struct Gemm {
     pub ldc: usize,
     pub alpha: f32,
     pub beta: f32,
+    /// Split-K's reduction only: partial sums to add ([`GemmParams::slices`]).
+    pub slices: usize,
+}
+
+impl Gemm {
     /// A, B and C start on 16-byte boundaries and their leading
     /// dimensions are multiples of 4: a row's float4 at a column that is a
     /// multiple of 4 is one aligned 128-bit access. The kernels' vector
     /// paths need it; without it they take their guarded paths.
-    pub vec4: bool,
+    ///
+    /// A method, not a field computed at entry: where a kernel asks only
+    /// in its epilogue ([`Self::vec2_c`]), a flag computed at entry from
+    /// the pointers stays live across the main loop, and that register
+    /// made step 11's largest tiles spill.
+    #[inline(always)]
+    pub fn vec4(self) -> bool {
+        self.a.aligned(16)
+            && self.b.aligned(16)
+            && self.c.aligned(16)
+            && (self.lda | self.ldb | self.ldc).is_multiple_of(4)
+    }
+
     /// C starts on an 8-byte boundary and `ldc` is even (64-bit stores).
-    pub vec2_c: bool,
+    #[inline(always)]
+    pub fn vec2_c(self) -> bool {
+        self.c.aligned(8) && self.ldc.is_multiple_of(2)
+    }
 }
 
 #[cfg(target_arch = "nvptx64")]
@@ -91,11 +122,18 @@ impl Gemm {
     /// For every `z < gridDim.z`: `a + z * stride_a`, `b + z * stride_b`
     /// and `c + z * stride_c` address live device buffers that hold an
     /// `m x k`, `k x n` and `m x n` matrix with the leading dimensions of
-    /// `p` for the whole launch; the C of one product overlaps no input and
-    /// no other product's C.
+    /// `p` for the whole launch (with split-K, `k` the slice's depth, and
+    /// `z * k_slice < k`); the C of one product overlaps no input and no
+    /// other product's C.
     #[inline(always)]
     pub unsafe fn from_raw(a: *const f32, b: *const f32, c: *mut f32, p: GemmParams) -> Self {
         let z = crate::device::block_idx_z() as u64;
+        // A split-K slice is at most k_slice deep, the last one what is left.
+        let k = if p.k_slice == 0 {
+            p.k
+        } else {
+            p.k_slice.min(p.k - z as u32 * p.k_slice)
+        };
         let (a, b, c) = (
             a.wrapping_add((z * p.stride_a) as usize),
             b.wrapping_add((z * p.stride_b) as usize),
@@ -112,14 +150,13 @@ impl Gemm {
                 c: GlobalOut::from_raw(c),
                 m: p.m as usize,
                 n: p.n as usize,
-                k: p.k as usize,
+                k: k as usize,
                 lda: p.lda as usize,
                 ldb: p.ldb as usize,
                 ldc: p.ldc as usize,
                 alpha: p.alpha,
                 beta: p.beta,
-                vec4,
-                vec2_c,
+                slices: p.slices as usize,
             }
         }
     }
@@ -202,6 +239,37 @@ unsafe fn offset32(row: u32, width: u32, col: u32) -> usize {
 }
 
 impl Gemm {
+    /// `M[row][col..col + 4]` of the matrix `m` (A or B as stored, `rows x
+    /// cols`), where `idx` is that element's index. Guarded (`GUARD =
+    /// true`): four scalar loads, elements outside the matrix read as zero,
+    /// any indices allowed. Unguarded: one 128-bit load.
+    ///
+    /// # Safety
+    /// Unguarded only: `row < rows`, `col + 4 <= cols`, `idx % 4 == 0`
+    /// and [`Gemm::vec4`].
+    #[inline(always)]
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    pub unsafe fn read4<const GUARD: bool>(
+        self,
+        m: GlobalIn,
+        (row, rows): (usize, usize),
+        (col, cols): (usize, usize),
+        idx: usize,
+    ) -> [f32; 4] {
+        if !GUARD {
+            // SAFETY: in bounds and 16-byte aligned by this function's contract.
+            return unsafe { m.read4(idx) };
+        }
+        let mut v = [0.0f32; 4];
+        crate::unroll::unroll!(4; 4, |j| {
+            if row < rows && col + j < cols {
+                // SAFETY: inside the matrix.
+                v[j] = unsafe { m.read(idx + j) };
+            }
+        });
+        v
+    }
+
     /// `A[row][col..col + 4]`, where `idx == row * lda + col`. Guarded
     /// (`GUARD = true`): four scalar loads, elements outside A read as
     /// zero, any indices allowed. Unguarded: one 128-bit load.
@@ -250,8 +318,8 @@ impl Gemm {
     }
 }
 
-/// The epilogue, one place for every kernel: `C[idx] = alpha * acc + beta
-/// * C[idx]`. With `beta == 0` C is not read (as in BLAS: whatever C held,
+/// The epilogue, one place for every kernel:
+/// `C[idx] = alpha * acc + beta * C[idx]`. With `beta == 0` C is not read (as in BLAS: whatever C held,
 /// NaN included, does not reach the result), so a kernel pays for the
 /// read only when the caller asks for it. The test is uniform across the
 /// launch.

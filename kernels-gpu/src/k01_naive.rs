@@ -25,7 +25,7 @@
 
 use crate::device::{block_idx_x, block_idx_y, fma, thread_idx_x, thread_idx_y};
 use crate::gemm::Gemm;
-use crate::launch::{KernelSpec, Launch, Precision, Body, Operands};
+use crate::launch::{KernelSpec, Launch, Precision, Body, Operands, Ops};
 use crate::modules;
 
 /// Threads per block along x and y; each block covers a BLOCK x BLOCK tile of C.
@@ -46,6 +46,7 @@ pub const SPEC: KernelSpec = KernelSpec {
     model_reuse: (1, 1),
     body: Body::Emulated(naive),
     operands: Operands::Pointers,
+    ops: Ops::NN,
 };
 
 /// `C[row][col] = sum_k A[row][k] * B[k][col]`, one thread per `(row, col)`.

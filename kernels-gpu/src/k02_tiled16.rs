@@ -27,7 +27,7 @@ use crate::device::{
     SharedTile, block_idx_x, block_idx_y, fma, sync_threads, thread_idx_x, thread_idx_y,
 };
 use crate::gemm::Gemm;
-use crate::launch::{KernelSpec, Launch, Precision, Body, Operands};
+use crate::launch::{KernelSpec, Launch, Precision, Body, Operands, Ops};
 use crate::modules;
 
 /// Tile edge: blocks are T x T threads, tiles T x T floats, K steps by T.
@@ -60,6 +60,7 @@ pub const SPEC: KernelSpec = KernelSpec {
     model_reuse: (T, T),
     body: Body::Emulated(tiled16),
     operands: Operands::Pointers,
+    ops: Ops::NN,
 };
 
 /// The lesson's `matmul_tiled`, with edge guards.
@@ -186,6 +187,7 @@ pub const SPEC_NOPAD: KernelSpec = KernelSpec {
     model_reuse: (T, T),
     body: Body::Emulated(tiled16_nopad),
     operands: Operands::Pointers,
+    ops: Ops::NN,
 };
 
 /// `gemm_kernel!` makes one `entry` module per Rust module: this one gets its own.

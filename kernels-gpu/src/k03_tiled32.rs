@@ -27,7 +27,7 @@ use crate::device::{
     SharedTile, block_idx_x, block_idx_y, fma, sync_threads, thread_idx_x, thread_idx_y,
 };
 use crate::gemm::Gemm;
-use crate::launch::{KernelSpec, Launch, Precision, Body, Operands};
+use crate::launch::{KernelSpec, Launch, Precision, Body, Operands, Ops};
 use crate::modules;
 
 /// Tile edge: blocks are T x T threads, tiles T x T floats, K steps by T.
@@ -56,6 +56,7 @@ pub const SPEC: KernelSpec = KernelSpec {
     model_reuse: (T, T),
     body: Body::Emulated(tiled32),
     operands: Operands::Pointers,
+    ops: Ops::NN,
 };
 
 /// Step 02's body with `T = 32`.

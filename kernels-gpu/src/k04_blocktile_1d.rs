@@ -23,7 +23,7 @@
 
 use crate::device::{SharedTile, block_idx_x, block_idx_y, fma, sync_threads, thread_idx_x};
 use crate::gemm::Gemm;
-use crate::launch::{KernelSpec, Launch, Precision, Body, Operands};
+use crate::launch::{KernelSpec, Launch, Precision, Body, Operands, Ops};
 use crate::modules;
 
 /// Rows of C per block.
@@ -62,6 +62,7 @@ pub const SPEC: KernelSpec = KernelSpec {
     model_reuse: (BM, BN),
     body: Body::Emulated(blocktile_1d),
     operands: Operands::Pointers,
+    ops: Ops::NN,
 };
 
 /// Picks the unguarded body for interior blocks of aligned shapes.

@@ -32,7 +32,7 @@
 use crate::device::{SharedTile, block_idx_x, block_idx_y, fma, sync_threads, thread_idx_x};
 use crate::gemm::Gemm;
 use crate::unroll::unroll;
-use crate::launch::{KernelSpec, Launch, Precision, Body, Operands};
+use crate::launch::{KernelSpec, Launch, Precision, Body, Operands, Ops};
 use crate::modules;
 
 /// Rows of C per block.
@@ -83,6 +83,7 @@ pub const SPEC: KernelSpec = KernelSpec {
     model_reuse: (BM, BN),
     body: Body::Emulated(vectorized),
     operands: Operands::Pointers,
+    ops: Ops::NN,
 };
 
 /// Picks the vector body for interior blocks of aligned shapes.
@@ -90,7 +91,7 @@ pub fn vectorized(g: Gemm) {
     let row0 = block_idx_y() * BM;
     let col0 = block_idx_x() * BN;
     // Block-uniform: depends on the block index and the shape only.
-    if row0 + BM <= g.m && col0 + BN <= g.n && g.k.is_multiple_of(BK) && g.vec4 {
+    if row0 + BM <= g.m && col0 + BN <= g.n && g.k.is_multiple_of(BK) && g.vec4() {
         body::<false>(g, row0, col0);
     } else {
         body::<true>(g, row0, col0);

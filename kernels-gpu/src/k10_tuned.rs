@@ -68,7 +68,7 @@
 use crate::device::{SharedTile, block_idx_x, block_idx_y, fma, sync_threads, thread_idx_x};
 use crate::gemm::Gemm;
 use crate::unroll::unroll;
-use crate::launch::{KernelSpec, Launch, Precision, Body, Operands};
+use crate::launch::{Body, KernelSpec, Launch, Op, Operands, Ops, Precision};
 use crate::modules::{self, PtxModule};
 
 /// A warp's 32 lanes as a LANE_ROWS x LANE_COLS grid.
@@ -149,6 +149,8 @@ impl Params {
         assert!(self.bm.is_multiple_of(self.wm()) && self.bn.is_multiple_of(self.wn()));
         let t = self.threads();
         assert!(t.is_multiple_of(self.bk / 4) && t.is_multiple_of(self.bn / 4));
+        // Transposed staging (A along M, B along K) covers the tiles too.
+        assert!(t.is_multiple_of(self.bm / 4));
         assert!(self.a_vecs() * t * 4 == self.bm * self.bk);
         assert!(self.b_vecs() * t * 4 == self.bk * self.bn);
         assert!(self.a_vecs() >= 1 && self.a_vecs() <= MAX_VECS);
@@ -159,7 +161,13 @@ impl Params {
         assert!(self.a_ld().is_multiple_of(4) && self.stage_words().is_multiple_of(4));
         assert!(self.shared_bytes() <= MAX_SHARED_BYTES);
     }
-    const fn spec(self, name: &'static str, module: &'static PtxModule, body: fn(Gemm)) -> KernelSpec {
+    const fn spec(
+        self,
+        name: &'static str,
+        module: &'static PtxModule,
+        body: fn(Gemm),
+        ops: Ops,
+    ) -> KernelSpec {
         self.check(self.a_ld());
         KernelSpec {
             name,
@@ -176,11 +184,13 @@ impl Params {
             model_reuse: (self.bm, self.bn),
             body: Body::Emulated(body),
             operands: Operands::Pointers,
+            ops,
         }
     }
 }
 
-/// Picks the vector body for interior blocks of aligned shapes.
+/// Picks the vector body for interior blocks of aligned shapes. `TA`,
+/// `TB`: A and B are stored transposed (`Ops`).
 #[inline(always)]
 fn tuned<
     const BM: usize,
@@ -189,16 +199,18 @@ fn tuned<
     const WM_ITERS: usize,
     const WN_ITERS: usize,
     const A_LD: usize,
+    const TA: bool,
+    const TB: bool,
 >(
     g: Gemm,
 ) {
     let row0 = block_idx_y() * BM;
     let col0 = block_idx_x() * BN;
     // Block-uniform: depends on the block index and the shape only.
-    if row0 + BM <= g.m && col0 + BN <= g.n && g.k.is_multiple_of(BK) && g.vec4 {
-        body::<BM, BN, BK, WM_ITERS, WN_ITERS, A_LD, false>(g, row0, col0);
+    if row0 + BM <= g.m && col0 + BN <= g.n && g.k.is_multiple_of(BK) && g.vec4() {
+        body::<BM, BN, BK, WM_ITERS, WN_ITERS, A_LD, TA, TB, false>(g, row0, col0);
     } else {
-        body::<BM, BN, BK, WM_ITERS, WN_ITERS, A_LD, true>(g, row0, col0);
+        body::<BM, BN, BK, WM_ITERS, WN_ITERS, A_LD, TA, TB, true>(g, row0, col0);
     }
 }
 
@@ -206,13 +218,18 @@ fn tuned<
 /// and the PTX entry `name`.
 macro_rules! instance {
     ($module:ident = $cfg:literal, $name:ident, $spec:ident, $bm:literal, $bn:literal, $bk:literal, $wmi:literal, $wni:literal) => {
-        pub const $spec: KernelSpec =
-            Params::new($bm, $bn, $bk, $wmi, $wni).spec(stringify!($name), &modules::$module, $name);
+        instance!($module = $cfg, $name, $spec, $bm, $bn, $bk, $wmi, $wni, NN);
+    };
+    ($module:ident = $cfg:literal, $name:ident, $spec:ident, $bm:literal, $bn:literal, $bk:literal, $wmi:literal, $wni:literal, $ops:ident) => {
+        pub const $spec: KernelSpec = Params::new($bm, $bn, $bk, $wmi, $wni)
+            .spec(stringify!($name), &modules::$module, $name, Ops::$ops);
         /// The body of the PTX entry of the same name (inlined into it: an
         /// out-of-line call costs a stack frame for its ABI).
         #[inline(always)]
         pub fn $name(g: Gemm) {
-            tuned::<$bm, $bn, $bk, $wmi, $wni, { $bm + A_PAD }>(g)
+            const TA: bool = matches!(Ops::$ops.a, Op::T);
+            const TB: bool = matches!(Ops::$ops.b, Op::T);
+            tuned::<$bm, $bn, $bk, $wmi, $wni, { $bm + A_PAD }, TA, TB>(g)
         }
         // The entry goes into its own module's PTX only.
         #[cfg(any(not(target_arch = "nvptx64"), gemm_module = $cfg))]
@@ -236,10 +253,22 @@ mod instances {
     instance!(TUNED_A = "tuned_a", tuned_64x128x8_w32x64, SPEC_64X128X8_W32X64, 64, 128, 8, 2, 2);
     instance!(TUNED_B = "tuned_b", tuned_128x128x8_w32x64, SPEC_128X128X8_W32X64, 128, 128, 8, 2, 2);
     instance!(TUNED_A = "tuned_a", tuned_128x128x16_w32x64, SPEC_128X128X16_W32X64, 128, 128, 16, 2, 2);
+    // The best instance with A, B or both transposed, for the library.
+    instance!(TUNED_T = "tuned_t", tuned_128x128x16_w32x64_tn, SPEC_128X128X16_W32X64_TN, 128, 128, 16, 2, 2, TN);
+    instance!(TUNED_T = "tuned_t", tuned_128x128x16_w32x64_nt, SPEC_128X128X16_W32X64_NT, 128, 128, 16, 2, 2, NT);
+    instance!(TUNED_T = "tuned_t", tuned_128x128x16_w32x64_tt, SPEC_128X128X16_W32X64_TT, 128, 128, 16, 2, 2, TT);
 }
 pub use instances::*;
 
-/// Every instance, for the search.
+/// The instances that read A or B transposed (not in [`SPECS`] or the
+/// ladder's list: they take other inputs; `registry::TRANSPOSED`).
+pub const TRANSPOSED: &[KernelSpec] = &[
+    SPEC_128X128X16_W32X64_TN,
+    SPEC_128X128X16_W32X64_NT,
+    SPEC_128X128X16_W32X64_TT,
+];
+
+/// Every instance that reads A and B as they are, for the search.
 pub const SPECS: &[KernelSpec] = &[
     SPEC_128X128X8_W64X64,
     SPEC_256X64X8_W64X64,
@@ -262,6 +291,8 @@ fn body<
     const WM_ITERS: usize,
     const WN_ITERS: usize,
     const A_LD: usize,
+    const TA: bool,
+    const TB: bool,
     const GUARD: bool,
 >(
     g: Gemm,
@@ -272,8 +303,6 @@ fn body<
     const { Params::new(BM, BN, BK, WM_ITERS, WN_ITERS).check(A_LD) };
     let p = Params::new(BM, BN, BK, WM_ITERS, WN_ITERS);
     let (wm, wn, threads) = (p.wm(), p.wn(), p.threads());
-    let a_row_stride = threads / (BK / 4);
-    let b_row_stride = threads / (BN / 4);
     let warps_n = BN / wn;
     // Stage `s` (0 or 1): A's transposed tile `As[BK][A_LD]`, then B's `Bs[BK][BN]`.
     let stage_words = SharedTile::<BK, A_LD>::WORDS + SharedTile::<BK, BN>::WORDS;
@@ -285,10 +314,19 @@ fn body<
         )
     };
     let t = thread_idx_x();
-    // Staging roles: A's float4 at (a_r + i * a_row_stride, a_c..a_c + 4)
-    // of its tile, B's at (b_r + i * b_row_stride, b_c..b_c + 4).
-    let (a_r, a_c) = (t / (BK / 4), t % (BK / 4) * 4);
-    let (b_r, b_c) = (t / (BN / 4), t % (BN / 4) * 4);
+    // Staging roles. An operand stored with K along its rows (A as it is,
+    // B transposed) is read in float4s along K, which are stored
+    // transposed into its `[BK][..]` tile; one stored with K down its
+    // columns (B as it is, A transposed) is read in float4s along M or N,
+    // stored as they are. Thread t's float4 number i of A's tile is at row
+    // a_r + i * a_row_stride, column a_c of the tile as stored (K x BM for
+    // A transposed, BM x K as it is); B's likewise.
+    let roles = |k_along_rows: bool, extent: usize| {
+        let per_row = if k_along_rows { BK / 4 } else { extent / 4 };
+        (t / per_row, t % per_row * 4, threads / per_row)
+    };
+    let (a_r, a_c, a_row_stride) = roles(!TA, BM);
+    let (b_r, b_c, b_row_stride) = roles(TB, BN);
     // Compute role: piece (mi, ni) of this lane is the TM x TN square at
     // rows m_base + mi * SUB_M, columns n_base + ni * SUB_N of the block tile.
     let (warp, lane) = (t / 32, t % 32);
@@ -298,12 +336,14 @@ fn body<
 
     let mut acc = [[[[0.0f32; TN]; TM]; WN_ITERS]; WM_ITERS];
 
-    // Index in A / B of this thread's first staged element of the current tile.
-    let mut a_idx = (row0 + a_r) * g.lda + a_c;
-    let mut b_idx = b_r * g.ldb + col0 + b_c;
+    // Index in A / B of this thread's first staged element of the current
+    // tile, the distance between its float4s, and the step to the next tile.
+    let mut a_idx = if TA { a_r * g.lda + row0 + a_c } else { (row0 + a_r) * g.lda + a_c };
+    let mut b_idx = if TB { (col0 + b_r) * g.ldb + b_c } else { b_r * g.ldb + col0 + b_c };
     let a_stride = a_row_stride * g.lda;
     let b_stride = b_row_stride * g.ldb;
-    let b_step = BK * g.ldb;
+    let a_step = if TA { BK * g.lda } else { BK };
+    let b_step = if TB { BK } else { BK * g.ldb };
 
     // Tile `tile` of K covers k0 = tile * BK .. + BK. Global loads of one
     // tile into registers, indexed from the tile's k0.
@@ -312,14 +352,19 @@ fn body<
         let mut b_vecs = [[0.0f32; 4]; MAX_VECS];
         unroll!(Params::new(BM, BN, BK, WM_ITERS, WN_ITERS).a_vecs(); 4, |i| {
             let r = a_r + i * a_row_stride;
+            // The float4's first element in A as stored, and its bounds.
+            let (row, rows, col, cols) =
+                if TA { (k0 + r, g.k, row0 + a_c, g.m) } else { (row0 + r, g.m, k0 + a_c, g.k) };
             // SAFETY: unguarded only for interior blocks of aligned shapes
-            // (see `body`): row inside A, 4 columns inside K, index % 4 == 0.
-            a_vecs[i] = unsafe { g.read_a4::<GUARD>(row0 + r, k0 + a_c, a_idx + i * a_stride) };
+            // (see `tuned`): row and 4 columns inside A, index % 4 == 0.
+            a_vecs[i] = unsafe { g.read4::<GUARD>(g.a, (row, rows), (col, cols), a_idx + i * a_stride) };
         });
         unroll!(Params::new(BM, BN, BK, WM_ITERS, WN_ITERS).b_vecs(); 4, |i| {
             let r = b_r + i * b_row_stride;
-            // SAFETY: as for A: row inside K, 4 columns inside N, index % 4 == 0.
-            b_vecs[i] = unsafe { g.read_b4::<GUARD>(k0 + r, col0 + b_c, b_idx + i * b_stride) };
+            let (row, rows, col, cols) =
+                if TB { (col0 + r, g.n, k0 + b_c, g.k) } else { (k0 + r, g.k, col0 + b_c, g.n) };
+            // SAFETY: as for A.
+            b_vecs[i] = unsafe { g.read4::<GUARD>(g.b, (row, rows), (col, cols), b_idx + i * b_stride) };
         });
         (a_vecs, b_vecs)
     };
@@ -329,17 +374,32 @@ fn body<
         let (a_tile, b_tile) = stage(s);
         unroll!(Params::new(BM, BN, BK, WM_ITERS, WN_ITERS).a_vecs(); 4, |i| {
             let r = a_r + i * a_row_stride;
-            unroll!(4; 4, |j| {
-                // SAFETY: a_c + j < BK and r < BM <= A_LD (a_r < a_row_stride,
-                // i < a_vecs); one owner per word; no reader (caller).
-                unsafe { a_tile.store(a_c + j, r, a_vecs[i][j]) };
-            });
+            if TA {
+                // SAFETY: r < BK, a_c + 4 <= BM <= A_LD; the word index is
+                // a multiple of 4 (tile start, A_LD and a_c are); one owner
+                // per word; no reader (caller).
+                unsafe { a_tile.store4(r, a_c, a_vecs[i]) };
+            } else {
+                unroll!(4; 4, |j| {
+                    // SAFETY: a_c + j < BK and r < BM <= A_LD (a_r <
+                    // a_row_stride, i < a_vecs); one owner per word; no reader.
+                    unsafe { a_tile.store(a_c + j, r, a_vecs[i][j]) };
+                });
+            }
         });
         unroll!(Params::new(BM, BN, BK, WM_ITERS, WN_ITERS).b_vecs(); 4, |i| {
             let r = b_r + i * b_row_stride;
-            // SAFETY: r < BK, b_c + 4 <= BN; the word index is a multiple
-            // of 4 (tile start, BN and b_c are); one owner per word; no reader.
-            unsafe { b_tile.store4(r, b_c, b_vecs[i]) };
+            if TB {
+                unroll!(4; 4, |j| {
+                    // SAFETY: b_c + j < BK and r < BN; one owner per word;
+                    // no reader.
+                    unsafe { b_tile.store(b_c + j, r, b_vecs[i][j]) };
+                });
+            } else {
+                // SAFETY: r < BK, b_c + 4 <= BN; the word index is a multiple
+                // of 4 (tile start, BN and b_c are); one owner per word; no reader.
+                unsafe { b_tile.store4(r, b_c, b_vecs[i]) };
+            }
         });
     };
     // This lane's fragments of row `kk` of stage `s`: WM_ITERS float4s of
@@ -374,7 +434,7 @@ fn body<
     // `next` holds tile + 1 of K during iteration `tile` (when it exists).
     let mut next = ([[0.0f32; 4]; MAX_VECS], [[0.0f32; 4]; MAX_VECS]);
     if tiles > 1 {
-        a_idx += BK;
+        a_idx += a_step;
         b_idx += b_step;
         next = fetch(BK, a_idx, b_idx);
     }
@@ -412,7 +472,7 @@ fn body<
                     // barrier so that ptxas cannot sink them to their
                     // stores (a tile later): they stay in flight during
                     // all of the next tile's FMAs.
-                    a_idx += BK;
+                    a_idx += a_step;
                     b_idx += b_step;
                     next = fetch(k0 + 2 * BK, a_idx, b_idx);
                 }

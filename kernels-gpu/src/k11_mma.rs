@@ -69,7 +69,7 @@ use crate::device::async_copy::{commit_group, wait_group};
 use crate::device::mma::{mma_m16n8k8_tf32, to_tf32};
 use crate::device::{SharedTile, block_idx_x, block_idx_y, sync_threads, thread_idx_x};
 use crate::gemm::Gemm;
-use crate::launch::{KernelSpec, Launch, Precision, Body, Operands};
+use crate::launch::{KernelSpec, Launch, Precision, Body, Operands, Ops};
 use crate::modules;
 use crate::unroll::unroll;
 
@@ -145,6 +145,7 @@ impl Params {
             model_reuse: (self.bm, self.bn),
             body: Body::Emulated(body),
             operands: Operands::Pointers,
+            ops: Ops::NN,
         }
     }
 }
@@ -272,7 +273,7 @@ fn mma<
     g: Gemm,
 ) {
     let (row0, col0) = (block_idx_y() * BM, block_idx_x() * BN);
-    if g.vec4 {
+    if g.vec4() {
         if row0 + BM <= g.m && col0 + BN <= g.n && g.k.is_multiple_of(BK) {
             body::<BM, BN, BK, WM, WN, STAGES, MI, NI, WAIT, B_LD, true, false, MUTATION>(g, row0, col0)
         } else {
@@ -501,7 +502,7 @@ fn body<
     // Epilogue: lane (g, t) holds C[g][2t..2t + 2] and C[g + 8][2t..2t + 2]
     // of each mma tile. 64-bit stores where the pair is inside C and
     // aligned (n even), else one float at a time.
-    let pairs = g.vec2_c;
+    let pairs = g.vec2_c();
     unroll!(MI; 4, |mi| {
         unroll!(NI; 8, |ni| {
             let col = col0 + warp_col + ni * 8 + 2 * quad;

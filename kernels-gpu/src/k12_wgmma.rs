@@ -62,7 +62,7 @@ use crate::device::wgmma::{
 use crate::device::{SharedTile, block_idx_x, block_idx_y, shared, sync_threads, thread_idx_x};
 #[cfg(target_arch = "nvptx64")]
 use crate::gemm::Gemm;
-use crate::launch::{Body, KernelSpec, Launch, Operands, Precision, TmaBoxes};
+use crate::launch::{Body, KernelSpec, Launch, Operands, Ops, Precision, TmaBoxes};
 use crate::modules;
 #[cfg(target_arch = "nvptx64")]
 use crate::unroll::unroll;
@@ -129,6 +129,7 @@ impl Params {
                 b: (BK as u32, B_BOX_COLS as u32),
                 a_swizzle_128: true,
             }),
+            ops: Ops::NN,
         }
     }
 }

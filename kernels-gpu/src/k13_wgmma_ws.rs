@@ -52,7 +52,7 @@ use crate::gemm::Gemm;
 use crate::k12_wgmma::{ALIGN, B_BOX_COLS, BK, BN, GPU_ONLY};
 #[cfg(target_arch = "nvptx64")]
 use crate::k12_wgmma::store_tile;
-use crate::launch::{Body, KernelSpec, Launch, Operands, Precision, TmaBoxes};
+use crate::launch::{Body, KernelSpec, Launch, Operands, Ops, Precision, TmaBoxes};
 use crate::modules;
 #[cfg(target_arch = "nvptx64")]
 use crate::unroll::unroll;
@@ -115,6 +115,7 @@ impl Params {
                 b: (BK as u32, B_BOX_COLS as u32),
                 a_swizzle_128: true,
             }),
+            ops: Ops::NN,
         }
     }
 }

@@ -76,6 +76,41 @@ pub enum Operands {
     TensorMaps(TmaBoxes),
 }
 
+/// How a kernel reads one operand: as it is stored, row-major (`N`), or
+/// transposed (`T`: the buffer holds the operand's transpose, row-major;
+/// for A that is K x M with rows `lda` apart).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Op {
+    N,
+    T,
+}
+
+/// The layouts of A and B a kernel entry reads: a compile-time choice,
+/// one entry per layout.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Ops {
+    pub a: Op,
+    pub b: Op,
+}
+
+impl Ops {
+    /// A and B as they are: every ladder step's layout.
+    pub const NN: Ops = Ops { a: Op::N, b: Op::N };
+    pub const TN: Ops = Ops { a: Op::T, b: Op::N };
+    pub const NT: Ops = Ops { a: Op::N, b: Op::T };
+    pub const TT: Ops = Ops { a: Op::T, b: Op::T };
+
+    /// `nn`, `tn`, `nt` or `tt` (A's letter first), as in entry names.
+    pub const fn suffix(self) -> &'static str {
+        match (self.a, self.b) {
+            (Op::N, Op::N) => "nn",
+            (Op::T, Op::N) => "tn",
+            (Op::N, Op::T) => "nt",
+            (Op::T, Op::T) => "tt",
+        }
+    }
+}
+
 /// Bytes of one tensor map (`CUtensorMap`); the maps of A and B follow
 /// each other in device memory.
 pub const TENSOR_MAP_BYTES: usize = 128;
@@ -138,6 +173,8 @@ pub struct KernelSpec {
     /// The kernel's body for the CPU emulator, or why there is none.
     pub body: Body,
     pub operands: Operands,
+    /// The layouts of A and B it reads.
+    pub ops: Ops,
 }
 
 impl KernelSpec {

@@ -88,15 +88,16 @@ pub struct PtxModule {
     pub arch: Arch,
     /// The ladder files it holds.
     pub files: &'static str,
-    /// Entries that are not GEMM kernels (not in the registry).
+    /// Entries that do not take the GEMM parameters (not in the registry).
     pub utility_entries: &'static [&'static str],
 }
 
-/// Steps 01-09: the lesson and the FP32 ladder up to register prefetching.
+/// Steps 01-09: the lesson and the FP32 ladder up to register prefetching;
+/// step 14's reduction, which every FP32 kernel's split-K launch needs.
 pub const LADDER: PtxModule = PtxModule {
     name: "ladder",
     arch: Arch::SM70,
-    files: "k01_naive .. k09_prefetch",
+    files: "k01_naive .. k09_prefetch, k14_split_k",
     utility_entries: &[],
 };
 /// Step 10: nine fully unrolled parameter sets, the slowest file to
@@ -111,6 +112,14 @@ pub const TUNED_B: PtxModule = PtxModule {
     name: "tuned_b",
     arch: Arch::SM70,
     files: "k10_tuned (the other four)",
+    utility_entries: &[],
+};
+/// Step 10's best instance with A or B transposed (the library's
+/// transposed calls), a module of their own for the same reason.
+pub const TUNED_T: PtxModule = PtxModule {
+    name: "tuned_t",
+    arch: Arch::SM70,
+    files: "k10_tuned (the transposed instances)",
     utility_entries: &[],
 };
 /// Step 11: TF32 tensor cores through `mma.sync`.
@@ -131,7 +140,7 @@ pub const WGMMA: PtxModule = PtxModule {
 };
 
 /// Every module, in ladder order.
-pub const MODULES: &[PtxModule] = &[LADDER, TUNED_A, TUNED_B, MMA, WGMMA];
+pub const MODULES: &[PtxModule] = &[LADDER, TUNED_A, TUNED_B, TUNED_T, MMA, WGMMA];
 
 #[cfg(test)]
 mod tests {

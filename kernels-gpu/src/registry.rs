@@ -33,7 +33,22 @@ pub const KERNELS: &[KernelSpec] = &[
     crate::k13_wgmma_ws::SPEC_256X128X32_S4,
 ];
 
-/// The kernel called `name`, if there is one.
+/// Kernels that read A or B transposed (`KernelSpec::ops`): the library's
+/// transposed calls. Not in [`KERNELS`], whose users (host, bench, the
+/// emulator tests) give every kernel A and B as they are.
+pub const TRANSPOSED: &[KernelSpec] = crate::k10_tuned::TRANSPOSED;
+
+/// Entries that are not GEMM kernels but take the GEMM parameters
+/// (launched through the same path): split-K's reduction.
+pub const HELPERS: &[KernelSpec] = &[crate::k14_split_k::REDUCE];
+
+/// Every entry the host launches as a GEMM (`KERNELS`, `TRANSPOSED`,
+/// `HELPERS`).
+pub fn all() -> impl Iterator<Item = &'static KernelSpec> {
+    KERNELS.iter().chain(TRANSPOSED).chain(HELPERS)
+}
+
+/// The entry called `name`, if there is one (any of [`all`]).
 pub fn find(name: &str) -> Option<&'static KernelSpec> {
-    KERNELS.iter().find(|k| k.name == name)
+    all().find(|k| k.name == name)
 }

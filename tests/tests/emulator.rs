@@ -16,7 +16,7 @@ use kernels_gpu::emu::{self, EmuReport, Memory, Op};
 use kernels_gpu::gemm::Gemm;
 use kernels_gpu::k02_tiled16::{self, mutants};
 use kernels_gpu::k11_mma;
-use kernels_gpu::launch::{Body, KernelSpec, Launch, Operands, Precision};
+use kernels_gpu::launch::{Body, KernelSpec, Launch, Operands, Ops, Precision};
 use kernels_gpu::modules;
 use kernels_gpu::registry::KERNELS;
 
@@ -215,6 +215,7 @@ fn probe(name: &'static str, threads: u32, words: usize, body: fn(Gemm)) -> Kern
         precision: Precision::Fp32,
         body: Body::Emulated(body),
         operands: Operands::Pointers,
+        ops: Ops::NN,
     }
 }
 

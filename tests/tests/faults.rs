@@ -214,7 +214,7 @@ fn matrix_too_large() {
     assert!(!out.status.success());
     assert!(
         stderr.lines().last().is_some_and(|l| l.starts_with(
-            "error: no kernel can take m=1 n=70000 k=70000 (B has 70000 x 70000 = 4900000000 elements"
+            "error: no kernel can take m=1 n=70000 k=70000 (B spans 70000 x 70000 = 4900000000 elements"
         )),
         "{stderr}"
     );
@@ -545,7 +545,7 @@ fn emulator_threads_refused() {
 /// GPU below compute capability 10.0 can load it.
 #[test]
 fn ptx_for_a_newer_gpu() {
-    let ptx = host::ptx(&kernels_gpu::modules::LADDER)
+    let ptx = rust_gemm::ptx(&kernels_gpu::modules::LADDER)
         .lines()
         .map(|l| {
             if l.trim_start().starts_with(".target ") {
@@ -783,12 +783,12 @@ fn fault_fixtures_are_well_formed() {
     assert!(TRAP_PTX.contains("\ttrap;"));
     // The retargeting in ptx_for_a_newer_gpu needs these lines in the built-in PTX.
     assert!(
-        host::ptx(&kernels_gpu::modules::LADDER)
+        rust_gemm::ptx(&kernels_gpu::modules::LADDER)
             .lines()
             .any(|l| l.starts_with(".target "))
     );
     assert!(
-        host::ptx(&kernels_gpu::modules::LADDER)
+        rust_gemm::ptx(&kernels_gpu::modules::LADDER)
             .lines()
             .any(|l| l.starts_with(".version "))
     );

@@ -5,11 +5,11 @@
 
 use std::process::{Command, ExitCode};
 
-use host::gpu::{self, Gpu};
-use host::reference::Reference;
-use host::runner::{self, Buffers, Kernel, TimingOptions};
-use host::shape::Shape;
 use kernels_gpu::registry::KERNELS;
+use rust_gemm::gpu::{self, Gpu};
+use rust_gemm::reference::Reference;
+use rust_gemm::runner::{self, Buffers, Kernel, TimingOptions};
+use rust_gemm::shape::Shape;
 
 const SQUARE: [usize; 7] = [1, 15, 16, 17, 100, 257, 1000];
 const RECTANGLES: [(usize, usize, usize); 9] = [
@@ -63,7 +63,7 @@ fn main() -> ExitCode {
     let shapes = SQUARE.iter().map(|&n| (n, n, n)).chain(RECTANGLES);
     for (i, (m, n, k)) in shapes.enumerate() {
         let shape = Shape::new(m, n, k).unwrap();
-        let (a, b) = host::inputs::random_inputs(&shape, 100 + i as u64).unwrap();
+        let (a, b) = rust_gemm::inputs::random_inputs(&shape, 100 + i as u64).unwrap();
         let reference = Reference::new(shape, &a, &b, 0);
         let mut bufs = Buffers::new(&gpu, shape, &a, &b).expect("buffers");
         for &spec in &runnable {

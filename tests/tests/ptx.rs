@@ -16,17 +16,19 @@ use std::process::Command;
 use kernels_gpu::k11_mma;
 use kernels_gpu::launch::KernelSpec;
 use kernels_gpu::modules::{MODULES, PtxModule};
-use kernels_gpu::registry::KERNELS;
+use kernels_gpu::registry;
 use tests::{find_ptxas, parse_ptxas, ptx_entry};
 
+/// Every entry of `module` that takes the GEMM parameters: ladder
+/// kernels, transposed instances, split-K's reduction.
 fn kernels_of(module: &PtxModule) -> Vec<&'static KernelSpec> {
-    KERNELS.iter().filter(|k| k.module == module).collect()
+    registry::all().filter(|k| k.module == module).collect()
 }
 
 #[test]
 fn every_module_exports_its_kernels_and_nothing_unresolved() {
     for module in MODULES {
-        let ptx = host::ptx(module);
+        let ptx = rust_gemm::ptx(module);
         let target = format!(".target {}", module.arch.target_cpu);
         assert!(
             ptx.lines().any(|l| l.trim() == target),
@@ -64,7 +66,7 @@ fn every_module_exports_its_kernels_and_nothing_unresolved() {
     }
     assert_eq!(
         MODULES.iter().map(|m| kernels_of(m).len()).sum::<usize>(),
-        KERNELS.len(),
+        registry::all().count(),
         "a registered kernel belongs to no module"
     );
 }
@@ -75,7 +77,7 @@ fn every_module_exports_its_kernels_and_nothing_unresolved() {
 #[test]
 fn no_kernel_contains_a_trap() {
     for module in MODULES {
-        let ptx = host::ptx(module);
+        let ptx = rust_gemm::ptx(module);
         for k in kernels_of(module) {
             let body = ptx_entry(ptx, k.name).expect("entry exists");
             assert!(
@@ -90,7 +92,7 @@ fn no_kernel_contains_a_trap() {
 
 #[test]
 fn tiled16_has_two_barriers_and_uses_shared_memory() {
-    let ladder = host::ptx(&kernels_gpu::modules::LADDER);
+    let ladder = rust_gemm::ptx(&kernels_gpu::modules::LADDER);
     let body = ptx_entry(ladder, "tiled16").unwrap();
     assert_eq!(
         body.matches("bar.sync").count(),
@@ -119,7 +121,7 @@ fn tiled16_has_two_barriers_and_uses_shared_memory() {
 /// threads) (a warp's WM WN / 128 outputs).
 #[test]
 fn tensor_core_kernels_use_mma_sync_tf32_once_per_warp_tile() {
-    let mma = host::ptx(&kernels_gpu::modules::MMA);
+    let mma = rust_gemm::ptx(&kernels_gpu::modules::MMA);
     for k in k11_mma::SPECS {
         let body = ptx_entry(mma, k.name).unwrap();
         let (bm, bn) = k.launch.block_tile;
@@ -150,7 +152,7 @@ fn tensor_core_kernels_use_mma_sync_tf32_once_per_warp_tile() {
 /// TMA handles every edge), TMA tile copies completing on `mbarrier`s.
 #[test]
 fn hopper_kernels_use_wgmma_tma_and_mbarriers() {
-    let wgmma = host::ptx(&kernels_gpu::modules::WGMMA);
+    let wgmma = rust_gemm::ptx(&kernels_gpu::modules::WGMMA);
     for k in kernels_gpu::k12_wgmma::SPECS
         .iter()
         .chain(kernels_gpu::k13_wgmma_ws::SPECS)
@@ -180,7 +182,7 @@ fn hopper_kernels_use_wgmma_tma_and_mbarriers() {
             "{}: the host adds launch bounds, not the build",
             k.name
         );
-        let bounded = host::with_launch_bounds(wgmma);
+        let bounded = rust_gemm::with_launch_bounds(wgmma);
         let (x, y) = k.launch.block_threads;
         assert_eq!(
             ptx_entry(&bounded, k.name)
@@ -195,7 +197,7 @@ fn hopper_kernels_use_wgmma_tma_and_mbarriers() {
 
 #[test]
 fn launch_constants_are_consistent() {
-    for k in KERNELS {
+    for k in registry::all() {
         let (bm, bn) = k.launch.block_tile;
         assert!(
             k.launch.threads() <= 1024,
@@ -246,7 +248,7 @@ fn ptxas_assembles_every_module_without_spills() {
     for module in MODULES {
         let file = dir.join(format!("{}.ptx", module.name));
         // With each entry's launch bounds, as the host loads it.
-        std::fs::write(&file, host::with_launch_bounds(host::ptx(module))).unwrap();
+        std::fs::write(&file, rust_gemm::with_launch_bounds(rust_gemm::ptx(module))).unwrap();
         for &arch in ptxas_archs(module) {
             let out = Command::new(&ptxas)
                 .args(["-v", &format!("-arch={arch}")])

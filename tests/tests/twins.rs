@@ -1,4 +1,4 @@
-//! The CUDA C++ twins (`host::baselines::TWINS`), checked without a GPU:
+//! The CUDA C++ twins (`rust_gemm::baselines::TWINS`), checked without a GPU:
 //! each twins a registered Rust kernel with the same launch parameters, and
 //! each file compiles (nvcc's front end, the one NVRTC uses) and assembles
 //! with no spills, like the Rust kernels (tests/tests/ptx.rs).
@@ -6,8 +6,8 @@
 use std::path::PathBuf;
 use std::process::Command;
 
-use host::baselines::TWINS;
 use kernels_gpu::registry;
+use rust_gemm::baselines::TWINS;
 use tests::{find_ptxas, parse_ptxas, ptx_entry};
 
 #[test]
@@ -112,7 +112,8 @@ fn twins_compile_and_assemble_without_spills() {
         let stem = src.path.rsplit('/').next().unwrap();
         let cu = dir.join(stem);
         let ptx = dir.join(format!("{stem}.ptx"));
-        std::fs::write(&cu, src.source).unwrap();
+        // What NVRTC compiles: the parameter header pasted in.
+        std::fs::write(&cu, src.with_params_header()).unwrap();
         let out = Command::new(&nvcc)
             .args(["--ptx", &format!("-arch={arch}"), "-o"])
             .arg(&ptx)

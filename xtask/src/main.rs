@@ -45,7 +45,7 @@ enum Task {
 
 fn main() -> ExitCode {
     // Output piped into `head` ends quietly (the Rust runtime ignores
-    // SIGPIPE, and println! would panic); host::cli does the same.
+    // SIGPIPE, and println! would panic); rust_gemm::cli does the same.
     #[cfg(unix)]
     // SAFETY: before any other thread exists; SIG_DFL is valid for SIGPIPE.
     unsafe {

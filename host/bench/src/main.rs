@@ -14,15 +14,15 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result, bail};
 use clap::Parser;
-use host::baselines::{self, Cublas};
-use host::gpu::Gpu;
-use host::model;
-use host::reference::Reference;
-use host::runner::{self, Buffers, Enqueue, Kernel, TimingOptions};
-use host::shape::Shape;
 use indicatif::{ProgressBar, ProgressStyle};
 use kernels_gpu::launch::{KernelSpec, Precision};
 use kernels_gpu::registry::KERNELS;
+use rust_gemm::baselines::{self, Cublas};
+use rust_gemm::gpu::Gpu;
+use rust_gemm::model;
+use rust_gemm::reference::Reference;
+use rust_gemm::runner::{self, Buffers, Enqueue, Kernel, TimingOptions};
+use rust_gemm::shape::Shape;
 
 use results::{Kind, Meta, Results, Row, Settings};
 
@@ -90,8 +90,8 @@ struct Args {
 }
 
 fn main() -> ExitCode {
-    host::cli::quiet_broken_pipe();
-    let args = match host::cli::parse::<Args>() {
+    rust_gemm::cli::quiet_broken_pipe();
+    let args = match rust_gemm::cli::parse::<Args>() {
         Ok(args) => args,
         Err(code) => return code,
     };
@@ -189,7 +189,7 @@ fn measure_all(args: &Args) -> Result<Results> {
         .collect::<Result<_>>()?;
     if let Some(ks) = &args.kernels {
         for k in ks {
-            if k != CUBLAS && k != CUBLAS_TF32 && kernels_gpu::registry::find(k).is_none() {
+            if k != CUBLAS && k != CUBLAS_TF32 && !KERNELS.iter().any(|s| s.name == k) {
                 bail!(
                     "unknown kernel '{k}': choose from {}, {CUBLAS}, {CUBLAS_TF32}",
                     KERNELS
@@ -280,7 +280,7 @@ fn measure_all(args: &Args) -> Result<Results> {
             continue;
         }
         bar.set_message(format!("{shape}: inputs and reference"));
-        let (a, b) = host::inputs::random_inputs(shape, args.seed)?;
+        let (a, b) = rust_gemm::inputs::random_inputs(shape, args.seed)?;
         let reference = Reference::new(*shape, &a, &b, args.seed);
         let mut bufs = Buffers::new(&gpu, *shape, &a, &b)?;
         drop((a, b));
@@ -342,7 +342,7 @@ fn measure_all(args: &Args) -> Result<Results> {
             ),
             gpu: info,
             sm_clocks_seen_mhz: clocks,
-            git_commit: host::GIT_COMMIT.into(),
+            git_commit: rust_gemm::GIT_COMMIT.into(),
             date: utc_now(),
             ptx,
             settings: Settings {

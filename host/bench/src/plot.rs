@@ -72,7 +72,7 @@ pub fn write_svg(results: &Results, path: &std::path::Path) -> anyhow::Result<()
         // cuBLAS in black (SGEMM) and grey (TF32); the kernels in colours
         // (the palette's black skipped).
         let color = match kind {
-            Kind::Cublas if variant.as_str() == host::baselines::CUBLAS_TF32 => {
+            Kind::Cublas if variant.as_str() == rust_gemm::baselines::CUBLAS_TF32 => {
                 RGBColor(140, 140, 140).to_rgba()
             }
             Kind::Cublas => BLACK.to_rgba(),

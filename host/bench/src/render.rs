@@ -2,7 +2,7 @@
 
 use comfy_table::presets::UTF8_FULL_CONDENSED;
 use comfy_table::{CellAlignment, Table};
-use host::report::thousands;
+use rust_gemm::report::thousands;
 
 use crate::results::{Kind, Results, Row};
 

@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use host::gpu::DeviceInfo;
+use rust_gemm::gpu::DeviceInfo;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]

@@ -45,6 +45,12 @@ impl GlobalIn {
         Self { ptr: buffer }
     }
 
+    /// Whether the buffer starts on a multiple of `bytes` (a power of two).
+    #[inline(always)]
+    pub fn aligned(self, bytes: usize) -> bool {
+        backend::aligned(self.ptr, bytes)
+    }
+
     /// Reads element `index`.
     ///
     /// # Safety
@@ -100,6 +106,12 @@ impl GlobalOut {
     #[cfg(not(target_arch = "nvptx64"))]
     pub(crate) fn emulated(buffer: backend::Buffer) -> Self {
         Self { ptr: buffer }
+    }
+
+    /// Whether the buffer starts on a multiple of `bytes` (a power of two).
+    #[inline(always)]
+    pub fn aligned(self, bytes: usize) -> bool {
+        backend::aligned(backend::as_in(self.ptr), bytes)
     }
 
     /// Reads element `index` (for `beta * C`).
@@ -190,6 +202,11 @@ mod backend {
     #[inline(always)]
     pub fn as_in(ptr: Out) -> In {
         ptr.cast_const()
+    }
+
+    #[inline(always)]
+    pub fn aligned(ptr: In, bytes: usize) -> bool {
+        (ptr as usize).is_multiple_of(bytes)
     }
 
     /// # Safety

@@ -244,6 +244,12 @@ pub mod global {
         pub(in crate::emu) len: usize,
     }
 
+    /// The emulator's buffers start at address 0 (aligned for anything);
+    /// a product of a batch starts at its base.
+    pub fn aligned(buffer: Buffer, bytes: usize) -> bool {
+        (buffer.base * 4).is_multiple_of(bytes)
+    }
+
     #[track_caller]
     pub(super) fn read_n<const W: usize>(buffer: Buffer, index: usize) -> [f32; W] {
         let site = Location::caller();

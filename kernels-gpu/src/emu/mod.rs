@@ -60,7 +60,7 @@ use std::thread;
 
 use crate::device::{GlobalIn, GlobalOut};
 use crate::gemm::{Gemm, GemmParams};
-use crate::launch::KernelSpec;
+use crate::launch::{self, KernelSpec};
 use backend::global::Buffer;
 use block::Pool;
 
@@ -178,17 +178,30 @@ pub fn run(
     c: &[f32],
 ) -> EmuReport {
     let p = params;
-    let (m, n, k) = (p.m as usize, p.n as usize, p.k as usize);
-    for (name, len, rows, cols, ld, stride) in [
-        ("A", a.len(), m, k, p.lda, p.stride_a),
-        ("B", b.len(), k, n, p.ldb, p.stride_b),
-        ("C", c.len(), m, n, p.ldc, p.stride_c),
-    ] {
-        let span = (rows - 1) * ld as usize + cols + (batch - 1) * stride as usize;
-        assert!(
-            len >= span,
-            "{name} must hold {span} floats for these parameters"
-        );
+    for z in 0..batch {
+        let (m, n, k) = (p.m, p.n, product_depth(p, z) as u32);
+        // A and B as stored: transposed where the kernel reads them so.
+        let (a_rows, a_cols) = if spec.ops.a == launch::Op::T {
+            (k, m)
+        } else {
+            (m, k)
+        };
+        let (b_rows, b_cols) = if spec.ops.b == launch::Op::T {
+            (n, k)
+        } else {
+            (k, n)
+        };
+        for (name, len, rows, cols, ld, stride) in [
+            ("A", a.len(), a_rows, a_cols, p.lda, p.stride_a),
+            ("B", b.len(), b_rows, b_cols, p.ldb, p.stride_b),
+            ("C", c.len(), m, n, p.ldc, p.stride_c),
+        ] {
+            let end = z * stride as usize + crate::gemm::span(rows, cols, ld) as usize;
+            assert!(
+                len >= end,
+                "{name} must hold {end} floats for these parameters"
+            );
+        }
     }
     install_panic_hook();
     let launch = Launch::new(spec, p, a.to_vec(), b.to_vec(), c);
@@ -226,6 +239,16 @@ pub fn run(
         unwaited_copies: findings.unwaited_copies,
         omitted: findings.omitted,
         banks: findings.banks,
+    }
+}
+
+/// The depth of product `z`: `k`, or with split-K what is left of it
+/// from slice `z` on, at most `k_slice` (what `Gemm::from_raw` computes).
+fn product_depth(p: &GemmParams, z: usize) -> usize {
+    if p.k_slice == 0 {
+        p.k as usize
+    } else {
+        (p.k_slice as usize).min(p.k as usize - z * p.k_slice as usize)
     }
 }
 
@@ -335,24 +358,19 @@ impl Launch {
             buffer(Memory::B, p.stride_b, self.b.len()),
             buffer(Memory::C, p.stride_c, self.c.len()),
         );
-        // Buffers start at address 0 (aligned for anything); a product
-        // starts at its base.
-        let vec4 = (a.base | b.base | c.base) % 4 == 0 && (p.lda | p.ldb | p.ldc) % 4 == 0;
-        let vec2_c = c.base % 2 == 0 && p.ldc % 2 == 0;
         Gemm {
             a: GlobalIn::emulated(a),
             b: GlobalIn::emulated(b),
             c: GlobalOut::emulated(c),
             m: p.m as usize,
             n: p.n as usize,
-            k: p.k as usize,
+            k: product_depth(p, z),
             lda: p.lda as usize,
             ldb: p.ldb as usize,
             ldc: p.ldc as usize,
             alpha: p.alpha,
             beta: p.beta,
-            vec4,
-            vec2_c,
+            slices: p.slices as usize,
         }
     }
 

@@ -1,0 +1,972 @@
+//! The library: `C = alpha * op(A) * op(B) + beta * C` in f32 on the
+//! caller's device buffers, on the caller's stream, with BLAS semantics.
+//!
+//! ```no_run
+//! use std::sync::Arc;
+//! use cudarc::driver::CudaContext;
+//! use rust_gemm::blas::{GemmConfig, Op, Sgemm};
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let stream = CudaContext::new(0)?.default_stream();
+//! let sgemm = Sgemm::new(stream.clone())?;
+//! let (m, n, k) = (300, 200, 100);
+//! let a = stream.clone_htod(&vec![1.0f32; m * k])?;
+//! let b = stream.clone_htod(&vec![2.0f32; n * k])?;
+//! let mut c = stream.alloc_zeros::<f32>(m * n)?;
+//! // C = A * B^T: B is stored n x k.
+//! let cfg = GemmConfig::new(m, n, k).op_b(Op::T);
+//! sgemm.gemm(&cfg, &a, &b, &mut c)?;
+//! assert!(stream.clone_dtoh(&c)?.iter().all(|&x| x == 200.0));
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! What it does, in order, on every call ([`Sgemm::gemm`]):
+//!
+//! 1. [`plan`] checks the arguments against the buffers' lengths (typed
+//!    [`GemmError`]s, each naming the argument; nothing reaches the GPU
+//!    before they pass) and reduces the call to a row-major problem: a
+//!    column-major call is the row-major `C^T = op(B)^T op(A)^T`, which is
+//!    the same memory with A and B swapped.
+//! 2. The algorithm: [`Algorithm::Auto`] ([`choose`], the rule is in its
+//!    docs and the README) or a kernel the caller names, with K split or
+//!    not (split-K: `kernels_gpu::k14_split_k`).
+//! 3. One launch through `runner::Kernel::launch`, the launch path the
+//!    `host` and `bench` programs use too (two launches with split-K, the
+//!    second the reduction). Nothing waits: the call returns when the work
+//!    is enqueued on the stream.
+//!
+//! Memory: nothing is allocated per call, except split-K's workspace
+//! (`slices x m x n` floats of partial sums), allocated the first time a
+//! call needs more than the handle holds and kept for later calls.
+//!
+//! Precision: every kernel the library runs multiplies in f32 (FMA), as
+//! cuBLAS SGEMM does by default; the TF32 tensor-core kernels are not
+//! used by `Auto` (they round A and B to 10 mantissa bits) and can be
+//! named explicitly.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut};
+use kernels_gpu::gemm::{GemmParams, span};
+use kernels_gpu::k14_split_k::REDUCE;
+use kernels_gpu::launch::{KernelSpec, Operands, Ops, Precision};
+use kernels_gpu::registry;
+
+pub use kernels_gpu::launch::Op;
+
+use crate::HostError;
+use crate::gpu::Gpu;
+use crate::runner::{GemmCall, Kernel};
+
+/// How a matrix is stored: rows contiguous (C's convention, and this
+/// project's) or columns contiguous (Fortran's, and BLAS's).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Layout {
+    RowMajor,
+    ColMajor,
+}
+
+/// Which kernel computes a call.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Algorithm {
+    /// The library chooses ([`choose`]).
+    Auto,
+    /// The kernel registered as `name` (`host --list-kernels`), with K cut
+    /// into `split_k` slices (1: no split; only FP32 pointer kernels
+    /// split).
+    Kernel { name: String, split_k: usize },
+}
+
+/// One call: `C = alpha * op(A) * op(B) + beta * C`, where `op(A)` is
+/// m x k, `op(B)` k x n and C m x n, for `batch` products whose matrices
+/// start `stride_*` elements apart.
+#[derive(Clone, Debug, PartialEq)]
+pub struct GemmConfig {
+    pub layout: Layout,
+    pub op_a: Op,
+    pub op_b: Op,
+    pub m: usize,
+    pub n: usize,
+    pub k: usize,
+    pub alpha: f32,
+    /// 0: C is written without being read (NaN in C does not leak).
+    pub beta: f32,
+    /// Elements between successive rows (row-major) or columns
+    /// (column-major) of A as stored; at least their length.
+    pub lda: usize,
+    pub ldb: usize,
+    pub ldc: usize,
+    /// Products in the call (at least 1).
+    pub batch: usize,
+    /// Elements from one product's A to the next one's (0: all share one).
+    pub stride_a: usize,
+    pub stride_b: usize,
+    /// At least C's span when `batch > 1`: products never share C.
+    pub stride_c: usize,
+    pub algorithm: Algorithm,
+}
+
+impl GemmConfig {
+    /// `C = A * B`, row-major, leading dimensions equal to the row
+    /// lengths, one product, `Auto`.
+    pub fn new(m: usize, n: usize, k: usize) -> Self {
+        Self {
+            layout: Layout::RowMajor,
+            op_a: Op::N,
+            op_b: Op::N,
+            m,
+            n,
+            k,
+            alpha: 1.0,
+            beta: 0.0,
+            lda: k,
+            ldb: n,
+            ldc: n,
+            batch: 1,
+            stride_a: 0,
+            stride_b: 0,
+            stride_c: 0,
+            algorithm: Algorithm::Auto,
+        }
+    }
+
+    /// The same call with A's operation `op`, its leading dimension reset
+    /// to the stored rows' length.
+    pub fn op_a(mut self, op: Op) -> Self {
+        self.op_a = op;
+        self.lda = self.dense_ld(Operand::A);
+        self
+    }
+
+    /// The same call with B's operation `op`, its leading dimension reset.
+    pub fn op_b(mut self, op: Op) -> Self {
+        self.op_b = op;
+        self.ldb = self.dense_ld(Operand::B);
+        self
+    }
+
+    /// The same call in `layout`, leading dimensions reset.
+    pub fn layout(mut self, layout: Layout) -> Self {
+        self.layout = layout;
+        self.lda = self.dense_ld(Operand::A);
+        self.ldb = self.dense_ld(Operand::B);
+        self.ldc = self.dense_ld(Operand::C);
+        self
+    }
+
+    /// The same call with these scalars.
+    pub fn scalars(mut self, alpha: f32, beta: f32) -> Self {
+        (self.alpha, self.beta) = (alpha, beta);
+        self
+    }
+
+    /// The same call with these leading dimensions.
+    pub fn lds(mut self, lda: usize, ldb: usize, ldc: usize) -> Self {
+        (self.lda, self.ldb, self.ldc) = (lda, ldb, ldc);
+        self
+    }
+
+    /// The same call as a strided batch of `count` products.
+    pub fn batched(
+        mut self,
+        count: usize,
+        stride_a: usize,
+        stride_b: usize,
+        stride_c: usize,
+    ) -> Self {
+        self.batch = count;
+        (self.stride_a, self.stride_b, self.stride_c) = (stride_a, stride_b, stride_c);
+        self
+    }
+
+    /// The same call computed by `algorithm`.
+    pub fn algorithm(mut self, algorithm: Algorithm) -> Self {
+        self.algorithm = algorithm;
+        self
+    }
+
+    /// The stored shape of `which` as (lines, line length): rows of a
+    /// row-major matrix, columns of a column-major one.
+    fn stored(&self, which: Operand) -> (usize, usize) {
+        let (rows, cols) = match which {
+            Operand::A if self.op_a == Op::N => (self.m, self.k),
+            Operand::A => (self.k, self.m),
+            Operand::B if self.op_b == Op::N => (self.k, self.n),
+            Operand::B => (self.n, self.k),
+            Operand::C => (self.m, self.n),
+        };
+        match self.layout {
+            Layout::RowMajor => (rows, cols),
+            Layout::ColMajor => (cols, rows),
+        }
+    }
+
+    fn dense_ld(&self, which: Operand) -> usize {
+        self.stored(which).1
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Operand {
+    A,
+    B,
+    C,
+}
+
+impl Operand {
+    fn names(self) -> (&'static str, &'static str, &'static str) {
+        match self {
+            Operand::A => ("a", "lda", "stride_a"),
+            Operand::B => ("b", "ldb", "stride_b"),
+            Operand::C => ("c", "ldc", "stride_c"),
+        }
+    }
+}
+
+/// Why a call was refused. Every variant names the argument at fault.
+#[derive(Debug, thiserror::Error)]
+pub enum GemmError {
+    #[error("{arg} is 0: every dimension must be at least 1")]
+    ZeroDimension { arg: &'static str },
+    #[error("batch is 0: a call computes at least one product")]
+    EmptyBatch,
+    #[error(
+        "{arg} = {ld} is less than {min}, the length of {matrix}'s {lines} as stored: \
+         a leading dimension is at least that"
+    )]
+    LeadingDimension {
+        arg: &'static str,
+        ld: usize,
+        min: usize,
+        matrix: &'static str,
+        lines: &'static str,
+    },
+    #[error("{arg} holds {len} floats, but the call reads or writes {needs}: pass a larger buffer")]
+    BufferTooSmall {
+        arg: &'static str,
+        len: usize,
+        needs: usize,
+    },
+    #[error("{arg} = {value} is too large: {why}")]
+    TooLarge {
+        arg: &'static str,
+        value: usize,
+        why: &'static str,
+    },
+    #[error(
+        "stride_c = {stride} is less than C's span of {span} floats: the products of the batch \
+         would write over each other"
+    )]
+    OverlappingBatch { stride: usize, span: usize },
+    #[error("split_k = {split_k}: {why}")]
+    BadSplit { split_k: usize, why: String },
+    #[error("no kernel is called {name}: see `host --list-kernels`")]
+    UnknownKernel { name: String },
+    #[error("kernel {kernel} cannot compute this call: {why}")]
+    KernelUnsupported { kernel: String, why: String },
+    /// The GPU, the driver or a launch failed.
+    #[error(transparent)]
+    Gpu(#[from] HostError),
+}
+
+/// A call reduced to what the kernels take: one row-major problem (with
+/// A and B swapped for a column-major call), after every check.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Plan {
+    /// Row-major shape, leading dimensions, scalars and batch strides.
+    pub params: GemmParams,
+    /// How the kernel reads A and B (of the row-major problem).
+    pub ops: Ops,
+    pub batch: usize,
+    /// A column-major call: the kernel's A is the caller's B and its B
+    /// the caller's A.
+    pub swapped: bool,
+}
+
+/// Checks `cfg` against buffers of `lens` (floats of A, B and C) and
+/// reduces it to a row-major [`Plan`]. No GPU needed.
+pub fn plan(cfg: &GemmConfig, lens: (usize, usize, usize)) -> Result<Plan, GemmError> {
+    for (arg, v) in [("m", cfg.m), ("n", cfg.n), ("k", cfg.k)] {
+        if v == 0 {
+            return Err(GemmError::ZeroDimension { arg });
+        }
+        if v > u32::MAX as usize {
+            return Err(GemmError::TooLarge {
+                arg,
+                value: v,
+                why: "the kernels take sizes of up to 2^32 - 1",
+            });
+        }
+    }
+    if cfg.batch == 0 {
+        return Err(GemmError::EmptyBatch);
+    }
+    let mut spans = [0usize; 3];
+    for (i, (which, len, ld, stride)) in [
+        (Operand::A, lens.0, cfg.lda, cfg.stride_a),
+        (Operand::B, lens.1, cfg.ldb, cfg.stride_b),
+        (Operand::C, lens.2, cfg.ldc, cfg.stride_c),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let (buf, ld_arg, stride_arg) = which.names();
+        let (lines, line) = cfg.stored(which);
+        if ld < line {
+            let matrix = ["A", "B", "C"][i];
+            let lines = match cfg.layout {
+                Layout::RowMajor => "rows",
+                Layout::ColMajor => "columns",
+            };
+            return Err(GemmError::LeadingDimension {
+                arg: ld_arg,
+                ld,
+                min: line,
+                matrix,
+                lines,
+            });
+        }
+        let too_large = |arg, value| GemmError::TooLarge {
+            arg,
+            value,
+            why: "the kernels take leading dimensions of up to 2^32 - 1",
+        };
+        if ld > u32::MAX as usize {
+            return Err(too_large(ld_arg, ld));
+        }
+        let one = span(lines as u32, line as u32, ld as u32) as usize;
+        let needs = stride
+            .checked_mul(cfg.batch - 1)
+            .and_then(|x| x.checked_add(one))
+            .ok_or(GemmError::TooLarge {
+                arg: stride_arg,
+                value: stride,
+                why: "the batch's last matrix lies beyond the address space",
+            })?;
+        if len < needs {
+            return Err(GemmError::BufferTooSmall {
+                arg: buf,
+                len,
+                needs,
+            });
+        }
+        spans[i] = one;
+    }
+    if cfg.batch > 1 && cfg.stride_c < spans[2] {
+        return Err(GemmError::OverlappingBatch {
+            stride: cfg.stride_c,
+            span: spans[2],
+        });
+    }
+    // Row-major from here: a column-major C (m x n) is the row-major C^T
+    // (n x m) = op(B)^T op(A)^T, and a column-major operand stored with op
+    // N is, read row-major, its transpose: so swap A and B and keep ops.
+    let swapped = cfg.layout == Layout::ColMajor;
+    let (m, n) = if swapped {
+        (cfg.n, cfg.m)
+    } else {
+        (cfg.m, cfg.n)
+    };
+    let ((lda, op_a, sa), (ldb, op_b, sb)) = {
+        let a = (cfg.lda, cfg.op_a, cfg.stride_a);
+        let b = (cfg.ldb, cfg.op_b, cfg.stride_b);
+        if swapped { (b, a) } else { (a, b) }
+    };
+    Ok(Plan {
+        params: GemmParams {
+            m: m as u32,
+            n: n as u32,
+            k: cfg.k as u32,
+            lda: lda as u32,
+            ldb: ldb as u32,
+            ldc: cfg.ldc as u32,
+            alpha: cfg.alpha,
+            beta: cfg.beta,
+            k_slice: 0,
+            slices: 0,
+            stride_a: sa as u64,
+            stride_b: sb as u64,
+            stride_c: cfg.stride_c as u64,
+        },
+        ops: Ops { a: op_a, b: op_b },
+        batch: cfg.batch,
+        swapped,
+    })
+}
+
+/// What computes a call: a kernel, and how many slices of K.
+#[derive(Clone, Copy, Debug)]
+pub struct Choice {
+    pub kernel: &'static KernelSpec,
+    /// 1: no split; more: split-K, then `reduce_slices`.
+    pub split_k: usize,
+}
+
+impl PartialEq for Choice {
+    fn eq(&self, other: &Self) -> bool {
+        self.kernel.name == other.kernel.name && self.split_k == other.split_k
+    }
+}
+
+impl std::fmt::Display for Choice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.split_k {
+            1 => write!(f, "{}", self.kernel.name),
+            s => write!(f, "{} split-K {s}", self.kernel.name),
+        }
+    }
+}
+
+/// What `Auto` knows of one candidate: its spec, and how many of its
+/// blocks an SM holds at once (the driver's occupancy calculator).
+#[derive(Clone, Copy, Debug)]
+pub struct Candidate {
+    pub spec: &'static KernelSpec,
+    pub blocks_per_sm: usize,
+}
+
+/// Measured FP32 throughput of each step-10 instance on an H200 at
+/// n = 4096 (GFLOP/s, docs/bench.json, commit 3ca1331): how fast a
+/// kernel is once the GPU is full. A kernel missing here (another GPU's
+/// favourite, a new instance) counts as the slowest listed.
+const FULL_RATE: &[(&str, f64)] = &[
+    ("tuned_128x128x16_w32x64", 47_649.0),
+    // The transposed instances: their untransposed instance's rate until
+    // measured (each is the only candidate for its layouts; the rate
+    // weighs its split-K choices only).
+    ("tuned_128x128x16_w32x64_tn", 47_649.0),
+    ("tuned_128x128x16_w32x64_nt", 47_649.0),
+    ("tuned_128x128x16_w32x64_tt", 47_649.0),
+    ("tuned_128x128x8_w64x64", 46_852.0),
+    ("tuned_256x128x16_w64x64", 46_403.0),
+    ("tuned_128x128x16_w64x64", 46_224.0),
+    ("tuned_128x64x8_w64x64", 43_364.0),
+    ("tuned_256x64x8_w64x64", 42_616.0),
+    ("tuned_64x128x8_w32x64", 40_408.0),
+    ("tuned_256x128x8_w64x64", 39_820.0),
+    ("tuned_128x128x8_w32x64", 36_517.0),
+];
+
+/// The kernels `Auto` chooses from for `ops`: the FP32 pointer kernels of
+/// step 10 (A and B as they are), or the transposed instances.
+pub fn auto_candidates(ops: Ops) -> impl Iterator<Item = &'static KernelSpec> {
+    registry::all().filter(move |k| {
+        k.step == 10
+            && k.ops == ops
+            && k.precision == Precision::Fp32
+            && k.operands == Operands::Pointers
+    })
+}
+
+/// `Auto`'s rule: the candidate and split that minimise a model of the
+/// time on `sms` SMs, each candidate running `blocks_per_sm` blocks per
+/// SM at its measured full-GPU rate ([`FULL_RATE`]):
+///
+/// - one wave runs `sms * blocks_per_sm` blocks; the time is the number
+///   of waves (rounded up: a last, partial wave costs a whole one) times
+///   the time of one wave, `blocks_per_sm * 2 * BM * BN * depth / rate`
+///   per SM, where `depth` is K, or a slice of it with split-K;
+/// - split-K (one product only, K at least 512) cuts K into 2-32 slices
+///   of at least 256 and adds the reduction, which moves `slices * m * n`
+///   floats twice at the GPU's DRAM bandwidth (`dram_gbs`).
+///
+/// So large problems get the fastest kernel at full occupancy, problems
+/// whose tiles fill few SMs get smaller tiles or a split, and a split is
+/// taken only when the idle SMs cost more than the partial sums' trips.
+pub fn choose(plan: &Plan, candidates: &[Candidate], sms: usize, dram_gbs: f64) -> Option<Choice> {
+    let p = &plan.params;
+    let (m, n, k) = (p.m as f64, p.n as f64, p.k as f64);
+    let slowest = FULL_RATE.iter().map(|r| r.1).fold(f64::INFINITY, f64::min);
+    let mut best: Option<(f64, Choice)> = None;
+    for c in candidates.iter().filter(|c| c.spec.ops == plan.ops) {
+        let (bm, bn) = c.spec.launch.block_tile;
+        let rate = FULL_RATE
+            .iter()
+            .find(|r| r.0 == c.spec.name)
+            .map_or(slowest, |r| r.1)
+            * 1e9;
+        let per_sm = c.blocks_per_sm.max(1) as f64;
+        let tiles = (p.m as usize).div_ceil(bm) * (p.n as usize).div_ceil(bn) * plan.batch;
+        let max_split = if plan.batch == 1 && p.k >= 512 {
+            (p.k as usize / 256).clamp(1, 32)
+        } else {
+            1
+        };
+        for split in 1..=max_split {
+            let depth = (k / split as f64).ceil();
+            let waves = ((tiles * split) as f64 / (sms as f64 * per_sm)).ceil();
+            let wave_s = per_sm * 2.0 * (bm * bn) as f64 * depth / (rate / sms as f64);
+            let reduce_s = if split > 1 {
+                2.0 * 4.0 * split as f64 * m * n / (dram_gbs * 1e9)
+            } else {
+                0.0
+            };
+            let t = waves * wave_s + reduce_s;
+            if best.is_none_or(|(bt, _)| t < bt) {
+                best = Some((
+                    t,
+                    Choice {
+                        kernel: c.spec,
+                        split_k: split,
+                    },
+                ));
+            }
+        }
+    }
+    best.map(|(_, c)| c)
+}
+
+/// Slices of K start on multiples of this many elements: a multiple of
+/// every kernel's BK (8, 16 or 32), so that every slice but the last is
+/// whole K tiles and keeps A's rows 16-byte aligned.
+pub const SLICE_ALIGN: usize = 32;
+
+/// The depth of one slice when K is cut into `split` slices (a multiple
+/// of [`SLICE_ALIGN`]), and the number of slices that really take work.
+pub fn slices(k: u32, split: usize) -> (u32, usize) {
+    let k_slice = (k as usize)
+        .div_ceil(split.max(1))
+        .next_multiple_of(SLICE_ALIGN);
+    (k_slice as u32, (k as usize).div_ceil(k_slice))
+}
+
+/// A loaded kernel and its occupancy.
+struct Loaded {
+    kernel: Kernel,
+    blocks_per_sm: usize,
+}
+
+/// A handle on one GPU stream: its kernels, loaded once, and split-K's
+/// workspace. Calls through one handle run in order on its stream; the
+/// handle may be shared between threads (`Sync`).
+pub struct Sgemm {
+    gpu: Gpu,
+    kernels: Mutex<HashMap<&'static str, Arc<Loaded>>>,
+    /// `Auto`'s candidates with their occupancy.
+    candidates: Vec<Candidate>,
+    workspace: Mutex<Option<CudaSlice<f32>>>,
+}
+
+impl Sgemm {
+    /// A handle that enqueues on `stream`. Loads the kernels' PTX modules
+    /// that the stream's GPU can run into its context (the driver compiles
+    /// them: this takes a moment, once).
+    pub fn new(stream: Arc<CudaStream>) -> Result<Self, GemmError> {
+        let gpu = Gpu::for_stream(stream)?;
+        let mut me = Self {
+            gpu,
+            kernels: Mutex::new(HashMap::new()),
+            candidates: Vec::new(),
+            workspace: Mutex::new(None),
+        };
+        let mut candidates = Vec::new();
+        for ops in [Ops::NN, Ops::TN, Ops::NT, Ops::TT] {
+            for spec in auto_candidates(ops) {
+                let loaded = me.loaded(spec)?;
+                candidates.push(Candidate {
+                    spec,
+                    blocks_per_sm: loaded.blocks_per_sm,
+                });
+            }
+        }
+        me.candidates = candidates;
+        Ok(me)
+    }
+
+    /// The stream calls are enqueued on.
+    pub fn stream(&self) -> &Arc<CudaStream> {
+        &self.gpu.stream
+    }
+
+    /// What the GPU is (name, SMs, peaks), as the library read it.
+    pub fn device(&self) -> &crate::gpu::DeviceInfo {
+        &self.gpu.info
+    }
+
+    /// `Auto`'s candidates and their occupancy on this GPU.
+    pub fn candidates(&self) -> &[Candidate] {
+        &self.candidates
+    }
+
+    /// Enqueues `C = alpha * op(A) * op(B) + beta * C` as `cfg` says, on
+    /// the handle's stream, and returns what computed it. Nothing waits
+    /// for the GPU; the buffers must stay alive until the stream has run
+    /// the call (cudarc's buffers record the stream's use of them).
+    pub fn gemm<A, B, C>(
+        &self,
+        cfg: &GemmConfig,
+        a: &A,
+        b: &B,
+        c: &mut C,
+    ) -> Result<Choice, GemmError>
+    where
+        A: DevicePtr<f32>,
+        B: DevicePtr<f32>,
+        C: DevicePtrMut<f32>,
+    {
+        let plan = plan(cfg, (a.len(), b.len(), c.len()))?;
+        let choice = self.choice(&plan, &cfg.algorithm)?;
+        let stream = &self.gpu.stream;
+        let (a_ptr, _a_sync) = a.device_ptr(stream);
+        let (b_ptr, _b_sync) = b.device_ptr(stream);
+        let (c_ptr, _c_sync) = c.device_ptr_mut(stream);
+        let (a_ptr, b_ptr) = if plan.swapped {
+            (b_ptr, a_ptr)
+        } else {
+            (a_ptr, b_ptr)
+        };
+        // SAFETY: `plan` checked that each buffer holds every matrix of
+        // the batch at the leading dimensions and strides of the call,
+        // and that the products' Cs do not overlap; A and B are shared
+        // borrows and C an exclusive one, so C overlaps neither; the
+        // guards above keep cudarc's stream ordering until the launches
+        // are enqueued.
+        unsafe { self.enqueue(&plan, choice, (a_ptr, b_ptr, c_ptr))? };
+        Ok(choice)
+    }
+
+    /// What would compute a call of `cfg` on buffers of `lens` floats.
+    pub fn choose(
+        &self,
+        cfg: &GemmConfig,
+        lens: (usize, usize, usize),
+    ) -> Result<Choice, GemmError> {
+        let plan = plan(cfg, lens)?;
+        self.choice(&plan, &cfg.algorithm)
+    }
+
+    fn choice(&self, plan: &Plan, algorithm: &Algorithm) -> Result<Choice, GemmError> {
+        match algorithm {
+            Algorithm::Auto => {
+                let dram = self.gpu.info.peak_dram_gbs().unwrap_or(1000.0);
+                choose(
+                    plan,
+                    &self.candidates,
+                    self.gpu.info.sms.max(1) as usize,
+                    dram,
+                )
+                .ok_or_else(|| GemmError::KernelUnsupported {
+                    kernel: "Auto".into(),
+                    why: format!(
+                        "no kernel for A {:?} and B {:?} loaded on this GPU",
+                        plan.ops.a, plan.ops.b
+                    ),
+                })
+            }
+            Algorithm::Kernel { name, split_k } => {
+                let spec = registry::find(name)
+                    .filter(|s| s.name != REDUCE.name)
+                    .ok_or_else(|| GemmError::UnknownKernel { name: name.clone() })?;
+                let unsupported = |why: String| GemmError::KernelUnsupported {
+                    kernel: name.clone(),
+                    why,
+                };
+                if spec.ops != plan.ops {
+                    return Err(unsupported(format!(
+                        "it reads A {:?} and B {:?}, the call (row-major) has A {:?} and B {:?}",
+                        spec.ops.a, spec.ops.b, plan.ops.a, plan.ops.b
+                    )));
+                }
+                if *split_k == 0 {
+                    return Err(GemmError::BadSplit {
+                        split_k: 0,
+                        why: "at least 1 slice (1: no split)".into(),
+                    });
+                }
+                if *split_k > 1 {
+                    if plan.batch > 1 {
+                        return Err(GemmError::BadSplit {
+                            split_k: *split_k,
+                            why: "split-K takes one product per call (batch = 1)".into(),
+                        });
+                    }
+                    if spec.operands != Operands::Pointers || spec.precision != Precision::Fp32 {
+                        return Err(GemmError::BadSplit {
+                            split_k: *split_k,
+                            why: format!(
+                                "only FP32 pointer kernels split K, {} does not",
+                                spec.name
+                            ),
+                        });
+                    }
+                    if *split_k > plan.params.k as usize {
+                        return Err(GemmError::BadSplit {
+                            split_k: *split_k,
+                            why: format!("more slices than k = {}", plan.params.k),
+                        });
+                    }
+                }
+                if let Some(why) = spec.unsupported(&plan.params, plan.batch) {
+                    return Err(unsupported(why));
+                }
+                Ok(Choice {
+                    kernel: spec,
+                    split_k: *split_k,
+                })
+            }
+        }
+    }
+
+    /// The kernel `spec`, loaded on first use.
+    fn loaded(&self, spec: &'static KernelSpec) -> Result<Arc<Loaded>, GemmError> {
+        let mut kernels = self.kernels.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(k) = kernels.get(spec.name) {
+            return Ok(k.clone());
+        }
+        let kernel = Kernel::load(&self.gpu, spec)?;
+        let blocks_per_sm = kernel.blocks_per_sm()?;
+        let loaded = Arc::new(Loaded {
+            kernel,
+            blocks_per_sm,
+        });
+        kernels.insert(spec.name, loaded.clone());
+        Ok(loaded)
+    }
+
+    /// Enqueues `plan` as `choice` on the addresses `(a, b, c)` of the
+    /// row-major problem.
+    ///
+    /// # Safety
+    /// The addresses hold the matrices `plan` was checked against, C
+    /// overlapping neither A nor B, alive until the stream has run the
+    /// launches.
+    unsafe fn enqueue(
+        &self,
+        plan: &Plan,
+        choice: Choice,
+        (a, b, c): (u64, u64, u64),
+    ) -> Result<(), GemmError> {
+        let gpu = &self.gpu;
+        let steps = steps(plan, choice);
+        let mut workspace = self.workspace.lock().unwrap_or_else(|e| e.into_inner());
+        if steps.workspace > 0 && workspace.as_ref().is_none_or(|w| w.len() < steps.workspace) {
+            *workspace = None;
+            // SAFETY: every plane the reduction reads is written first by
+            // the partial launch (each slice's C is its whole m x n plane).
+            let fresh = unsafe { gpu.stream.alloc::<f32>(steps.workspace) }
+                .map_err(HostError::cuda("allocating split-K's workspace"))?;
+            *workspace = Some(fresh);
+        }
+        let (w, _w_sync) = match workspace.as_mut() {
+            Some(ws) if steps.workspace > 0 => {
+                let (ptr, sync) = ws.device_ptr_mut(&gpu.stream);
+                (ptr, Some(sync))
+            }
+            _ => (0, None),
+        };
+        let address = |buf: Buf| match buf {
+            Buf::A => a,
+            Buf::B => b,
+            Buf::C => c,
+            Buf::Workspace => w,
+        };
+        for step in steps.list() {
+            let call = GemmCall {
+                a: address(step.a),
+                b: address(step.b),
+                c: address(step.c),
+                params: step.params,
+                batch: step.batch,
+            };
+            // SAFETY: `steps` keeps every launch inside the buffers the
+            // plan checked and the workspace it sized (see `Step`); the
+            // caller vouches for A, B and C.
+            unsafe { self.loaded(step.spec)?.kernel.launch(gpu, &call)? };
+        }
+        Ok(())
+    }
+}
+
+/// A buffer a launch of a call reads or writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Buf {
+    A,
+    B,
+    C,
+    /// Split-K's partial sums, `slices` dense m x n planes.
+    Workspace,
+}
+
+/// One launch of a call: the kernel, what it computes, on which buffers.
+#[derive(Clone, Copy, Debug)]
+pub struct Step {
+    pub spec: &'static KernelSpec,
+    pub params: GemmParams,
+    pub batch: usize,
+    pub a: Buf,
+    pub b: Buf,
+    pub c: Buf,
+}
+
+/// The launches of a call, and the workspace they need (floats).
+#[derive(Clone, Copy, Debug)]
+pub struct Steps {
+    steps: [Option<Step>; 2],
+    pub workspace: usize,
+}
+
+impl Steps {
+    pub fn list(&self) -> impl Iterator<Item = Step> + '_ {
+        self.steps.iter().flatten().copied()
+    }
+}
+
+/// The launches that compute `plan` as `choice`, in order. The GPU
+/// enqueues them ([`Sgemm::gemm`]); [`emulate`] runs them on the CPU.
+///
+/// - `alpha = 0`: one launch of `reduce_slices` with no slices, `C = beta
+///   * C`, which reads neither A nor B.
+/// - No split: the kernel, once, on A, B and C.
+/// - Split-K: the kernel with `k_slice` set, product z being slice z of
+///   K written to plane z of the workspace (alpha 1, beta 0), then
+///   `reduce_slices` from the workspace into C with the call's scalars.
+pub fn steps(plan: &Plan, choice: Choice) -> Steps {
+    let p = plan.params;
+    let one = |step| Steps {
+        steps: [Some(step), None],
+        workspace: 0,
+    };
+    if p.alpha == 0.0 {
+        return one(Step {
+            spec: &REDUCE,
+            params: reduce_params(p, 0),
+            batch: plan.batch,
+            a: Buf::C,
+            b: Buf::C,
+            c: Buf::C,
+        });
+    }
+    if choice.split_k <= 1 {
+        return one(Step {
+            spec: choice.kernel,
+            params: p,
+            batch: plan.batch,
+            a: Buf::A,
+            b: Buf::B,
+            c: Buf::C,
+        });
+    }
+    let (k_slice, slices) = slices(p.k, choice.split_k);
+    let plane = p.m as u64 * p.n as u64;
+    let partial = Step {
+        spec: choice.kernel,
+        params: GemmParams {
+            ldc: p.n,
+            alpha: 1.0,
+            beta: 0.0,
+            k_slice,
+            stride_a: match plan.ops.a {
+                Op::N => k_slice as u64,
+                Op::T => k_slice as u64 * p.lda as u64,
+            },
+            stride_b: match plan.ops.b {
+                Op::N => k_slice as u64 * p.ldb as u64,
+                Op::T => k_slice as u64,
+            },
+            stride_c: plane,
+            ..p
+        },
+        batch: slices,
+        a: Buf::A,
+        b: Buf::B,
+        c: Buf::Workspace,
+    };
+    let sum = Step {
+        spec: &REDUCE,
+        params: reduce_params(p, slices),
+        batch: 1,
+        a: Buf::Workspace,
+        b: Buf::Workspace,
+        c: Buf::C,
+    };
+    Steps {
+        steps: [Some(partial), Some(sum)],
+        workspace: slices * plane as usize,
+    }
+}
+
+/// The reduction's parameters for `slices` partial sums into the C of
+/// `p`: C's shape, leading dimension, scalars and batch stride; its A is
+/// the workspace, dense m x n planes (`k = 1, lda = n` describe one row of
+/// them for the launch's checks; B is not read).
+fn reduce_params(p: GemmParams, slices: usize) -> GemmParams {
+    GemmParams {
+        k: 1,
+        lda: p.n,
+        ldb: p.n,
+        k_slice: 0,
+        slices: slices as u32,
+        stride_a: 0,
+        stride_b: 0,
+        ..p
+    }
+}
+
+/// Runs a call on the CPU emulator (`kernels_gpu::emu`): the same plan,
+/// choice and launches as [`Sgemm::gemm`], each launch emulated with its
+/// checks. Returns C after the call, and the first launch whose checks
+/// found something (races, bad accesses, ...), as text. For tests and
+/// small sizes: the emulator runs every GPU thread as an OS thread.
+pub fn emulate(
+    cfg: &GemmConfig,
+    choice: Choice,
+    a: &[f32],
+    b: &[f32],
+    c: &[f32],
+) -> Result<Result<Vec<f32>, String>, GemmError> {
+    let plan = plan(cfg, (a.len(), b.len(), c.len()))?;
+    let (a, b) = if plan.swapped { (b, a) } else { (a, b) };
+    let steps = steps(&plan, choice);
+    let mut c = c.to_vec();
+    let mut w = vec![f32::NAN; steps.workspace.max(1)];
+    for step in steps.list() {
+        let body = step
+            .spec
+            .emulated()
+            .map_err(|why| GemmError::KernelUnsupported {
+                kernel: step.spec.name.into(),
+                why: format!("the emulator cannot run it: {why}"),
+            })?;
+        let buf = |which: Buf| -> Vec<f32> {
+            match which {
+                Buf::A => a.to_vec(),
+                Buf::B => b.to_vec(),
+                Buf::C => c.clone(),
+                Buf::Workspace => w.clone(),
+            }
+        };
+        let report = kernels_gpu::emu::run(
+            step.spec,
+            body,
+            &step.params,
+            step.batch,
+            &buf(step.a),
+            &buf(step.b),
+            &buf(step.c),
+        );
+        if !report.is_clean() {
+            return Ok(Err(report.to_string()));
+        }
+        match step.c {
+            Buf::C => c = report.c,
+            Buf::Workspace => w = report.c,
+            Buf::A | Buf::B => unreachable!("no launch writes A or B"),
+        }
+    }
+    Ok(Ok(c))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slices_start_on_tiles_and_cover_k() {
+        assert_eq!(slices(16_384, 8), (2048, 8));
+        assert_eq!(slices(1000, 3), (352, 3));
+        // 100 in 8 slices of 32: 4 slices take work.
+        assert_eq!(slices(100, 8), (32, 4));
+    }
+}

@@ -1,0 +1,145 @@
+//! Step 14: split-K. Every step so far gives each block one tile of C and
+//! walks all of K: C has `ceil(m / BM) * ceil(n / BN)` tiles, so a small C
+//! over a long K (512 x 512 x 16,384: 16 tiles of 128 x 128 for 132 SMs)
+//! leaves most of the GPU idle however fast one block is.
+//!
+//! What changes: K is cut into `slices` pieces of `k_slice` (a multiple of
+//! the kernel's BK), and the grid's z runs over them. Block `(x, y, z)`
+//! computes tile `(x, y)` over slice `z` only and writes its partial sum
+//! to its own plane of a workspace (`slices x m x n`, dense). No kernel
+//! changes for it: a split launch is a batch (`GemmParams`: A advances by
+//! `k_slice` columns, B by `k_slice` rows, C by a plane per product, and
+//! `Gemm::from_raw` clips the last slice's depth), so any FP32 kernel of
+//! the ladder can run split. A second launch, `reduce_slices` below, adds
+//! the planes and applies the epilogue: `C = alpha * sum + beta * C`.
+//!
+//! The sum is deterministic: each element of C is added up by one thread,
+//! slice 0 first, in the same order on every run (no atomics), so the
+//! same inputs give the same bits every time; they differ from the
+//! unsplit kernel's bits in rounding only (another summation order).
+//!
+//! Cost: the partial sums travel through memory, `2 * slices * m * n`
+//! floats written and read. The library (`host`'s `blas`) splits only when
+//! C's tiles do not fill the GPU and K is long enough to pay for it.
+//!
+//! Prediction (H200, 512 x 512 x 16,384): from 16 busy SMs to about 128,
+//! a 5-8x speed-up over the unsplit kernel. Measured: the suite table of
+//! `cargo xtask bench --suite` (README) and docs/measurements.md.
+
+use crate::device::{block_idx_x, block_idx_y, thread_idx_x};
+use crate::gemm::Gemm;
+use crate::launch::{Body, KernelSpec, Launch, Operands, Ops, Precision};
+use crate::modules;
+
+/// Threads per block: consecutive columns of C.
+pub const THREADS: usize = 256;
+/// Rows of C per block (so that the grid stays within 65,535 rows for
+/// every m the host accepts).
+pub const ROWS: usize = 32;
+
+/// The reduction, launched like a GEMM kernel with the workspace as A (B
+/// is not read): `C[r][c] = alpha * sum_{s < slices} W[s][r][c] + beta *
+/// C[r][c]`, where `W` is `slices` dense `m x n` planes. With `slices = 0`
+/// it is `C = beta * C` (what the library enqueues when `alpha = 0`, which
+/// must not read A or B), one product per grid z.
+pub const REDUCE: KernelSpec = KernelSpec {
+    name: "reduce_slices",
+    step: 14,
+    module: &modules::LADDER,
+    precision: Precision::Fp32,
+    summary: "split-K's reduction: C = alpha * (sum of the slices' partial sums) + beta * C",
+    launch: Launch {
+        block_threads: (THREADS as u32, 1),
+        block_tile: (ROWS, THREADS),
+        shared_bytes: 0,
+        register_cap: false,
+    },
+    model_reuse: (1, 1),
+    body: Body::Emulated(reduce_slices),
+    operands: Operands::Pointers,
+    ops: Ops::NN,
+};
+
+/// One thread per column of a ROWS x THREADS strip of C; the slices are
+/// added in order, so the result is the same on every run.
+pub fn reduce_slices(g: Gemm) {
+    let col = block_idx_x() * THREADS + thread_idx_x();
+    if col >= g.n {
+        return;
+    }
+    let plane = g.m * g.n;
+    let row0 = block_idx_y() * ROWS;
+    let mut row = row0;
+    while row < g.m && row < row0 + ROWS {
+        let mut sum = 0.0f32;
+        let mut s = 0;
+        while s < g.slices {
+            // SAFETY: s < slices, row < m, col < n: inside the workspace of
+            // `slices` dense m x n planes (the host's contract).
+            sum += unsafe { g.a.read(s * plane + row * g.n + col) };
+            s += 1;
+        }
+        // SAFETY: row < m, col < n; this thread alone owns C[row][col].
+        unsafe { g.store_c(row * g.ldc + col, sum) };
+        row += 1;
+    }
+}
+
+crate::gemm_kernel!(reduce_slices);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::emu;
+    use crate::gemm::GemmParams;
+
+    #[test]
+    fn the_entry_is_registered() {
+        assert!(crate::registry::HELPERS.iter().any(|k| k.name == REDUCE.name));
+    }
+
+    #[test]
+    fn adds_the_planes_in_order_and_applies_the_epilogue() {
+        let (m, n, slices) = (33, 300, 3);
+        let ws: Vec<f32> = (0..slices * m * n).map(|i| (i % 7) as f32 - 3.0).collect();
+        let ldc = n + 5;
+        let c: Vec<f32> = (0..m * ldc).map(|i| (i % 5) as f32).collect();
+        let p = GemmParams {
+            alpha: 2.0,
+            beta: -1.0,
+            ldc: ldc as u32,
+            slices: slices as u32,
+            ..GemmParams::dense(m as u32, n as u32, 1)
+        };
+        let r = emu::run(&REDUCE, reduce_slices, &p, 1, &ws, &ws, &c);
+        assert!(r.is_clean(), "{r}");
+        for row in 0..m {
+            for col in 0..ldc {
+                let got = r.c[row * ldc + col];
+                let want = if col < n {
+                    let sum: f32 = (0..slices).map(|s| ws[s * m * n + row * n + col]).sum();
+                    2.0 * sum - c[row * ldc + col]
+                } else {
+                    c[row * ldc + col]
+                };
+                assert_eq!(got, want, "row {row} col {col}");
+            }
+        }
+    }
+
+    #[test]
+    fn no_slices_and_beta_zero_writes_zeros_without_reading_c() {
+        let (m, n) = (5, 7);
+        let p = GemmParams {
+            alpha: 0.0,
+            beta: 0.0,
+            ..GemmParams::dense(m, n, 1)
+        };
+        let c = vec![f32::NAN; (m * n) as usize];
+        // No slices: the workspace (A) is not read either (NaN would show).
+        let ws = vec![f32::NAN; (m * n) as usize];
+        let r = emu::run(&REDUCE, reduce_slices, &p, 1, &ws, &ws, &c);
+        assert!(r.is_clean(), "{r}");
+        assert!(r.c.iter().all(|&x| x == 0.0), "{:?}", r.c);
+    }
+}

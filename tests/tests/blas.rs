@@ -1,0 +1,443 @@
+//! The library (`rust_gemm::blas`) without a GPU: one test per typed
+//! error of `plan`, `Auto`'s rule, and every API path (op x layout x
+//! scalars x batch x leading dimensions x split-K) run on the CPU
+//! emulator through the same launches the GPU gets, checked against the
+//! f64 reference; property tests over random calls. The same paths on
+//! the GPU: tests/tests/gpu.rs.
+
+use kernels_gpu::launch::Precision;
+use kernels_gpu::registry;
+use proptest::prelude::*;
+use rust_gemm::blas::{
+    self, Algorithm, Candidate, Choice, GemmConfig, GemmError, Layout, Op, Plan, choose,
+};
+use rust_gemm::reference::check_gemm;
+
+/// Deterministic values in ±[0.5, 1.5), never zero.
+fn values(len: usize, seed: u64) -> Vec<f32> {
+    let mut state = 0x9e37_79b9_7f4a_7c15u64 ^ seed.wrapping_mul(0x1000_0000_01b3);
+    (0..len)
+        .map(|_| {
+            state ^= state >> 12;
+            state ^= state << 25;
+            state ^= state >> 27;
+            let bits = state.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 40;
+            let x = 0.5 + bits as f32 / (1u64 << 24) as f32;
+            if bits & 1 == 0 { x } else { -x }
+        })
+        .collect()
+}
+
+/// Floats each buffer needs for `cfg` (what `plan` demands).
+fn lens(cfg: &GemmConfig) -> (usize, usize, usize) {
+    let stored = |rows: usize, cols: usize, ld: usize, stride: usize| {
+        let (lines, line) = match cfg.layout {
+            Layout::RowMajor => (rows, cols),
+            Layout::ColMajor => (cols, rows),
+        };
+        (cfg.batch - 1) * stride + (lines - 1) * ld + line
+    };
+    let (ar, ac) = if cfg.op_a == Op::N {
+        (cfg.m, cfg.k)
+    } else {
+        (cfg.k, cfg.m)
+    };
+    let (br, bc) = if cfg.op_b == Op::N {
+        (cfg.k, cfg.n)
+    } else {
+        (cfg.n, cfg.k)
+    };
+    (
+        stored(ar, ac, cfg.lda, cfg.stride_a),
+        stored(br, bc, cfg.ldb, cfg.stride_b),
+        stored(cfg.m, cfg.n, cfg.ldc, cfg.stride_c),
+    )
+}
+
+/// Every candidate at one block per SM, on a GPU of `sms` SMs.
+fn candidates() -> Vec<Candidate> {
+    registry::all()
+        .filter(|k| k.step == 10)
+        .map(|spec| Candidate {
+            spec,
+            blocks_per_sm: 1,
+        })
+        .collect()
+}
+
+/// What `Auto` runs for `cfg` on a 132-SM GPU.
+fn auto(cfg: &GemmConfig) -> Choice {
+    let plan = blas::plan(cfg, lens(cfg)).expect("a valid call");
+    choose(&plan, &candidates(), 132, 4800.0).expect("a candidate for every layout")
+}
+
+/// Runs `cfg` as `choice` on the emulator on random A, B and C (NaN in C
+/// when beta is 0, so a read of C would show) and checks it.
+fn emulate_and_check(cfg: &GemmConfig, choice: Choice) {
+    let (la, lb, lc) = lens(cfg);
+    let a = values(la, 1);
+    let b = values(lb, 2);
+    let c = if cfg.beta == 0.0 {
+        vec![f32::NAN; lc]
+    } else {
+        values(lc, 3)
+    };
+    let after = match blas::emulate(cfg, choice, &a, &b, &c) {
+        Ok(Ok(after)) => after,
+        Ok(Err(report)) => panic!("{choice} on {cfg:?}: the emulator found\n{report}"),
+        Err(e) => panic!("{choice} on {cfg:?}: {e}"),
+    };
+    let v = check_gemm(cfg, (&a, &b), (&c, &after), Precision::Fp32, usize::MAX, 0);
+    assert!(v.passed, "{choice} on {cfg:?}: {v:?}");
+}
+
+fn kernel(name: &str, split_k: usize) -> Choice {
+    Choice {
+        kernel: registry::find(name).expect("registered"),
+        split_k,
+    }
+}
+
+// ---- One test per typed error ----
+
+fn refused(cfg: &GemmConfig, lens: (usize, usize, usize)) -> GemmError {
+    blas::plan(cfg, lens).expect_err("refused")
+}
+
+#[test]
+fn a_zero_dimension_is_named() {
+    let e = refused(&GemmConfig::new(4, 0, 4), (16, 0, 0));
+    assert!(matches!(e, GemmError::ZeroDimension { arg: "n" }), "{e}");
+    assert_eq!(e.to_string(), "n is 0: every dimension must be at least 1");
+}
+
+#[test]
+fn an_empty_batch_is_refused() {
+    let e = refused(
+        &GemmConfig::new(4, 4, 4).batched(0, 16, 16, 16),
+        (16, 16, 16),
+    );
+    assert!(matches!(e, GemmError::EmptyBatch), "{e}");
+}
+
+#[test]
+fn a_leading_dimension_below_the_row_length_is_named() {
+    let e = refused(&GemmConfig::new(4, 5, 6).lds(5, 5, 5), (100, 100, 100));
+    assert!(
+        matches!(
+            e,
+            GemmError::LeadingDimension {
+                arg: "lda",
+                ld: 5,
+                min: 6,
+                ..
+            }
+        ),
+        "{e}"
+    );
+    assert_eq!(
+        e.to_string(),
+        "lda = 5 is less than 6, the length of A's rows as stored: a leading dimension is at \
+         least that"
+    );
+    // Column-major, B transposed: B is stored n x k, its columns k long.
+    let cfg = GemmConfig::new(4, 5, 6)
+        .layout(Layout::ColMajor)
+        .op_b(Op::T);
+    let e = refused(&cfg.clone().lds(4, 3, 4), (100, 100, 100));
+    assert!(
+        matches!(
+            e,
+            GemmError::LeadingDimension {
+                arg: "ldb",
+                min: 5,
+                lines: "columns",
+                ..
+            }
+        ),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_buffer_too_small_is_named_with_what_it_needs() {
+    // C: 3 rows 10 apart, the last 7 long: 27 floats.
+    let cfg = GemmConfig::new(3, 7, 2).lds(2, 7, 10);
+    let e = refused(&cfg, (6, 14, 26));
+    assert!(
+        matches!(
+            e,
+            GemmError::BufferTooSmall {
+                arg: "c",
+                len: 26,
+                needs: 27
+            }
+        ),
+        "{e}"
+    );
+    assert!(blas::plan(&cfg, (6, 14, 27)).is_ok());
+    // A batch needs every product's matrices.
+    let cfg = GemmConfig::new(2, 2, 2).batched(3, 4, 0, 4);
+    let e = refused(&cfg, (11, 4, 12));
+    assert!(
+        matches!(
+            e,
+            GemmError::BufferTooSmall {
+                arg: "a",
+                needs: 12,
+                ..
+            }
+        ),
+        "{e}"
+    );
+}
+
+#[test]
+fn sizes_beyond_the_kernels_32_bits_are_too_large() {
+    let e = refused(&GemmConfig::new(1 << 32, 1, 1), (1 << 32, 1, 1 << 32));
+    assert!(matches!(e, GemmError::TooLarge { arg: "m", .. }), "{e}");
+    let e = refused(&GemmConfig::new(1, 1, 1).lds(1 << 32, 1, 1), (1, 1, 1));
+    assert!(matches!(e, GemmError::TooLarge { arg: "lda", .. }), "{e}");
+    let e = refused(
+        &GemmConfig::new(1, 1, 1).batched(3, usize::MAX, 0, 1),
+        (1, 1, 3),
+    );
+    assert!(
+        matches!(
+            e,
+            GemmError::TooLarge {
+                arg: "stride_a",
+                ..
+            }
+        ),
+        "{e}"
+    );
+}
+
+#[test]
+fn products_of_a_batch_may_not_share_c() {
+    let cfg = GemmConfig::new(4, 4, 4).batched(2, 16, 16, 8);
+    let e = refused(&cfg, (32, 32, 32));
+    assert!(
+        matches!(
+            e,
+            GemmError::OverlappingBatch {
+                stride: 8,
+                span: 16
+            }
+        ),
+        "{e}"
+    );
+    // Sharing A or B is allowed (a stride of 0 broadcasts it).
+    assert!(blas::plan(&GemmConfig::new(4, 4, 4).batched(2, 0, 0, 16), (16, 16, 32)).is_ok());
+}
+
+#[test]
+fn a_column_major_call_is_the_row_major_transpose_with_a_and_b_swapped() {
+    let cfg = GemmConfig::new(3, 5, 7)
+        .layout(Layout::ColMajor)
+        .op_a(Op::T)
+        .scalars(2.0, 0.5);
+    let Plan {
+        params,
+        ops,
+        swapped,
+        ..
+    } = blas::plan(&cfg, lens(&cfg)).unwrap();
+    assert!(swapped);
+    assert_eq!((params.m, params.n, params.k), (5, 3, 7));
+    // The kernel's A is the caller's B (op N, column-major k x n: ld k).
+    assert_eq!((params.lda, params.ldb, params.ldc), (7, 7, 3));
+    assert_eq!((ops.a, ops.b), (Op::N, Op::T));
+    assert_eq!((params.alpha, params.beta), (2.0, 0.5));
+}
+
+// ---- Algorithm choice ----
+
+#[test]
+fn auto_splits_k_only_when_the_tiles_leave_sms_idle() {
+    // 512 x 512: 16 tiles of 128 x 128 for 132 SMs, K long: split.
+    let small = auto(&GemmConfig::new(512, 512, 16_384));
+    assert!(small.split_k > 1, "{small}");
+    // 4096 x 4096: 1024 tiles: the GPU is full without a split.
+    let large = auto(&GemmConfig::new(4096, 4096, 4096));
+    assert_eq!(large.split_k, 1, "{large}");
+    // Batched calls fill the GPU with products instead.
+    let batch = auto(&GemmConfig::new(128, 128, 4096).batched(256, 0, 0, 128 * 128));
+    assert_eq!(batch.split_k, 1, "{batch}");
+}
+
+#[test]
+fn auto_reads_transposed_operands_with_a_transposed_kernel() {
+    for (op_a, op_b) in [(Op::T, Op::N), (Op::N, Op::T), (Op::T, Op::T)] {
+        let c = auto(&GemmConfig::new(256, 256, 256).op_a(op_a).op_b(op_b));
+        assert_eq!((c.kernel.ops.a, c.kernel.ops.b), (op_a, op_b), "{c}");
+    }
+    // Column-major N x N is row-major N x N with A and B swapped.
+    let c = auto(&GemmConfig::new(256, 256, 256).layout(Layout::ColMajor));
+    assert_eq!((c.kernel.ops.a, c.kernel.ops.b), (Op::N, Op::N), "{c}");
+}
+
+// ---- Every API path on the emulator ----
+
+/// Scalars: (1, 0) with NaN in C, a general pair, alpha 0 (A and B not
+/// read), and both 0 (zeros, C not read).
+const SCALARS: &[(f32, f32)] = &[(1.0, 0.0), (0.5, -2.0), (0.0, 0.5), (0.0, 0.0)];
+
+#[test]
+fn every_op_layout_and_scalar_pair_matches_the_reference_on_the_emulator() {
+    let (m, n, k) = (19, 9, 13);
+    for layout in [Layout::RowMajor, Layout::ColMajor] {
+        for op_a in [Op::N, Op::T] {
+            for op_b in [Op::N, Op::T] {
+                for &(alpha, beta) in SCALARS {
+                    let cfg = GemmConfig::new(m, n, k)
+                        .layout(layout)
+                        .op_a(op_a)
+                        .op_b(op_b)
+                        .scalars(alpha, beta);
+                    emulate_and_check(&cfg, auto(&cfg));
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn padded_leading_dimensions_and_strided_batches_match_the_reference_on_the_emulator() {
+    let (m, n, k) = (17, 6, 11);
+    for layout in [Layout::RowMajor, Layout::ColMajor] {
+        for (op_a, op_b) in [(Op::N, Op::N), (Op::T, Op::T)] {
+            let dense = GemmConfig::new(m, n, k)
+                .layout(layout)
+                .op_a(op_a)
+                .op_b(op_b);
+            // Leading dimensions 3 beyond the rows (not multiples of 4:
+            // the kernels take their guarded paths), then a batch of 3
+            // with gaps between the products.
+            let padded = dense
+                .clone()
+                .lds(dense.lda + 3, dense.ldb + 3, dense.ldc + 3);
+            let (la, lb, lc) = lens(&padded);
+            let batch = padded
+                .clone()
+                .scalars(1.5, 0.25)
+                .batched(3, la + 5, lb + 1, lc + 2);
+            for cfg in [padded, batch] {
+                emulate_and_check(&cfg, auto(&cfg));
+            }
+        }
+    }
+}
+
+#[test]
+fn aligned_leading_dimensions_take_the_vector_path_and_match() {
+    // 128 x 128 blocks inside C, K a multiple of BK, leading dimensions
+    // multiples of 4: the interior fast path runs.
+    let cfg = GemmConfig::new(128, 128, 32)
+        .lds(36, 132, 136)
+        .scalars(1.0, 1.0);
+    emulate_and_check(&cfg, kernel("tuned_128x128x16_w32x64", 1));
+    for (op_a, op_b, name) in [
+        (Op::T, Op::N, "tuned_128x128x16_w32x64_tn"),
+        (Op::N, Op::T, "tuned_128x128x16_w32x64_nt"),
+        (Op::T, Op::T, "tuned_128x128x16_w32x64_tt"),
+    ] {
+        let cfg = GemmConfig::new(128, 128, 32).op_a(op_a).op_b(op_b);
+        emulate_and_check(&cfg, kernel(name, 1));
+    }
+}
+
+#[test]
+fn split_k_matches_the_reference_on_the_emulator() {
+    // K = 200 in 3 slices of 96, 96 and 8; and in more slices than fit
+    // (7 asked, 4 of 64 ... take work).
+    for (op_a, op_b) in [(Op::N, Op::N), (Op::T, Op::N), (Op::N, Op::T)] {
+        let cfg = GemmConfig::new(9, 21, 200)
+            .op_a(op_a)
+            .op_b(op_b)
+            .scalars(2.0, -1.0);
+        let name = match (op_a, op_b) {
+            (Op::N, Op::N) => "tuned_64x128x8_w32x64",
+            (Op::T, Op::N) => "tuned_128x128x16_w32x64_tn",
+            _ => "tuned_128x128x16_w32x64_nt",
+        };
+        for split in [3, 7] {
+            emulate_and_check(&cfg, kernel(name, split));
+        }
+    }
+}
+
+#[test]
+fn split_k_gives_the_same_bits_on_every_run() {
+    let cfg = GemmConfig::new(8, 8, 256);
+    let (la, lb, lc) = lens(&cfg);
+    let (a, b, c) = (values(la, 4), values(lb, 5), vec![0.0; lc]);
+    let choice = kernel("tuned_64x128x8_w32x64", 4);
+    let first = blas::emulate(&cfg, choice, &a, &b, &c).unwrap().unwrap();
+    for _ in 0..3 {
+        let again = blas::emulate(&cfg, choice, &a, &b, &c).unwrap().unwrap();
+        assert!(
+            first
+                .iter()
+                .zip(&again)
+                .all(|(x, y)| x.to_bits() == y.to_bits())
+        );
+    }
+}
+
+#[test]
+fn the_naive_kernel_runs_every_call_it_is_named_for() {
+    let cfg = GemmConfig::new(5, 7, 3)
+        .lds(4, 9, 8)
+        .scalars(-1.0, 2.0)
+        .batched(2, 40, 40, 40)
+        .algorithm(Algorithm::Kernel {
+            name: "naive".into(),
+            split_k: 1,
+        });
+    emulate_and_check(&cfg, kernel("naive", 1));
+}
+
+// ---- Random calls ----
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![Just(Op::N), Just(Op::T)]
+}
+
+fn layout() -> impl Strategy<Value = Layout> {
+    prop_oneof![Just(Layout::RowMajor), Just(Layout::ColMajor)]
+}
+
+prop_compose! {
+    fn call()(
+        (m, n, k) in (1usize..40, 1usize..40, 1usize..70),
+        layout in layout(),
+        (op_a, op_b) in (op(), op()),
+        (pad_a, pad_b, pad_c) in (0usize..6, 0usize..6, 0usize..6),
+        alpha in prop_oneof![Just(0.0f32), -2.0f32..2.0],
+        beta in prop_oneof![Just(0.0f32), Just(1.0f32), -2.0f32..2.0],
+        (batch, gap) in (1usize..4, 0usize..9),
+    ) -> GemmConfig {
+        let dense = GemmConfig::new(m, n, k).layout(layout).op_a(op_a).op_b(op_b);
+        let cfg = dense
+            .clone()
+            .lds(dense.lda + pad_a, dense.ldb + pad_b, dense.ldc + pad_c)
+            .scalars(alpha, beta);
+        let (la, lb, lc) = lens(&cfg);
+        cfg.batched(batch, la + gap, lb + gap, lc + gap)
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+
+    #[test]
+    fn random_calls_match_the_reference_on_the_emulator(cfg in call(), split in 1usize..4) {
+        let mut choice = auto(&cfg);
+        if cfg.batch == 1 && split <= cfg.k {
+            choice.split_k = split;
+        }
+        emulate_and_check(&cfg, choice);
+    }
+}
