@@ -16,6 +16,8 @@ struct GemmParams {
     unsigned slices;         // split-K's reduction: partial sums to add
     unsigned long long stride_a, stride_b, stride_c;  // between products of a batch
 };
+static_assert(sizeof(GemmParams) == 64 && alignof(GemmParams) == 8,
+              "GemmParams must match kernels-gpu/src/gemm.rs");
 
 // Moves A, B and C to product blockIdx.z of the batch (for split-K, slice
 // z of K, whose depth p.k becomes).
@@ -27,6 +29,21 @@ static __device__ __forceinline__ void gemm_batch(const float*& A, const float*&
     B += z * p.stride_b;
     C += z * p.stride_c;
 }
+
+// An entry's two paths, as the Rust entries (gemm_kernel!) have them: the
+// body on the parameters themselves for one product, and on pointers moved
+// to product blockIdx.z for a batch. Two copies of the body, so that a
+// one-product launch keeps A, B and C as parameters (reloaded from the
+// constant bank) instead of computed pointers held in registers.
+#define GEMM_DISPATCH(BODY, A, B, C, P)   \
+    do {                                  \
+        if (gridDim.z == 1) {             \
+            BODY(A, B, C, P);             \
+        } else {                          \
+            gemm_batch(A, B, C, P);       \
+            BODY(A, B, C, P);             \
+        }                                 \
+    } while (0)
 
 // A, B and C 16-byte aligned and leading dimensions multiples of 4: the
 // vector paths' condition (Gemm::vec4).

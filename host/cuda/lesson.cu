@@ -10,8 +10,8 @@
 #define T TILE
 
 // One thread per element of C; consecutive threads take consecutive columns.
-extern "C" __global__ void naive(const float* A, const float* B, float* C, GemmParams p) {
-    gemm_batch(A, B, C, p);
+static __device__ __forceinline__ void naive_body(const float* A, const float* B, float* C,
+                                                  const GemmParams& p) {
     int M = p.m, N = p.n, K = p.k, lda = p.lda, ldb = p.ldb, ldc = p.ldc;
     int row = blockIdx.y * blockDim.y + threadIdx.y;
     int col = blockIdx.x * blockDim.x + threadIdx.x;
@@ -22,9 +22,13 @@ extern "C" __global__ void naive(const float* A, const float* B, float* C, GemmP
     gemm_store(p, C, row * ldc + col, acc);
 }
 
+extern "C" __global__ void naive(const float* A, const float* B, float* C, GemmParams p) {
+    GEMM_DISPATCH(naive_body, A, B, C, p);
+}
+
 // The lesson's matmul_tiled, for any M, N, K.
-extern "C" __global__ void tiled16(const float* A, const float* B, float* C, GemmParams p) {
-    gemm_batch(A, B, C, p);
+static __device__ __forceinline__ void tiled16_body(const float* A, const float* B, float* C,
+                                                    const GemmParams& p) {
     int M = p.m, N = p.n, K = p.k, lda = p.lda, ldb = p.ldb, ldc = p.ldc;
     __shared__ float As[T][T + 1];
     __shared__ float Bs[T][T + 1];
@@ -45,4 +49,8 @@ extern "C" __global__ void tiled16(const float* A, const float* B, float* C, Gem
         __syncthreads();  // done reading before next phase overwrites
     }
     if (row < M && col < N) gemm_store(p, C, row * ldc + col, acc);
+}
+
+extern "C" __global__ void tiled16(const float* A, const float* B, float* C, GemmParams p) {
+    GEMM_DISPATCH(tiled16_body, A, B, C, p);
 }

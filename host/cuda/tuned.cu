@@ -191,8 +191,8 @@ __device__ __forceinline__ void tuned_body(const float* A, const float* B, float
 
 // The vector body for interior blocks of aligned shapes, else the guarded one.
 template <int BM, int BN, int BK, int WM_ITERS, int WN_ITERS>
-__device__ __forceinline__ void tuned(const float* A, const float* B, float* C, GemmParams p) {
-    gemm_batch(A, B, C, p);
+__device__ __forceinline__ void tuned(const float* A, const float* B, float* C,
+                                      const GemmParams& p) {
     const int row0 = blockIdx.y * BM, col0 = blockIdx.x * BN;
     if (row0 + BM <= (int)p.m && col0 + BN <= (int)p.n && p.k % BK == 0 && gemm_vec4(A, B, C, p))
         tuned_body<BM, BN, BK, WM_ITERS, WN_ITERS, false>(A, B, C, p, row0, col0);
@@ -203,7 +203,7 @@ __device__ __forceinline__ void tuned(const float* A, const float* B, float* C, 
 // tuned_{BM}x{BN}x{BK}_w{WM}x{WN}: WM = 16 * WM_ITERS, WN = 32 * WN_ITERS.
 #define INSTANCE(BM, BN, BK, WMI, WNI, NAME)                                                 \
     extern "C" __global__ void NAME(const float* A, const float* B, float* C, GemmParams p) { \
-        tuned<BM, BN, BK, WMI, WNI>(A, B, C, p);                                               \
+        GEMM_DISPATCH((tuned<BM, BN, BK, WMI, WNI>), A, B, C, p);                              \
     }
 
 INSTANCE(128, 128, 16, 2, 2, tuned_128x128x16_w32x64)

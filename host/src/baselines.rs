@@ -7,7 +7,8 @@
 use std::sync::Arc;
 
 use cudarc::cublas::sys::{cublasMath_t, cublasOperation_t};
-use cudarc::cublas::{CudaBlas, Gemm, GemmConfig};
+use cudarc::cublas::{CudaBlas, Gemm, GemmConfig, StridedBatchedConfig};
+use cudarc::driver::CudaSlice;
 use cudarc::nvrtc::CompileOptions;
 use kernels_gpu::launch::{KernelSpec, Precision};
 use kernels_gpu::registry;
@@ -217,6 +218,74 @@ impl Cublas {
             ));
         }
         Ok(Self { blas, precision })
+    }
+}
+
+impl Cublas {
+    /// Enqueues the library call `cfg` through cuBLAS SGEMM (strided
+    /// batched when `cfg.batch > 1`), on buffers laid out as `cfg` says:
+    /// the bench's yardstick for `rust_gemm::blas`. cuBLAS is
+    /// column-major, so a row-major call goes in as the column-major
+    /// `C^T = op(B)^T op(A)^T`: A and B swapped, their operations kept.
+    pub fn sgemm(
+        &self,
+        cfg: &crate::blas::GemmConfig,
+        a: &CudaSlice<f32>,
+        b: &CudaSlice<f32>,
+        c: &mut CudaSlice<f32>,
+    ) -> Result<(), HostError> {
+        use crate::blas::{Layout, Op};
+        let op = |o: Op| match o {
+            Op::N => cublasOperation_t::CUBLAS_OP_N,
+            Op::T => cublasOperation_t::CUBLAS_OP_T,
+        };
+        let int = |x: usize, what: &str| {
+            i32::try_from(x)
+                .map_err(|_| HostError::BadShape(format!("cuBLAS takes {what} up to 2^31 - 1")))
+        };
+        let row = cfg.layout == Layout::RowMajor;
+        let ((x, op_x, ldx, sx), (y, op_y, ldy, sy), m, n) = if row {
+            (
+                (b, cfg.op_b, cfg.ldb, cfg.stride_b),
+                (a, cfg.op_a, cfg.lda, cfg.stride_a),
+                cfg.n,
+                cfg.m,
+            )
+        } else {
+            (
+                (a, cfg.op_a, cfg.lda, cfg.stride_a),
+                (b, cfg.op_b, cfg.ldb, cfg.stride_b),
+                cfg.m,
+                cfg.n,
+            )
+        };
+        let gemm = GemmConfig {
+            transa: op(op_x),
+            transb: op(op_y),
+            m: int(m, "sizes")?,
+            n: int(n, "sizes")?,
+            k: int(cfg.k, "sizes")?,
+            alpha: cfg.alpha,
+            lda: int(ldx, "leading dimensions")?,
+            ldb: int(ldy, "leading dimensions")?,
+            beta: cfg.beta,
+            ldc: int(cfg.ldc, "leading dimensions")?,
+        };
+        let failed = |e| HostError::BadShape(format!("{} failed: {e:?}", self.name()));
+        if cfg.batch == 1 {
+            // SAFETY: the sizes, leading dimensions and operations describe
+            // the buffers as `cfg` does (the bench allocates them from it).
+            return unsafe { self.blas.gemm(gemm, x, y, c) }.map_err(failed);
+        }
+        let batched = StridedBatchedConfig {
+            gemm,
+            batch_size: int(cfg.batch, "batch counts")?,
+            stride_a: sx as i64,
+            stride_b: sy as i64,
+            stride_c: cfg.stride_c as i64,
+        };
+        // SAFETY: as above, for every product of the batch.
+        unsafe { self.blas.gemm_strided_batched(batched, x, y, c) }.map_err(failed)
     }
 }
 

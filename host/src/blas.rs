@@ -550,9 +550,11 @@ pub struct Sgemm {
 }
 
 impl Sgemm {
-    /// A handle that enqueues on `stream`. Loads the kernels' PTX modules
-    /// that the stream's GPU can run into its context (the driver compiles
-    /// them: this takes a moment, once).
+    /// A handle that enqueues on `stream`. Loads the PTX modules of
+    /// `Auto`'s kernels into the stream's context (the driver compiles
+    /// them; the first time on a machine this takes seconds, later the
+    /// driver's cache has them); a kernel named in a call loads its
+    /// module then.
     pub fn new(stream: Arc<CudaStream>) -> Result<Self, GemmError> {
         let gpu = Gpu::for_stream(stream)?;
         let mut me = Self {

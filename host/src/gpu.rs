@@ -5,7 +5,7 @@
 //! buffers, module and context free themselves on drop, so every error
 //! path leaves the GPU clean.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use cudarc::driver::sys::{CUdevice_attribute, CUfunction_attribute};
 use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream};
@@ -99,9 +99,11 @@ pub struct Gpu {
 
 /// Where the kernels' entries come from.
 enum Modules {
-    /// The built-in modules this GPU can run, by name; the others are
-    /// absent (their kernels need a newer GPU).
-    BuiltIn(Vec<(&'static str, Arc<CudaModule>)>),
+    /// The built-in modules, each loaded the first time one of its entries
+    /// is asked for (the driver compiles a module's PTX when it is loaded,
+    /// seconds for the large ones the first time on a machine: a program
+    /// pays only for the modules it uses). Only those this GPU can run.
+    BuiltIn(Mutex<Vec<(&'static str, Arc<CudaModule>)>>),
     /// One PTX file given by the user, for every kernel (`--ptx`).
     File(Arc<CudaModule>),
 }
@@ -130,9 +132,7 @@ pub fn device_count() -> Result<usize, HostError> {
 impl Gpu {
     /// Opens GPU `ordinal` and loads the built-in PTX modules it can run.
     pub fn open(ordinal: usize) -> Result<Self, HostError> {
-        let mut gpu = Self::open_device(ordinal)?;
-        gpu.load_built_in()?;
-        Ok(gpu)
+        Self::open_device(ordinal)
     }
 
     /// Opens GPU `ordinal` and loads every kernel from `ptx` (PTX source text).
@@ -147,23 +147,25 @@ impl Gpu {
 
     /// The GPU of a caller's `stream` (the library's way in: launches
     /// go on that stream, and cudarc's event tracking stays as the caller
-    /// set it), with the built-in PTX modules it can run loaded into the
-    /// stream's context.
+    /// set it); the built-in PTX modules are loaded into the stream's
+    /// context as they are needed.
     pub fn for_stream(stream: Arc<CudaStream>) -> Result<Self, HostError> {
         let ctx = stream.context().clone();
-        let mut gpu = Self::with_context(ctx, stream)?;
-        gpu.load_built_in()?;
-        Ok(gpu)
+        Self::with_context(ctx, stream)
     }
 
-    /// Loads the built-in modules this GPU can run.
-    fn load_built_in(&mut self) -> Result<(), HostError> {
-        let mut loaded = Vec::new();
-        for module in MODULES.iter().filter(|m| self.runs_module(m)) {
-            loaded.push((module.name, self.load(crate::ptx(module))?));
+    /// The built-in `module`, loaded now if it was not yet.
+    fn built_in(&self, module: &PtxModule) -> Result<Arc<CudaModule>, HostError> {
+        let Modules::BuiltIn(loaded) = &self.ptx else {
+            unreachable!("only called for built-in modules");
+        };
+        let mut loaded = loaded.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((_, m)) = loaded.iter().find(|(name, _)| *name == module.name) {
+            return Ok(m.clone());
         }
-        self.ptx = Modules::BuiltIn(loaded);
-        Ok(())
+        let m = self.load(crate::ptx(module))?;
+        loaded.push((module.name, m.clone()));
+        Ok(m)
     }
 
     /// A context and stream on GPU `ordinal`, no module loaded yet.
@@ -200,7 +202,7 @@ impl Gpu {
         Ok(Self {
             ctx,
             stream,
-            ptx: Modules::BuiltIn(Vec::new()),
+            ptx: Modules::BuiltIn(Mutex::new(Vec::new())),
             info,
             max_shared_bytes,
         })
@@ -254,17 +256,15 @@ impl Gpu {
         ))
     }
 
-    /// What is loaded, for reports: `ladder (sm_70), ..., mma (sm_80)`,
+    /// The modules this GPU runs (each loaded when first used), for reports:
+    /// `ladder (sm_70), ..., mma (sm_80)`,
     /// or the PTX file's `.target`.
     pub fn ptx_description(&self) -> String {
         match &self.ptx {
             Modules::File(_) => "a PTX file (--ptx)".into(),
-            Modules::BuiltIn(loaded) => {
+            Modules::BuiltIn(_) => {
                 let mut parts: Vec<String> = Vec::new();
-                for module in MODULES
-                    .iter()
-                    .filter(|m| loaded.iter().any(|l| l.0 == m.name))
-                {
+                for module in MODULES.iter().filter(|m| self.runs_module(m)) {
                     parts.push(format!("{} ({})", module.name, module.arch.target_cpu));
                 }
                 parts.join(", ")
@@ -276,12 +276,8 @@ impl Gpu {
     pub fn function(&self, spec: &KernelSpec) -> Result<CudaFunction, HostError> {
         self.check_runs(spec)?;
         let module = match &self.ptx {
-            Modules::File(module) => module,
-            Modules::BuiltIn(loaded) => loaded
-                .iter()
-                .find(|(name, _)| *name == spec.module.name)
-                .map(|(_, module)| module)
-                .expect("every module this GPU runs is loaded"),
+            Modules::File(module) => module.clone(),
+            Modules::BuiltIn(_) => self.built_in(spec.module)?,
         };
         let f = module
             .load_function(spec.name)
@@ -298,11 +294,9 @@ impl Gpu {
     /// file.
     pub fn utility(&self, module: &PtxModule, entry: &str) -> Result<CudaFunction, HostError> {
         let loaded = match &self.ptx {
-            Modules::File(module) => Some(module),
-            Modules::BuiltIn(loaded) => loaded
-                .iter()
-                .find(|(name, _)| *name == module.name)
-                .map(|(_, module)| module),
+            Modules::File(module) => Some(module.clone()),
+            Modules::BuiltIn(_) if self.runs_module(module) => Some(self.built_in(module)?),
+            Modules::BuiltIn(_) => None,
         };
         let Some(loaded) = loaded else {
             return Err(HostError::BadShape(format!(

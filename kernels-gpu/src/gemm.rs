@@ -45,6 +45,11 @@ pub struct GemmParams {
     pub stride_c: u64,
 }
 
+// The layout the PTX entries declare (`.param .align 8 .b8 p[64]`) and
+// the C++ twins' struct has (host/cuda/gemm_params.cuh asserts the same).
+const _: () = assert!(core::mem::size_of::<GemmParams>() == 64);
+const _: () = assert!(core::mem::align_of::<GemmParams>() == 8);
+
 impl GemmParams {
     /// One dense product, `C = A * B`: leading dimensions equal to the row
     /// lengths, alpha 1, beta 0.
@@ -114,50 +119,93 @@ impl Gemm {
 
 #[cfg(target_arch = "nvptx64")]
 impl Gemm {
-    /// Builds the arguments of product `blockIdx.z` from a kernel's raw
-    /// parameters (PTX entries only; on the host the emulator builds
+    /// Builds the arguments from a kernel's raw parameters, for a launch
+    /// of one product (`gridDim.z == 1`): A, B and C are the parameters
+    /// themselves (PTX entries only; on the host the emulator builds
     /// `Gemm` from checked buffers).
     ///
     /// # Safety
-    /// For every `z < gridDim.z`: `a + z * stride_a`, `b + z * stride_b`
-    /// and `c + z * stride_c` address live device buffers that hold an
-    /// `m x k`, `k x n` and `m x n` matrix with the leading dimensions of
-    /// `p` for the whole launch (with split-K, `k` the slice's depth, and
-    /// `z * k_slice < k`); the C of one product overlaps no input and no
-    /// other product's C.
+    /// `a`, `b` and `c` address live device buffers that hold an `m x k`,
+    /// `k x n` and `m x n` matrix with the leading dimensions of `p` for
+    /// the whole launch (with split-K, `k` the slice's depth, and
+    /// `k_slice < k` unless it is 0); C overlaps neither input.
     #[inline(always)]
     pub unsafe fn from_raw(a: *const f32, b: *const f32, c: *mut f32, p: GemmParams) -> Self {
+        // SAFETY: forwarded from this function's contract.
+        unsafe {
+            Self::new(
+                GlobalIn::from_raw(a),
+                GlobalIn::from_raw(b),
+                GlobalOut::from_raw(c),
+                p,
+                0,
+            )
+        }
+    }
+
+    /// [`Self::from_raw`] for product `blockIdx.z` of a batch (a split-K
+    /// slice included): A, B and C move by `z * stride_*` elements.
+    ///
+    /// Why two constructors (`gemm_kernel!` picks one by `gridDim.z`): a
+    /// pointer moved by a run-time offset is a computed value the whole
+    /// kernel keeps in registers, where a parameter is reloaded from the
+    /// constant bank when needed; the best FP32 kernels lost 3-5 % to it
+    /// at n = 4096, so one-product launches (most) keep the parameters.
+    ///
+    /// # Safety
+    /// As [`Self::from_raw`] for every `z < gridDim.z` with the pointers
+    /// moved by `z * stride_*`; no product's C overlaps an input or
+    /// another product's C.
+    #[inline(always)]
+    pub unsafe fn from_raw_batched(
+        a: *const f32,
+        b: *const f32,
+        c: *mut f32,
+        p: GemmParams,
+    ) -> Self {
         let z = crate::device::block_idx_z() as u64;
-        // A split-K slice is at most k_slice deep, the last one what is left.
-        let k = if p.k_slice == 0 {
-            p.k
-        } else {
-            p.k_slice.min(p.k - z as u32 * p.k_slice)
-        };
         let (a, b, c) = (
             a.wrapping_add((z * p.stride_a) as usize),
             b.wrapping_add((z * p.stride_b) as usize),
             c.wrapping_add((z * p.stride_c) as usize),
         );
-        let vec4 =
-            (a as usize | b as usize | c as usize) % 16 == 0 && (p.lda | p.ldb | p.ldc) % 4 == 0;
-        let vec2_c = c as usize % 8 == 0 && p.ldc % 2 == 0;
         // SAFETY: forwarded from this function's contract.
         unsafe {
-            Self {
-                a: GlobalIn::from_raw(a),
-                b: GlobalIn::from_raw(b),
-                c: GlobalOut::from_raw(c),
-                m: p.m as usize,
-                n: p.n as usize,
-                k: k as usize,
-                lda: p.lda as usize,
-                ldb: p.ldb as usize,
-                ldc: p.ldc as usize,
-                alpha: p.alpha,
-                beta: p.beta,
-                slices: p.slices as usize,
-            }
+            Self::new(
+                GlobalIn::from_raw(a),
+                GlobalIn::from_raw(b),
+                GlobalOut::from_raw(c),
+                p,
+                z as u32,
+            )
+        }
+    }
+}
+
+impl Gemm {
+    /// Product `z`'s arguments on the views `a`, `b`, `c` (already at
+    /// that product): with split-K its depth is what is left of K from
+    /// slice `z` on, at most `k_slice`.
+    #[inline(always)]
+    pub(crate) fn new(a: GlobalIn, b: GlobalIn, c: GlobalOut, p: GemmParams, z: u32) -> Self {
+        let k = if p.k_slice == 0 {
+            p.k
+        } else {
+            p.k_slice.min(p.k - z * p.k_slice)
+        };
+        Self {
+            a,
+            b,
+            c,
+            m: p.m as usize,
+            n: p.n as usize,
+            k: k as usize,
+            lda: p.lda as usize,
+            ldb: p.ldb as usize,
+            ldc: p.ldc as usize,
+            alpha: p.alpha,
+            beta: p.beta,
+            slices: p.slices as usize,
         }
     }
 }
@@ -382,7 +430,10 @@ impl Gemm {
 }
 
 /// Exports a kernel body `fn name(Gemm)` as the PTX entry `name` with the
-/// parameters `(const float* A, const float* B, float* C, GemmParams p)`;
+/// parameters `(const float* A, const float* B, float* C, GemmParams p)`,
+/// which runs the body on `Gemm::from_raw` for one product and on
+/// `Gemm::from_raw_batched` for a batch; `gemm_kernel!(name, one_product)`
+/// only the first (`KernelSpec::batches` false);
 /// `gemm_kernel!(name, tensor_maps)` a body `fn name(Gemm, TensorMaps)`
 /// with one more parameter, `const u8* maps`.
 #[macro_export]
@@ -395,6 +446,35 @@ macro_rules! gemm_kernel {
             /// # Safety
             /// Launched by the host with the geometry of the kernel's `SPEC`
             /// and buffers as [`Gemm::from_raw`](crate::gemm::Gemm::from_raw) requires.
+            #[unsafe(no_mangle)]
+            pub unsafe extern "ptx-kernel" fn $name(
+                a: *const f32,
+                b: *const f32,
+                c: *mut f32,
+                p: $crate::gemm::GemmParams,
+            ) {
+                // Uniform: one product, or a batch (split-K included).
+                if $crate::device::grid_dim_z() == 1 {
+                    // SAFETY: the host upholds the launch contract above.
+                    super::$name(unsafe { $crate::gemm::Gemm::from_raw(a, b, c, p) })
+                } else {
+                    // SAFETY: as above, for every product of the batch.
+                    super::$name(unsafe { $crate::gemm::Gemm::from_raw_batched(a, b, c, p) })
+                }
+            }
+        }
+    };
+    // A kernel that computes one product per launch (`KernelSpec::batches`
+    // false; the host never launches it with gridDim.z > 1).
+    ($name:ident, one_product) => {
+        #[cfg(target_arch = "nvptx64")]
+        mod entry {
+            /// PTX entry point; see the body of the same name in the parent module.
+            ///
+            /// # Safety
+            /// Launched by the host with the geometry of the kernel's `SPEC`,
+            /// one product, and buffers as
+            /// [`Gemm::from_raw`](crate::gemm::Gemm::from_raw) requires.
             #[unsafe(no_mangle)]
             pub unsafe extern "ptx-kernel" fn $name(
                 a: *const f32,

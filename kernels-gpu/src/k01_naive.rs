@@ -47,6 +47,7 @@ pub const SPEC: KernelSpec = KernelSpec {
     body: Body::Emulated(naive),
     operands: Operands::Pointers,
     ops: Ops::NN,
+    batches: true,
 };
 
 /// `C[row][col] = sum_k A[row][k] * B[k][col]`, one thread per `(row, col)`.

@@ -61,6 +61,7 @@ pub const SPEC: KernelSpec = KernelSpec {
     body: Body::Emulated(tiled16),
     operands: Operands::Pointers,
     ops: Ops::NN,
+    batches: true,
 };
 
 /// The lesson's `matmul_tiled`, with edge guards.
@@ -188,6 +189,7 @@ pub const SPEC_NOPAD: KernelSpec = KernelSpec {
     body: Body::Emulated(tiled16_nopad),
     operands: Operands::Pointers,
     ops: Ops::NN,
+    batches: true,
 };
 
 /// `gemm_kernel!` makes one `entry` module per Rust module: this one gets its own.

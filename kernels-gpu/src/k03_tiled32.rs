@@ -57,6 +57,7 @@ pub const SPEC: KernelSpec = KernelSpec {
     body: Body::Emulated(tiled32),
     operands: Operands::Pointers,
     ops: Ops::NN,
+    batches: true,
 };
 
 /// Step 02's body with `T = 32`.

@@ -74,6 +74,7 @@ pub const SPEC: KernelSpec = KernelSpec {
     body: Body::Emulated(blocktile_2d),
     operands: Operands::Pointers,
     ops: Ops::NN,
+    batches: true,
 };
 
 /// Picks the unguarded body for interior blocks of aligned shapes.

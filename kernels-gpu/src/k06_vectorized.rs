@@ -84,6 +84,7 @@ pub const SPEC: KernelSpec = KernelSpec {
     body: Body::Emulated(vectorized),
     operands: Operands::Pointers,
     ops: Ops::NN,
+    batches: true,
 };
 
 /// Picks the vector body for interior blocks of aligned shapes.

@@ -92,6 +92,7 @@ pub const SPEC: KernelSpec = KernelSpec {
     body: Body::Emulated(double_buffer),
     operands: Operands::Pointers,
     ops: Ops::NN,
+    batches: true,
 };
 
 /// Picks the vector body for interior blocks of aligned shapes.

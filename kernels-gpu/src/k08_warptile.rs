@@ -115,6 +115,7 @@ pub const SPEC: KernelSpec = KernelSpec {
     body: Body::Emulated(warptile),
     operands: Operands::Pointers,
     ops: Ops::NN,
+    batches: true,
 };
 
 /// Picks the vector body for interior blocks of aligned shapes.

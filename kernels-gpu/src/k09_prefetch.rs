@@ -130,6 +130,7 @@ pub const SPEC: KernelSpec = KernelSpec {
     body: Body::Emulated(prefetch),
     operands: Operands::Pointers,
     ops: Ops::NN,
+    batches: true,
 };
 
 /// Picks the vector body for interior blocks of aligned shapes.

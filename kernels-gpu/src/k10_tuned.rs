@@ -185,6 +185,7 @@ impl Params {
             body: Body::Emulated(body),
             operands: Operands::Pointers,
             ops,
+            batches: true,
         }
     }
 }

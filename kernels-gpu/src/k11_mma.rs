@@ -146,6 +146,7 @@ impl Params {
             body: Body::Emulated(body),
             operands: Operands::Pointers,
             ops: Ops::NN,
+            batches: false,
         }
     }
 }
@@ -171,7 +172,7 @@ macro_rules! instance {
         mod $name {
             #[cfg(target_arch = "nvptx64")]
             use super::$name;
-            crate::gemm_kernel!($name);
+            crate::gemm_kernel!($name, one_product);
         }
     };
 }

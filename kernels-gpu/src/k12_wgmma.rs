@@ -130,6 +130,7 @@ impl Params {
                 a_swizzle_128: true,
             }),
             ops: Ops::NN,
+            batches: false,
         }
     }
 }

@@ -116,6 +116,7 @@ impl Params {
                 a_swizzle_128: true,
             }),
             ops: Ops::NN,
+            batches: false,
         }
     }
 }

@@ -58,6 +58,7 @@ pub const REDUCE: KernelSpec = KernelSpec {
     body: Body::Emulated(reduce_slices),
     operands: Operands::Pointers,
     ops: Ops::NN,
+    batches: true,
 };
 
 /// One thread per column of a ROWS x THREADS strip of C; the slices are

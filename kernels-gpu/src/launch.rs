@@ -175,14 +175,19 @@ pub struct KernelSpec {
     pub operands: Operands,
     /// The layouts of A and B it reads.
     pub ops: Ops,
+    /// It computes batches (a grid z of several products, split-K's
+    /// slices included). The tensor-core kernels do not: TMA's maps
+    /// describe one A and one B, and the batched copy of step 11's entries
+    /// (`gemm_kernel!(name, one_product)`) spilled registers.
+    pub batches: bool,
 }
 
 impl KernelSpec {
     /// Why this kernel cannot take the products `p` describes (`batch` of
     /// them), if it cannot: a matrix that spans more than
     /// [`MAX_ELEMS`](crate::gemm::MAX_ELEMS) elements (the kernels'
-    /// offsets within a matrix are 32-bit), or, for a TMA kernel, more than
-    /// one product (its tensor maps describe one A and one B). Every kernel
+    /// offsets within a matrix are 32-bit), or more than one product for a
+    /// kernel that does not take batches ([`KernelSpec::batches`]). Every kernel
     /// takes every other problem (TMA kernels through padded copies where
     /// needed: [`Operands::padded`]).
     #[cfg(not(target_arch = "nvptx64"))]
@@ -206,10 +211,11 @@ impl KernelSpec {
                 ));
             }
         }
-        if batch > 1 && matches!(self.operands, Operands::TensorMaps(_)) {
+        if batch > 1 && !self.batches {
             return Some(format!(
-                "a batch of {batch} products: a TMA kernel takes one product per launch (its \
-                 tensor maps describe one A and one B)"
+                "a batch of {batch} products (or split-K slices): {} takes one product per \
+                 launch",
+                self.name
             ));
         }
         None
@@ -261,14 +267,18 @@ mod tests {
     }
 
     #[test]
-    fn tma_kernels_refuse_batches() {
+    fn tensor_core_kernels_refuse_batches() {
         use crate::gemm::GemmParams;
-        use crate::launch::Operands;
         for k in KERNELS {
             let why = k.unsupported(&GemmParams::dense(64, 64, 64), 2);
-            match k.operands {
-                Operands::TensorMaps(_) => assert!(why.unwrap().contains("one product")),
-                Operands::Pointers => assert_eq!(why, None, "{}", k.name),
+            if k.precision == crate::launch::Precision::Tf32 {
+                assert!(
+                    !k.batches && why.unwrap().contains("one product"),
+                    "{}",
+                    k.name
+                );
+            } else {
+                assert!(k.batches && why.is_none(), "{}", k.name);
             }
         }
     }

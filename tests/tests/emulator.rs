@@ -216,6 +216,7 @@ fn probe(name: &'static str, threads: u32, words: usize, body: fn(Gemm)) -> Kern
         body: Body::Emulated(body),
         operands: Operands::Pointers,
         ops: Ops::NN,
+        batches: true,
     }
 }
 

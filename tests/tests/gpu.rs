@@ -6,8 +6,10 @@
 use std::process::{Command, ExitCode};
 
 use kernels_gpu::registry::KERNELS;
+use rust_gemm::blas::{Algorithm, GemmConfig, Layout, Op, Sgemm};
 use rust_gemm::gpu::{self, Gpu};
 use rust_gemm::reference::Reference;
+use rust_gemm::reference::check_gemm;
 use rust_gemm::runner::{self, Buffers, Kernel, TimingOptions};
 use rust_gemm::shape::Shape;
 
@@ -97,12 +99,239 @@ fn main() -> ExitCode {
         "gpu::host_json_output_parses".into(),
         json_output(runnable.len()),
     );
+    for (name, result) in library(&gpu) {
+        check(format!("gpu::blas::{name}"), result);
+    }
     println!("\ngpu: {passed} passed, {failed} failed");
     if failed == 0 {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE
     }
+}
+
+/// Deterministic values in ±[0.5, 1.5).
+fn values(len: usize, seed: u64) -> Vec<f32> {
+    use rand::{Rng, SeedableRng};
+    let mut rng = rand::rngs::SmallRng::seed_from_u64(seed);
+    (0..len)
+        .map(|_| {
+            let x: f32 = rng.random_range(0.5..1.5);
+            if rng.random() { x } else { -x }
+        })
+        .collect()
+}
+
+/// Floats each buffer needs for `cfg`.
+fn lens(cfg: &GemmConfig) -> (usize, usize, usize) {
+    let stored = |rows: usize, cols: usize, ld: usize, stride: usize| {
+        let (lines, line) = match cfg.layout {
+            Layout::RowMajor => (rows, cols),
+            Layout::ColMajor => (cols, rows),
+        };
+        (cfg.batch - 1) * stride + (lines - 1) * ld + line
+    };
+    let (ar, ac) = if cfg.op_a == Op::N {
+        (cfg.m, cfg.k)
+    } else {
+        (cfg.k, cfg.m)
+    };
+    let (br, bc) = if cfg.op_b == Op::N {
+        (cfg.k, cfg.n)
+    } else {
+        (cfg.n, cfg.k)
+    };
+    (
+        stored(ar, ac, cfg.lda, cfg.stride_a),
+        stored(br, bc, cfg.ldb, cfg.stride_b),
+        stored(cfg.m, cfg.n, cfg.ldc, cfg.stride_c),
+    )
+}
+
+/// Runs `cfg` through the library on views that start `offset` floats
+/// into their buffers (so 0 gives 16-byte aligned operands, 1 misaligned
+/// ones), C holding NaN where beta is 0, and checks the whole C buffer.
+fn library_call(
+    sgemm: &Sgemm,
+    cfg: &GemmConfig,
+    offset: usize,
+    seed: u64,
+) -> Result<String, String> {
+    let (la, lb, lc) = lens(cfg);
+    let stream = sgemm.stream();
+    let a = values(la + offset, seed);
+    let b = values(lb + offset, seed + 1);
+    let c0 = if cfg.beta == 0.0 {
+        vec![f32::NAN; lc + offset]
+    } else {
+        values(lc + offset, seed + 2)
+    };
+    let e = |e: cudarc::driver::DriverError| e.to_string();
+    let a_dev = stream.clone_htod(&a).map_err(e)?;
+    let b_dev = stream.clone_htod(&b).map_err(e)?;
+    let mut c_dev = stream.clone_htod(&c0).map_err(e)?;
+    let choice = {
+        let a_view = a_dev.slice(offset..);
+        let b_view = b_dev.slice(offset..);
+        let mut c_view = c_dev.slice_mut(offset..);
+        sgemm
+            .gemm(cfg, &a_view, &b_view, &mut c_view)
+            .map_err(|e| e.to_string())?
+    };
+    let after = stream.clone_dtoh(&c_dev).map_err(e)?;
+    let v = check_gemm(
+        cfg,
+        (&a[offset..], &b[offset..]),
+        (&c0[offset..], &after[offset..]),
+        choice.kernel.precision,
+        usize::MAX,
+        seed,
+    );
+    if !v.passed {
+        return Err(format!(
+            "{choice}: max error {:e}, {} non-finite, worst {:?}",
+            v.max_error, v.nonfinite, v.worst
+        ));
+    }
+    if after[..offset]
+        .iter()
+        .zip(&c0[..offset])
+        .any(|(x, y)| x.to_bits() != y.to_bits())
+    {
+        return Err(format!("{choice} wrote before C's view"));
+    }
+    Ok(choice.to_string())
+}
+
+/// The library on the GPU: every op x layout x scalar pair, padded
+/// leading dimensions and strided batches, misaligned views, every
+/// candidate kernel by name, split-K, and the errors only a GPU can give.
+fn library(gpu: &Gpu) -> Vec<(String, Result<(), String>)> {
+    let mut out = Vec::new();
+    let sgemm = match Sgemm::new(gpu.stream.clone()) {
+        Ok(s) => s,
+        Err(e) => return vec![("handle".into(), Err(e.to_string()))],
+    };
+    let ok = |r: Result<String, String>| r.map(|_| ());
+    let mut seed = 1000;
+    for (m, n, k) in [(67, 45, 131), (256, 256, 256)] {
+        for layout in [Layout::RowMajor, Layout::ColMajor] {
+            for op_a in [Op::N, Op::T] {
+                for op_b in [Op::N, Op::T] {
+                    for (alpha, beta) in [(1.0, 0.0), (0.5, -2.0), (0.0, 0.5), (0.0, 0.0)] {
+                        let cfg = GemmConfig::new(m, n, k)
+                            .layout(layout)
+                            .op_a(op_a)
+                            .op_b(op_b)
+                            .scalars(alpha, beta);
+                        let name =
+                            format!("{layout:?}_{op_a:?}{op_b:?}_a{alpha}_b{beta}_{m}x{n}x{k}");
+                        seed += 3;
+                        out.push((name.clone(), ok(library_call(&sgemm, &cfg, 0, seed))));
+                        // Padded leading dimensions and a strided batch.
+                        let padded = cfg.clone().lds(cfg.lda + 3, cfg.ldb + 4, cfg.ldc + 5);
+                        let (la, lb, lc) = lens(&padded);
+                        let batch = padded.batched(3, la + 7, lb, lc + 1);
+                        out.push((
+                            format!("{name}_ld_batch3"),
+                            ok(library_call(&sgemm, &batch, 0, seed)),
+                        ));
+                        // Views that start one float in: no 16-byte alignment.
+                        out.push((
+                            format!("{name}_misaligned"),
+                            ok(library_call(&sgemm, &cfg, 1, seed)),
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    // Every candidate by name, unsplit and split in 5.
+    for cand in sgemm.candidates() {
+        let ops = cand.spec.ops;
+        let cfg = GemmConfig::new(300, 200, 700)
+            .op_a(ops.a)
+            .op_b(ops.b)
+            .scalars(1.0, 1.0);
+        for split in [1, 5] {
+            let named = cfg.clone().algorithm(Algorithm::Kernel {
+                name: cand.spec.name.into(),
+                split_k: split,
+            });
+            seed += 3;
+            out.push((
+                format!("{}_split{split}", cand.spec.name),
+                ok(library_call(&sgemm, &named, 0, seed)),
+            ));
+        }
+    }
+    // Auto splits K on a small C over a long K.
+    let deep = GemmConfig::new(256, 256, 8192);
+    out.push((
+        "auto_splits_256x256x8192".into(),
+        library_call(&sgemm, &deep, 0, 7).and_then(|c| {
+            if c.contains("split-K") {
+                Ok(())
+            } else {
+                Err(format!("Auto chose {c}"))
+            }
+        }),
+    ));
+    // Errors.
+    let a = gpu.stream.alloc_zeros::<f32>(64 * 64).unwrap();
+    let mut c = gpu.stream.alloc_zeros::<f32>(64 * 64).unwrap();
+    let expect_err =
+        |cfg: GemmConfig, c: &mut cudarc::driver::CudaSlice<f32>, want: &str| match sgemm
+            .gemm(&cfg, &a, &a, c)
+        {
+            Ok(choice) => Err(format!(
+                "{choice} ran, but the call should fail with '{want}'"
+            )),
+            Err(e) if e.to_string().contains(want) => Ok(()),
+            Err(e) => Err(format!("'{e}' does not say '{want}'")),
+        };
+    let named = |name: &str, split_k| Algorithm::Kernel {
+        name: name.into(),
+        split_k,
+    };
+    out.push((
+        "error_unknown_kernel".into(),
+        expect_err(
+            GemmConfig::new(64, 64, 64).algorithm(named("nope", 1)),
+            &mut c,
+            "no kernel is called nope",
+        ),
+    ));
+    out.push((
+        "error_wrong_layout".into(),
+        expect_err(
+            GemmConfig::new(64, 64, 64)
+                .op_a(Op::T)
+                .algorithm(named("tuned_128x128x16_w32x64", 1)),
+            &mut c,
+            "cannot compute this call: it reads A N",
+        ),
+    ));
+    out.push((
+        "error_split_of_a_batch".into(),
+        expect_err(
+            GemmConfig::new(32, 32, 32)
+                .batched(2, 0, 0, 1024)
+                .algorithm(named("naive", 2)),
+            &mut c,
+            "split-K takes one product per call",
+        ),
+    ));
+    out.push((
+        "error_buffer_too_small".into(),
+        // C's rows 65 apart: 63 * 65 + 64 = 4159 floats.
+        expect_err(
+            GemmConfig::new(64, 64, 64).lds(64, 64, 65),
+            &mut c,
+            "c holds 4096 floats",
+        ),
+    ));
+    out
 }
 
 /// `host --json` prints one object with a verified, timed entry per kernel

@@ -8,6 +8,7 @@ mod ncu;
 mod plot;
 mod render;
 mod results;
+mod suite;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -31,6 +32,9 @@ const QUICK_SIZES: &str = "1000,4096";
 const README_BEGIN: &str = "<!-- bench:begin (written by `cargo xtask bench --update-readme`) -->";
 const README_END: &str = "<!-- bench:end -->";
 const README_PLOT: &str = "docs/bench.svg";
+const SUITE_BEGIN: &str =
+    "<!-- suite:begin (written by `cargo xtask bench --suite --update-readme`) -->";
+const SUITE_END: &str = "<!-- suite:end -->";
 
 /// Benchmark every kernel against cuBLAS and the CUDA C++ twins.
 #[derive(Parser, Debug)]
@@ -66,6 +70,14 @@ struct Args {
     /// Do not flush L2 before each timed launch.
     #[arg(long)]
     no_flush: bool,
+    /// Run the library's suite of real shapes instead (`rust_gemm::blas`
+    /// with Auto, every registered kernel and split, and cuBLAS SGEMM);
+    /// with --from, a suite.json.
+    #[arg(long)]
+    suite: bool,
+    /// With --suite: only the calls of these names (as in the table).
+    #[arg(long, value_delimiter = ',', requires = "suite")]
+    calls: Option<Vec<String>>,
     /// Also profile each Rust kernel once under Nsight Compute (if installed).
     #[arg(long)]
     ncu: bool,
@@ -106,6 +118,9 @@ fn main() -> ExitCode {
 }
 
 fn run(args: &Args) -> Result<bool> {
+    if args.suite {
+        return run_suite(args);
+    }
     let results = match &args.from {
         Some(path) => {
             let text = std::fs::read_to_string(path)
@@ -137,6 +152,65 @@ fn run(args: &Args) -> Result<bool> {
     let ok = render::all_verified(&results);
     if !ok {
         eprintln!("error: a kernel failed verification (FAIL above)");
+    }
+    Ok(ok)
+}
+
+/// `--suite`: measure (or read `--from`), print, write, update the README.
+fn run_suite(args: &Args) -> Result<bool> {
+    let results = match &args.from {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("cannot read {}", path.display()))?;
+            serde_json::from_str::<suite::SuiteResults>(&text)
+                .with_context(|| format!("{} is not a suite.json", path.display()))?
+        }
+        None => {
+            let gpu = Gpu::open(args.device)?;
+            let budget = suite::Budget {
+                warmup: args.warmup,
+                min_reps: args.min_reps,
+                ms: if args.quick { 30.0 } else { args.budget_ms },
+                seed: args.seed,
+            };
+            suite::run(&gpu, &budget, args.calls.as_deref())?
+        }
+    };
+    let text = suite::markdown(&results);
+    println!("\n{text}");
+    if args.from.is_none() {
+        let stamp: String = results.date.chars().filter(char::is_ascii_digit).collect();
+        let dir = args.out.join(format!("suite-{stamp}"));
+        std::fs::create_dir_all(&dir)
+            .with_context(|| format!("cannot create {}", dir.display()))?;
+        std::fs::write(
+            dir.join("suite.json"),
+            serde_json::to_string_pretty(&results)?,
+        )?;
+        std::fs::write(dir.join("suite.md"), &text)?;
+        println!("Results: {}", dir.display());
+    }
+    if args.update_readme {
+        let readme = std::fs::read_to_string(&args.readme)
+            .with_context(|| format!("cannot read {}", args.readme.display()))?;
+        let (Some(begin), Some(end)) = (readme.find(SUITE_BEGIN), readme.find(SUITE_END)) else {
+            bail!(
+                "{} has no suite section: add the lines `{SUITE_BEGIN}` and `{SUITE_END}`",
+                args.readme.display()
+            );
+        };
+        let new = format!(
+            "{}{SUITE_BEGIN}\n{text}{}",
+            &readme[..begin],
+            &readme[end..]
+        );
+        std::fs::write(&args.readme, new)
+            .with_context(|| format!("cannot write {}", args.readme.display()))?;
+        println!("README: {} updated", args.readme.display());
+    }
+    let ok = results.all_verified();
+    if !ok {
+        eprintln!("error: a variant failed verification (FAIL above)");
     }
     Ok(ok)
 }

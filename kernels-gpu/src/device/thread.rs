@@ -39,6 +39,10 @@ special_register!(
     /// `Gemm::from_raw` only: kernel bodies see one product).
     block_idx_z => _block_idx_z
 );
+special_register!(
+    /// `gridDim.z`: how many products the launch computes.
+    grid_dim_z => _grid_dim_z
+);
 
 // On the host: the indices of the CPU emulator's thread running the body.
 #[cfg(not(target_arch = "nvptx64"))]

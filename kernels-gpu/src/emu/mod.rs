@@ -358,20 +358,13 @@ impl Launch {
             buffer(Memory::B, p.stride_b, self.b.len()),
             buffer(Memory::C, p.stride_c, self.c.len()),
         );
-        Gemm {
-            a: GlobalIn::emulated(a),
-            b: GlobalIn::emulated(b),
-            c: GlobalOut::emulated(c),
-            m: p.m as usize,
-            n: p.n as usize,
-            k: product_depth(p, z),
-            lda: p.lda as usize,
-            ldb: p.ldb as usize,
-            ldc: p.ldc as usize,
-            alpha: p.alpha,
-            beta: p.beta,
-            slices: p.slices as usize,
-        }
+        Gemm::new(
+            GlobalIn::emulated(a),
+            GlobalIn::emulated(b),
+            GlobalOut::emulated(c),
+            *p,
+            z as u32,
+        )
     }
 
     /// Runs `f` on the findings (blocks and threads report concurrently).

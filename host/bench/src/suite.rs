@@ -1,0 +1,494 @@
+//! `bench --suite`: the library (`rust_gemm::blas`) on a suite of real
+//! shapes, next to cuBLAS SGEMM in the same process. For each call:
+//! `Auto`, every registered kernel (and split) that could compute it, and
+//! cuBLAS, each verified against the f64 reference on the same inputs,
+//! then timed (CUDA events, L2 flushed before each launch, median). The
+//! table gives Auto / cuBLAS per call and its geometric mean, and Auto
+//! against the fastest registered choice (the 5 % rule of issue 11).
+//! Also the library's host-side cost per call.
+
+use std::time::Instant;
+
+use anyhow::{Context, Result, bail};
+use comfy_table::{Table, presets::ASCII_MARKDOWN};
+use cudarc::driver::sys::CUevent_flags;
+use cudarc::driver::{CudaSlice, CudaStream, DevicePtrMut};
+use kernels_gpu::launch::Precision;
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use rust_gemm::baselines::Cublas;
+use rust_gemm::blas::{self, Algorithm, Choice, GemmConfig, Op, Sgemm};
+use rust_gemm::gpu::Gpu;
+use rust_gemm::reference::check_gemm;
+use serde::{Deserialize, Serialize};
+
+/// One call of the suite.
+pub struct Case {
+    pub name: String,
+    pub cfg: GemmConfig,
+}
+
+/// The suite of issue 11: squares, the ladder's awkward shapes, skinny
+/// and deep ones, transposes, a strided batch and padded leading
+/// dimensions. All row-major.
+pub fn cases() -> Vec<Case> {
+    let case = |name: &str, cfg: GemmConfig| Case {
+        name: name.into(),
+        cfg,
+    };
+    let mut out: Vec<Case> = [256, 512, 1000, 1024, 2048, 4096, 8192, 4097]
+        .into_iter()
+        .map(|n| case(&n.to_string(), GemmConfig::new(n, n, n)))
+        .collect();
+    for (m, n, k) in [
+        (4096, 1000, 2048),
+        (3000, 5000, 700),
+        (512, 512, 16384),
+        (8192, 8192, 64),
+        (1, 4096, 4096),
+        (4096, 1, 4096),
+    ] {
+        out.push(case(&format!("{m}x{n}x{k}"), GemmConfig::new(m, n, k)));
+    }
+    out.push(case(
+        "4096, A^T",
+        GemmConfig::new(4096, 4096, 4096).op_a(Op::T),
+    ));
+    out.push(case(
+        "4096, B^T",
+        GemmConfig::new(4096, 4096, 4096).op_b(Op::T),
+    ));
+    let p = 128 * 128;
+    out.push(case(
+        "256 x 128^3 (batch)",
+        GemmConfig::new(128, 128, 128).batched(256, p, p, p),
+    ));
+    out.push(case(
+        "4000, ld 4096",
+        GemmConfig::new(4000, 4000, 4000).lds(4096, 4096, 4096),
+    ));
+    out
+}
+
+/// One variant of one call, measured.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Measured {
+    /// `Auto`, a kernel (with ` split-K s`), or `cuBLAS SGEMM`.
+    pub variant: String,
+    pub passed: bool,
+    pub max_error: f64,
+    pub median_ms: Option<f64>,
+    pub gflops: Option<f64>,
+}
+
+/// One call: what Auto chose and every variant's numbers.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct CaseResult {
+    pub name: String,
+    pub m: usize,
+    pub n: usize,
+    pub k: usize,
+    pub batch: usize,
+    pub auto_choice: String,
+    pub auto: Measured,
+    pub cublas: Measured,
+    /// The registered kernels (and splits) that can compute the call.
+    pub registered: Vec<Measured>,
+}
+
+impl CaseResult {
+    pub fn auto_over_cublas(&self) -> Option<f64> {
+        Some(self.cublas.median_ms? / self.auto.median_ms?)
+    }
+
+    /// The fastest verified registered variant.
+    pub fn fastest(&self) -> Option<&Measured> {
+        self.registered
+            .iter()
+            .filter(|r| r.passed && r.median_ms.is_some())
+            .min_by(|a, b| a.median_ms.partial_cmp(&b.median_ms).expect("finite times"))
+    }
+
+    pub fn auto_over_fastest(&self) -> Option<f64> {
+        Some(self.fastest()?.median_ms? / self.auto.median_ms?)
+    }
+}
+
+/// The whole run.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct SuiteResults {
+    pub gpu: String,
+    pub git_commit: String,
+    pub date: String,
+    pub cases: Vec<CaseResult>,
+    /// Host time of one `Sgemm::gemm` call (checks, choice, launch), µs,
+    /// median over batches of calls on a 64 x 64 x 64 problem.
+    pub call_overhead_us: f64,
+    /// The same for `blas::plan` and `Sgemm::choose` alone.
+    pub plan_and_choose_us: f64,
+}
+
+impl SuiteResults {
+    /// Geometric mean of Auto / cuBLAS over the calls measured.
+    pub fn geomean(&self) -> Option<f64> {
+        let ratios: Vec<f64> = self
+            .cases
+            .iter()
+            .filter_map(CaseResult::auto_over_cublas)
+            .collect();
+        (!ratios.is_empty())
+            .then(|| (ratios.iter().map(|r| r.ln()).sum::<f64>() / ratios.len() as f64).exp())
+    }
+
+    pub fn all_verified(&self) -> bool {
+        self.cases
+            .iter()
+            .all(|c| c.auto.passed && c.cublas.passed && c.registered.iter().all(|r| r.passed))
+    }
+}
+
+/// How long to time each variant.
+pub struct Budget {
+    pub warmup: usize,
+    pub min_reps: usize,
+    pub ms: f64,
+    pub seed: u64,
+}
+
+/// The splits worth timing for `kernel` on `cfg`: 1, and when its tiles
+/// leave SMs idle on one product with K long enough, 2 to 32.
+fn splits(cfg: &GemmConfig, choice_tile: (usize, usize), sms: usize) -> Vec<usize> {
+    let (m, n) = match cfg.layout {
+        blas::Layout::RowMajor => (cfg.m, cfg.n),
+        blas::Layout::ColMajor => (cfg.n, cfg.m),
+    };
+    let tiles = m.div_ceil(choice_tile.0) * n.div_ceil(choice_tile.1);
+    if cfg.batch == 1 && tiles < sms && cfg.k >= 512 {
+        vec![1, 2, 4, 8, 16, 32]
+    } else {
+        vec![1]
+    }
+}
+
+/// Runs the suite.
+pub fn run(gpu: &Gpu, budget: &Budget, only: Option<&[String]>) -> Result<SuiteResults> {
+    let sgemm = Sgemm::new(gpu.stream.clone()).context("loading the library")?;
+    let cublas = Cublas::load(gpu, Precision::Fp32).map_err(anyhow::Error::msg)?;
+    let flush_len = (2 * gpu.info.l2_bytes.max(0) as usize).max(64 << 20);
+    // SAFETY: the flush buffer's contents are never read.
+    let mut flush = unsafe { gpu.stream.alloc::<u8>(flush_len) }.context("allocating")?;
+    let sms = gpu.info.sms.max(1) as usize;
+    let mut results = Vec::new();
+    for case in cases() {
+        if only.is_some_and(|o| !o.iter().any(|n| n == &case.name)) {
+            continue;
+        }
+        eprintln!("suite: {}", case.name);
+        results.push(run_case(
+            gpu, &sgemm, &cublas, &case, budget, &mut flush, sms,
+        )?);
+    }
+    let (call_overhead_us, plan_and_choose_us) = overhead(gpu, &sgemm)?;
+    Ok(SuiteResults {
+        gpu: gpu.info.name.clone(),
+        git_commit: rust_gemm::GIT_COMMIT.into(),
+        date: crate::utc_now(),
+        cases: results,
+        call_overhead_us,
+        plan_and_choose_us,
+    })
+}
+
+/// Buffer lengths `cfg` needs.
+fn lens(cfg: &GemmConfig) -> (usize, usize, usize) {
+    let plan_lens = |rows: usize, cols: usize, ld: usize, stride: usize| {
+        let (lines, line) = match cfg.layout {
+            blas::Layout::RowMajor => (rows, cols),
+            blas::Layout::ColMajor => (cols, rows),
+        };
+        (cfg.batch - 1) * stride + (lines - 1) * ld + line
+    };
+    let (ar, ac) = if cfg.op_a == Op::N {
+        (cfg.m, cfg.k)
+    } else {
+        (cfg.k, cfg.m)
+    };
+    let (br, bc) = if cfg.op_b == Op::N {
+        (cfg.k, cfg.n)
+    } else {
+        (cfg.n, cfg.k)
+    };
+    (
+        plan_lens(ar, ac, cfg.lda, cfg.stride_a),
+        plan_lens(br, bc, cfg.ldb, cfg.stride_b),
+        plan_lens(cfg.m, cfg.n, cfg.ldc, cfg.stride_c),
+    )
+}
+
+fn random(len: usize, rng: &mut SmallRng) -> Vec<f32> {
+    (0..len).map(|_| rng.random_range(-1.0f32..1.0)).collect()
+}
+
+#[allow(clippy::too_many_arguments)]
+fn run_case(
+    gpu: &Gpu,
+    sgemm: &Sgemm,
+    cublas: &Cublas,
+    case: &Case,
+    budget: &Budget,
+    flush: &mut CudaSlice<u8>,
+    sms: usize,
+) -> Result<CaseResult> {
+    let cfg = &case.cfg;
+    let (la, lb, lc) = lens(cfg);
+    let mut rng = SmallRng::seed_from_u64(budget.seed);
+    let (a_host, b_host) = (random(la, &mut rng), random(lb, &mut rng));
+    // beta = 0 in every call of the suite: C starts as NaN, which must not
+    // reach the result (and the padding of ldc must keep its NaN bits).
+    let c_host = vec![f32::NAN; lc];
+    let stream = &gpu.stream;
+    let a = stream.clone_htod(&a_host)?;
+    let b = stream.clone_htod(&b_host)?;
+    let mut c = stream.clone_htod(&c_host)?;
+    let flops = 2.0 * (cfg.m * cfg.n * cfg.k * cfg.batch) as f64;
+
+    let auto_choice = sgemm.choose(cfg, (la, lb, lc))?;
+    let mut measure = |variant: String, run: &mut dyn FnMut(&mut CudaSlice<f32>) -> Result<()>| {
+        measure_one(
+            stream,
+            variant,
+            run,
+            (&a_host, &b_host, &c_host),
+            &mut c,
+            cfg,
+            budget,
+            flush,
+            flops,
+        )
+    };
+    let auto = measure("Auto".into(), &mut |c| {
+        sgemm.gemm(cfg, &a, &b, c)?;
+        Ok(())
+    })?;
+    let cublas_m = measure("cuBLAS SGEMM".into(), &mut |c| {
+        cublas.sgemm(cfg, &a, &b, c)?;
+        Ok(())
+    })?;
+    let plan = blas::plan(cfg, (la, lb, lc))?;
+    let mut registered = Vec::new();
+    for cand in sgemm.candidates().iter().filter(|c| c.spec.ops == plan.ops) {
+        for split in splits(cfg, cand.spec.launch.block_tile, sms) {
+            let choice = Choice {
+                kernel: cand.spec,
+                split_k: split,
+            };
+            let named = cfg.clone().algorithm(Algorithm::Kernel {
+                name: cand.spec.name.into(),
+                split_k: split,
+            });
+            registered.push(measure(choice.to_string(), &mut |c| {
+                sgemm.gemm(&named, &a, &b, c)?;
+                Ok(())
+            })?);
+        }
+    }
+    Ok(CaseResult {
+        name: case.name.clone(),
+        m: cfg.m,
+        n: cfg.n,
+        k: cfg.k,
+        batch: cfg.batch,
+        auto_choice: auto_choice.to_string(),
+        auto,
+        cublas: cublas_m,
+        registered,
+    })
+}
+
+/// Verifies one variant (C reset to the inputs' C first), then times it.
+#[allow(clippy::too_many_arguments)]
+fn measure_one(
+    stream: &std::sync::Arc<CudaStream>,
+    variant: String,
+    run: &mut dyn FnMut(&mut CudaSlice<f32>) -> Result<()>,
+    (a, b, c0): (&[f32], &[f32], &[f32]),
+    c: &mut CudaSlice<f32>,
+    cfg: &GemmConfig,
+    budget: &Budget,
+    flush: &mut CudaSlice<u8>,
+    flops: f64,
+) -> Result<Measured> {
+    stream.memcpy_htod(c0, c)?;
+    run(c)?;
+    let after = stream.clone_dtoh(c)?;
+    let v = check_gemm(
+        cfg,
+        (a, b),
+        (c0, &after),
+        Precision::Fp32,
+        2048,
+        budget.seed,
+    );
+    if !v.passed {
+        eprintln!("suite: {variant} FAILED verification: {v:?}");
+        return Ok(Measured {
+            variant,
+            passed: false,
+            max_error: v.max_error,
+            median_ms: None,
+            gflops: None,
+        });
+    }
+    for _ in 0..budget.warmup {
+        run(c)?;
+    }
+    let once = {
+        let start = stream.record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))?;
+        run(c)?;
+        let end = stream.record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))?;
+        end.synchronize()?;
+        start.elapsed_ms(&end)? as f64
+    };
+    let reps = ((budget.ms / once.max(1e-3)) as usize).clamp(budget.min_reps, 200);
+    let mut events = Vec::with_capacity(reps);
+    for rep in 0..reps {
+        let bytes = flush.len();
+        let (ptr, _sync) = flush.device_ptr_mut(stream);
+        // SAFETY: writes exactly the flush buffer's bytes, on its stream.
+        unsafe {
+            cudarc::driver::result::memset_d8_async(ptr, rep as u8, bytes, stream.cu_stream())
+        }?;
+        let start = stream.record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))?;
+        run(c)?;
+        events.push((
+            start,
+            stream.record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))?,
+        ));
+    }
+    stream.synchronize()?;
+    let mut times = events
+        .iter()
+        .map(|(s, e)| s.elapsed_ms(e).map(f64::from))
+        .collect::<Result<Vec<_>, _>>()?;
+    times.sort_by(f64::total_cmp);
+    let median = times[times.len() / 2];
+    Ok(Measured {
+        variant,
+        passed: true,
+        max_error: v.max_error,
+        median_ms: Some(median),
+        gflops: Some(flops / (median * 1e-3) / 1e9),
+    })
+}
+
+/// Host time of one library call, and of its checks and choice alone
+/// (µs): the median of 20 rounds of 200 calls of a 64 x 64 x 64 product.
+fn overhead(gpu: &Gpu, sgemm: &Sgemm) -> Result<(f64, f64)> {
+    let cfg = GemmConfig::new(64, 64, 64);
+    let stream = &gpu.stream;
+    let a = stream.clone_htod(&vec![1.0f32; 64 * 64])?;
+    let b = stream.clone_htod(&vec![1.0f32; 64 * 64])?;
+    let mut c = stream.alloc_zeros::<f32>(64 * 64)?;
+    sgemm.gemm(&cfg, &a, &b, &mut c)?;
+    stream.synchronize()?;
+    let median = |mut xs: Vec<f64>| {
+        xs.sort_by(f64::total_cmp);
+        xs[xs.len() / 2]
+    };
+    let (mut call, mut choose) = (Vec::new(), Vec::new());
+    for _ in 0..20 {
+        let t = Instant::now();
+        for _ in 0..200 {
+            sgemm.gemm(&cfg, &a, &b, &mut c)?;
+        }
+        call.push(t.elapsed().as_secs_f64() * 1e6 / 200.0);
+        stream.synchronize()?;
+        let t = Instant::now();
+        for _ in 0..200 {
+            std::hint::black_box(sgemm.choose(std::hint::black_box(&cfg), (4096, 4096, 4096))?);
+        }
+        choose.push(t.elapsed().as_secs_f64() * 1e6 / 200.0);
+    }
+    if stream.synchronize().is_err() {
+        bail!("the overhead calls failed on the GPU");
+    }
+    Ok((median(call), median(choose)))
+}
+
+fn fmt(x: Option<f64>, f: impl Fn(f64) -> String) -> String {
+    x.map_or_else(|| "-".into(), f)
+}
+
+/// The suite table (Markdown).
+pub fn table(results: &SuiteResults) -> Table {
+    let mut t = Table::new();
+    t.load_preset(ASCII_MARKDOWN);
+    t.set_header([
+        "call",
+        "Auto runs",
+        "Auto ms",
+        "Auto GFLOP/s",
+        "cuBLAS GFLOP/s",
+        "Auto / cuBLAS",
+        "fastest registered",
+        "Auto / fastest",
+    ]);
+    for c in &results.cases {
+        let status = |m: &Measured| if m.passed { "" } else { " FAIL" };
+        t.add_row([
+            c.name.clone(),
+            format!("{}{}", c.auto_choice, status(&c.auto)),
+            fmt(c.auto.median_ms, |x| format!("{x:.3}")),
+            fmt(c.auto.gflops, |x| format!("{x:.0}")),
+            format!(
+                "{}{}",
+                fmt(c.cublas.gflops, |x| format!("{x:.0}")),
+                status(&c.cublas)
+            ),
+            fmt(c.auto_over_cublas(), |x| format!("{x:.2}")),
+            c.fastest().map_or("-".into(), |f| f.variant.clone()),
+            fmt(c.auto_over_fastest(), |x| format!("{x:.2}")),
+        ]);
+    }
+    t
+}
+
+/// The README block: the table, the geometric mean, the overhead.
+pub fn markdown(results: &SuiteResults) -> String {
+    let worst = results
+        .cases
+        .iter()
+        .filter_map(|c| Some((c.auto_over_cublas()?, c.name.as_str())))
+        .min_by(|a, b| a.0.total_cmp(&b.0));
+    let behind = results
+        .cases
+        .iter()
+        .filter(|c| c.auto_over_fastest().is_some_and(|r| r < 0.95))
+        .map(|c| c.name.as_str())
+        .collect::<Vec<_>>();
+    let mut s = format!(
+        "{} (commit {}, {}): `rust_gemm::blas` with `Algorithm::Auto` next to cuBLAS SGEMM \
+         on the same inputs, in one process; every variant verified against the f64 reference, \
+         then timed (median, L2 flushed before each launch). \"Fastest registered\" is the \
+         quickest of every kernel (and split) the library can run for the call.\n\n{}\n\n",
+        results.gpu,
+        results.git_commit,
+        results.date,
+        table(results)
+    );
+    s += &format!(
+        "Geometric mean of Auto / cuBLAS: **{}**; lowest: {}. Auto within 5 % of the fastest \
+         registered choice: {}. Host cost of one call (checks, choice, launch): {:.1} µs; \
+         checks and choice alone: {:.2} µs.\n",
+        fmt(results.geomean(), |x| format!("{x:.2}")),
+        worst.map_or("-".into(), |(r, n)| format!("{r:.2} ({n})")),
+        if behind.is_empty() {
+            "every call".to_string()
+        } else {
+            format!("not at {}", behind.join(", "))
+        },
+        results.call_overhead_us,
+        results.plan_and_choose_us
+    );
+    s
+}
