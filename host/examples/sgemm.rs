@@ -1,9 +1,10 @@
 //! Multiplies matrices on the GPU through the library, as another Rust
 //! program would: `cargo run --release -p host --example sgemm`.
 //!
-//! Three calls on the same handle: a plain product, one with B
-//! transposed and alpha/beta, and a strided batch; each result is
-//! compared with a product computed here on the CPU. Without a GPU it
+//! Four calls on the same handle: a plain product, one with B
+//! transposed and alpha/beta, a strided batch, and a deep one that
+//! `Auto` splits along K; each result is compared with a product
+//! computed here on the CPU. Without a GPU it
 //! says so and exits with status 2.
 
 use std::process::ExitCode;
@@ -81,6 +82,8 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
             "8 products of 64 x 64 x 64",
             GemmConfig::new(64, 64, 64).batched(8, 64 * 64, 64 * 64, 64 * 64),
         ),
+        // A small C over a long K: Auto splits K.
+        ("C = A B, 128 x 128 x 4096", GemmConfig::new(128, 128, 4096)),
     ];
     for (what, cfg) in calls {
         let len = |rows: usize, ld: usize, stride: usize| (cfg.batch - 1) * stride + rows * ld;

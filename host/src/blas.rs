@@ -428,26 +428,59 @@ pub struct Candidate {
 }
 
 /// Measured FP32 throughput of each step-10 instance on an H200 at
-/// n = 4096 (GFLOP/s, docs/bench.json, commit 3ca1331): how fast a
+/// n = 4096 (GFLOP/s, docs/bench.json of the README's run): how fast a
 /// kernel is once the GPU is full. A kernel missing here (another GPU's
 /// favourite, a new instance) counts as the slowest listed.
 const FULL_RATE: &[(&str, f64)] = &[
-    ("tuned_128x128x16_w32x64", 47_649.0),
+    ("tuned_128x128x16_w64x64", 48_297.0),
+    ("tuned_128x128x8_w64x64", 46_889.0),
+    ("tuned_256x64x8_w64x64", 46_546.0),
+    ("tuned_256x128x16_w64x64", 46_088.0),
+    ("tuned_128x128x16_w32x64", 45_701.0),
+    ("tuned_128x64x8_w64x64", 44_629.0),
+    ("tuned_64x128x8_w32x64", 43_163.0),
+    ("tuned_256x128x8_w64x64", 42_702.0),
+    ("tuned_128x128x8_w32x64", 38_256.0),
     // The transposed instances: their untransposed instance's rate until
     // measured (each is the only candidate for its layouts; the rate
     // weighs its split-K choices only).
-    ("tuned_128x128x16_w32x64_tn", 47_649.0),
-    ("tuned_128x128x16_w32x64_nt", 47_649.0),
-    ("tuned_128x128x16_w32x64_tt", 47_649.0),
-    ("tuned_128x128x8_w64x64", 46_852.0),
-    ("tuned_256x128x16_w64x64", 46_403.0),
-    ("tuned_128x128x16_w64x64", 46_224.0),
-    ("tuned_128x64x8_w64x64", 43_364.0),
-    ("tuned_256x64x8_w64x64", 42_616.0),
-    ("tuned_64x128x8_w32x64", 40_408.0),
-    ("tuned_256x128x8_w64x64", 39_820.0),
-    ("tuned_128x128x8_w32x64", 36_517.0),
+    ("tuned_128x128x16_w32x64_tn", 45_701.0),
+    ("tuned_128x128x16_w32x64_nt", 45_701.0),
+    ("tuned_128x128x16_w32x64_tt", 45_701.0),
 ];
+
+/// One measured call: the fastest registered kernel and split for it (a
+/// row of `bench --suite`'s table, written by `bench --suite
+/// --write-auto`).
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct AutoEntry {
+    pub m: usize,
+    pub n: usize,
+    pub k: usize,
+    pub batch: usize,
+    /// `nn`, `tn`, `nt` or `tt` (row-major, as `Ops::suffix`).
+    pub ops: String,
+    pub kernel: String,
+    pub split_k: usize,
+}
+
+/// Measured choices per GPU model (by the name the driver gives), kept
+/// in the repository (`host/data/`). A GPU without a table uses the
+/// model alone.
+const TABLES: &[(&str, &str)] = &[("NVIDIA H200", include_str!("../data/auto-nvidia-h200.json"))];
+
+/// The measured table for the GPU called `name`, if the repository has
+/// one (and it parses).
+pub fn table_for(name: &str) -> Option<Vec<AutoEntry>> {
+    let (_, json) = TABLES.iter().find(|(gpu, _)| *gpu == name)?;
+    serde_json::from_str(json).ok()
+}
+
+/// How far a measured call may be from the asked one for its choice to
+/// be taken: the sum over m, n, k and the batch of `|log2(asked /
+/// measured)|`. 1.0 is one dimension twice as large, or two of them
+/// 1.41 times.
+pub const TABLE_REACH: f64 = 1.0;
 
 /// The kernels `Auto` chooses from for `ops`: the FP32 pointer kernels of
 /// step 10 (A and B as they are), or the transposed instances.
@@ -460,21 +493,66 @@ pub fn auto_candidates(ops: Ops) -> impl Iterator<Item = &'static KernelSpec> {
     })
 }
 
-/// `Auto`'s rule: the candidate and split that minimise a model of the
-/// time on `sms` SMs, each candidate running `blocks_per_sm` blocks per
-/// SM at its measured full-GPU rate ([`FULL_RATE`]):
+/// `Auto`'s rule, in two parts.
 ///
-/// - one wave runs `sms * blocks_per_sm` blocks; the time is the number
-///   of waves (rounded up: a last, partial wave costs a whole one) times
-///   the time of one wave, `blocks_per_sm * 2 * BM * BN * depth / rate`
-///   per SM, where `depth` is K, or a slice of it with split-K;
-/// - split-K (one product only, K at least 512) cuts K into 2-32 slices
-///   of at least 256 and adds the reduction, which moves `slices * m * n`
-///   floats twice at the GPU's DRAM bandwidth (`dram_gbs`).
+/// 1. **Measured.** When the GPU has a table (`table`, from `bench
+///    --suite` on that model: [`table_for`]) with a call of the same
+///    layouts, one product or many like this one, within [`TABLE_REACH`]
+///    of it, the nearest such call's fastest kernel and split (the split
+///    capped so that every slice has work).
+/// 2. **Modelled** otherwise: the candidate and split that minimise a
+///    model of the time on `sms` SMs, each candidate running
+///    `blocks_per_sm` blocks per SM at its measured full-GPU rate
+///    ([`FULL_RATE`]):
+///    - one wave runs `sms * blocks_per_sm` blocks; the time is the
+///      number of waves (rounded up: a last, partial wave costs a whole
+///      one) times the time of one wave, `blocks_per_sm * 2 * BM * BN *
+///      depth / rate` per SM, where `depth` is K, or a slice of it with
+///      split-K;
+///    - split-K (one product only, K at least 512) cuts K into 2-32
+///      slices of at least 256 and adds the reduction, which moves
+///      `slices * m * n` floats twice at the GPU's DRAM bandwidth
+///      (`dram_gbs`).
 ///
-/// So large problems get the fastest kernel at full occupancy, problems
-/// whose tiles fill few SMs get smaller tiles or a split, and a split is
-/// taken only when the idle SMs cost more than the partial sums' trips.
+/// So the shapes the suite measures get what was fastest there, and
+/// others what the model predicts: the fastest kernel at full occupancy
+/// for large problems, smaller tiles or a split when tiles would leave SMs
+/// idle, a split only when the idle SMs cost more than the partial sums'
+/// trips.
+pub fn choose_with(
+    plan: &Plan,
+    candidates: &[Candidate],
+    sms: usize,
+    dram_gbs: f64,
+    table: Option<&[AutoEntry]>,
+) -> Option<Choice> {
+    let p = &plan.params;
+    let distance = |e: &AutoEntry| {
+        let d = |a: usize, b: usize| ((a.max(1) as f64) / (b.max(1) as f64)).log2().abs();
+        d(p.m as usize, e.m) + d(p.n as usize, e.n) + d(p.k as usize, e.k) + d(plan.batch, e.batch)
+    };
+    let measured = table.into_iter().flatten().filter(|e| {
+        e.ops == plan.ops.suffix()
+            && (e.batch > 1) == (plan.batch > 1)
+            && distance(e) <= TABLE_REACH
+    });
+    if let Some(e) = measured.min_by(|a, b| distance(a).total_cmp(&distance(b)))
+        && let Some(c) = candidates.iter().find(|c| c.spec.name == e.kernel)
+    {
+        let most = if plan.batch == 1 {
+            (p.k as usize / SLICE_ALIGN).max(1)
+        } else {
+            1
+        };
+        return Some(Choice {
+            kernel: c.spec,
+            split_k: e.split_k.clamp(1, most),
+        });
+    }
+    choose(plan, candidates, sms, dram_gbs)
+}
+
+/// Part 2 of [`choose_with`]'s rule alone: the model.
 pub fn choose(plan: &Plan, candidates: &[Candidate], sms: usize, dram_gbs: f64) -> Option<Choice> {
     let p = &plan.params;
     let (m, n, k) = (p.m as f64, p.n as f64, p.k as f64);
@@ -546,6 +624,9 @@ pub struct Sgemm {
     kernels: Mutex<HashMap<&'static str, Arc<Loaded>>>,
     /// `Auto`'s candidates with their occupancy.
     candidates: Vec<Candidate>,
+    /// `Auto`'s measured choices for this GPU model, if the repository
+    /// has them.
+    table: Option<Vec<AutoEntry>>,
     workspace: Mutex<Option<CudaSlice<f32>>>,
 }
 
@@ -557,10 +638,12 @@ impl Sgemm {
     /// module then.
     pub fn new(stream: Arc<CudaStream>) -> Result<Self, GemmError> {
         let gpu = Gpu::for_stream(stream)?;
+        let table = table_for(&gpu.info.name);
         let mut me = Self {
             gpu,
             kernels: Mutex::new(HashMap::new()),
             candidates: Vec::new(),
+            table,
             workspace: Mutex::new(None),
         };
         let mut candidates = Vec::new();
@@ -590,6 +673,11 @@ impl Sgemm {
     /// `Auto`'s candidates and their occupancy on this GPU.
     pub fn candidates(&self) -> &[Candidate] {
         &self.candidates
+    }
+
+    /// Whether `Auto` has measured choices for this GPU model.
+    pub fn has_table(&self) -> bool {
+        self.table.is_some()
     }
 
     /// Enqueues `C = alpha * op(A) * op(B) + beta * C` as `cfg` says, on
@@ -643,19 +731,16 @@ impl Sgemm {
         match algorithm {
             Algorithm::Auto => {
                 let dram = self.gpu.info.peak_dram_gbs().unwrap_or(1000.0);
-                choose(
-                    plan,
-                    &self.candidates,
-                    self.gpu.info.sms.max(1) as usize,
-                    dram,
+                let sms = self.gpu.info.sms.max(1) as usize;
+                choose_with(plan, &self.candidates, sms, dram, self.table.as_deref()).ok_or_else(
+                    || GemmError::KernelUnsupported {
+                        kernel: "Auto".into(),
+                        why: format!(
+                            "no kernel for A {:?} and B {:?} loaded on this GPU",
+                            plan.ops.a, plan.ops.b
+                        ),
+                    },
                 )
-                .ok_or_else(|| GemmError::KernelUnsupported {
-                    kernel: "Auto".into(),
-                    why: format!(
-                        "no kernel for A {:?} and B {:?} loaded on this GPU",
-                        plan.ops.a, plan.ops.b
-                    ),
-                })
             }
             Algorithm::Kernel { name, split_k } => {
                 let spec = registry::find(name)

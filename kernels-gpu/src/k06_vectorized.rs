@@ -22,9 +22,9 @@
 //! docs/measurements.md. Registers per entry: `cargo test -p tests --test
 //! ptx -- --nocapture`.
 //!
-//! Edges: the vector path needs the block inside C, K % BK == 0 (so also
-//! K % 4 == 0: A's float4s are 16-byte aligned) and N % 4 == 0 (B's and
-//! C's). Otherwise the block takes the guarded path: the same shared
+//! Edges: the vector path needs the block inside C, K % BK == 0 and
+//! 16-byte aligned rows of A, B and C (`Gemm::vec4`: aligned starts,
+//! leading dimensions multiples of 4). Otherwise the block takes the guarded path: the same shared
 //! layout, filled by scalar loads that stage zeros outside A and B, and
 //! scalar stores only inside C. The choice is block-uniform; both paths
 //! reach the same barriers.
@@ -100,7 +100,7 @@ pub fn vectorized(g: Gemm) {
 }
 
 /// The block at `(row0, col0)` of C. With `GUARD = false` the caller
-/// guarantees the block lies inside C, `K % BK == 0` and `N % 4 == 0`.
+/// guarantees the block lies inside C, `K % BK == 0` and `g.vec4()`.
 #[inline(always)]
 fn body<const GUARD: bool>(g: Gemm, row0: usize, col0: usize) {
     let t = thread_idx_x();
@@ -199,7 +199,7 @@ fn body<const GUARD: bool>(g: Gemm, row0: usize, col0: usize) {
             unroll!(TN / 4; 2, |q| {
                 let v = [acc[i][4 * q], acc[i][4 * q + 1], acc[i][4 * q + 2], acc[i][4 * q + 3]];
                 // SAFETY: the block lies inside C, so row < m and
-                // col + 4 * q + 4 <= n; n % 4 == 0 and col % 4 == 0 keep the
+                // col + 4 * q + 4 <= n; ldc % 4 == 0 (vec4) and col % 4 == 0 keep the
                 // index a multiple of 4; this thread alone owns these words.
                 unsafe { g.store_c4(row * g.ldc + col + 4 * q, v) };
             });

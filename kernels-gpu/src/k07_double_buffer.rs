@@ -19,7 +19,7 @@
 //! ptx -- --nocapture`.
 //!
 //! Edges: as step 06. The vector path needs the block inside C,
-//! K % BK == 0 and N % 4 == 0; other blocks take the guarded path (zeros
+//! K % BK == 0 and aligned rows (`Gemm::vec4`); other blocks take the guarded path (zeros
 //! staged outside A and B, scalar stores only inside C). Block-uniform;
 //! both paths reach the same barriers.
 
@@ -108,7 +108,7 @@ pub fn double_buffer(g: Gemm) {
 }
 
 /// The block at `(row0, col0)` of C. With `GUARD = false` the caller
-/// guarantees the block lies inside C, `K % BK == 0` and `N % 4 == 0`.
+/// guarantees the block lies inside C, `K % BK == 0` and `g.vec4()`.
 #[inline(always)]
 fn body<const GUARD: bool>(g: Gemm, row0: usize, col0: usize) {
     let t = thread_idx_x();
@@ -240,7 +240,7 @@ fn body<const GUARD: bool>(g: Gemm, row0: usize, col0: usize) {
             unroll!(TN / 4; 2, |q| {
                 let v = [acc[i][4 * q], acc[i][4 * q + 1], acc[i][4 * q + 2], acc[i][4 * q + 3]];
                 // SAFETY: the block lies inside C, so row < m and
-                // col + 4 * q + 4 <= n; n % 4 == 0 and col % 4 == 0 keep the
+                // col + 4 * q + 4 <= n; ldc % 4 == 0 (vec4) and col % 4 == 0 keep the
                 // index a multiple of 4; this thread alone owns these words.
                 unsafe { g.store_c4(row * g.ldc + col + 4 * q, v) };
             });

@@ -21,7 +21,7 @@
 //! ptx -- --nocapture`.
 //!
 //! Edges: as step 06. The vector path needs the block inside C,
-//! K % BK == 0 and N % 4 == 0; other blocks take the guarded path (zeros
+//! K % BK == 0 and aligned rows (`Gemm::vec4`); other blocks take the guarded path (zeros
 //! staged outside A and B, scalar stores only inside C). Block-uniform;
 //! both paths reach the same barriers.
 
@@ -131,7 +131,7 @@ pub fn warptile(g: Gemm) {
 }
 
 /// The block at `(row0, col0)` of C. With `GUARD = false` the caller
-/// guarantees the block lies inside C, `K % BK == 0` and `N % 4 == 0`.
+/// guarantees the block lies inside C, `K % BK == 0` and `g.vec4()`.
 #[inline(always)]
 fn body<const GUARD: bool>(g: Gemm, row0: usize, col0: usize) {
     let t = thread_idx_x();
@@ -280,7 +280,7 @@ fn body<const GUARD: bool>(g: Gemm, row0: usize, col0: usize) {
                     unroll!(TN / 4; 1, |q| {
                         let v = [out[4 * q], out[4 * q + 1], out[4 * q + 2], out[4 * q + 3]];
                         // SAFETY: the block lies inside C, so row < m and
-                        // col + 4 * q + 4 <= n; n % 4 == 0 and col % 4 == 0
+                        // col + 4 * q + 4 <= n; ldc % 4 == 0 (vec4) and col % 4 == 0
                         // keep the index a multiple of 4; one owner thread.
                         unsafe { g.store_c4(row * g.ldc + col + 4 * q, v) };
                     });

@@ -36,7 +36,7 @@
 //! `cargo test -p tests --test ptx -- --nocapture`.
 //!
 //! Edges: as step 06. The vector path needs the block inside C,
-//! K % BK == 0 and N % 4 == 0; other blocks take the guarded path (zeros
+//! K % BK == 0 and aligned rows (`Gemm::vec4`); other blocks take the guarded path (zeros
 //! staged outside A and B, scalar stores only inside C). Block-uniform;
 //! both paths reach the same barriers.
 
@@ -150,7 +150,7 @@ pub fn prefetch(g: Gemm) {
 type Frags = ([[f32; TM]; WM_ITERS], [[f32; TN]; WN_ITERS]);
 
 /// The block at `(row0, col0)` of C. With `GUARD = false` the caller
-/// guarantees the block lies inside C, `K % BK == 0` and `N % 4 == 0`.
+/// guarantees the block lies inside C, `K % BK == 0` and `g.vec4()`.
 #[inline(always)]
 fn body<const GUARD: bool>(g: Gemm, row0: usize, col0: usize) {
     let t = thread_idx_x();
@@ -313,7 +313,7 @@ fn body<const GUARD: bool>(g: Gemm, row0: usize, col0: usize) {
                     });
                 } else {
                     // SAFETY: the block lies inside C, so row < m and
-                    // col + 4 <= n; n % 4 == 0 and col % 4 == 0 keep the
+                    // col + 4 <= n; ldc % 4 == 0 (vec4) and col % 4 == 0 keep the
                     // index a multiple of 4; one owner thread.
                     unsafe { g.store_c4(row * g.ldc + col, out) };
                 }

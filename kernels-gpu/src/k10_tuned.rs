@@ -61,9 +61,18 @@
 //! previous row's FFMAs, and the LDG.128s just before the BAR.
 //!
 //! Edges: as step 06. The vector path needs the block inside C,
-//! K % BK == 0 and N % 4 == 0; other blocks take the guarded path (zeros
-//! staged outside A and B, scalar stores only inside C). Block-uniform;
-//! both paths reach the same barriers.
+//! K % BK == 0 and 16-byte aligned rows (`Gemm::vec4`); other blocks take
+//! the guarded path (zeros staged outside A and B, scalar stores only
+//! inside C). Block-uniform; both paths reach the same barriers.
+//!
+//! Layouts (for the library's transposed calls): `TA` and `TB` read A or
+//! B stored transposed. An operand whose stored rows run along K (A as it
+//! is, B transposed) is loaded in float4s along K and stored transposed
+//! into its `[BK][..]` tile; one whose rows run along M or N (B as it is,
+//! A transposed) in float4s along its rows, stored as they are. The
+//! compute loop is the same for all four layouts: both tiles are always
+//! K-major in shared memory. `tuned_128x128x16_w32x64_{tn,nt,tt}` are the
+//! instances (module `tuned_t`); measured in the library's suite (README).
 
 use crate::device::{SharedTile, block_idx_x, block_idx_y, fma, sync_threads, thread_idx_x};
 use crate::gemm::Gemm;
@@ -283,7 +292,7 @@ pub const SPECS: &[KernelSpec] = &[
 ];
 
 /// The block at `(row0, col0)` of C. With `GUARD = false` the caller
-/// guarantees the block lies inside C, `K % BK == 0` and `N % 4 == 0`.
+/// guarantees the block lies inside C, `K % BK == 0` and `g.vec4()`.
 #[inline(always)]
 fn body<
     const BM: usize,
@@ -519,7 +528,7 @@ fn body<
                     });
                 } else {
                     // SAFETY: the block lies inside C, so row < m and
-                    // col + 4 <= n; n % 4 == 0 and col % 4 == 0 keep the
+                    // col + 4 <= n; ldc % 4 == 0 (vec4) and col % 4 == 0 keep the
                     // index a multiple of 4; one owner thread.
                     unsafe { g.store_c4(row * g.ldc + col, out) };
                 }

@@ -26,7 +26,6 @@ pub const KERNELS: &[KernelSpec] = &[
     crate::k10_tuned::SPEC_128X128X16_W32X64,
     crate::k11_mma::SPEC_128X128X32_W64X64_S2,
     crate::k11_mma::SPEC_256X128X32_W64X64_S3,
-    crate::k11_mma::SPEC_128X256X32_W64X64_S3,
     crate::k11_mma::SPEC_64X128X32_W32X64_S2,
     crate::k11_mma::SPEC_128X64X32_W64X32_S2,
     crate::k12_wgmma::SPEC_256X128X32_S4,

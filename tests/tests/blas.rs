@@ -10,6 +10,7 @@ use kernels_gpu::registry;
 use proptest::prelude::*;
 use rust_gemm::blas::{
     self, Algorithm, Candidate, Choice, GemmConfig, GemmError, Layout, Op, Plan, choose,
+    choose_with,
 };
 use rust_gemm::reference::check_gemm;
 
@@ -65,10 +66,12 @@ fn candidates() -> Vec<Candidate> {
         .collect()
 }
 
-/// What `Auto` runs for `cfg` on a 132-SM GPU.
+/// What `Auto` runs for `cfg` on an H200 (132 SMs, its measured table).
 fn auto(cfg: &GemmConfig) -> Choice {
     let plan = blas::plan(cfg, lens(cfg)).expect("a valid call");
-    choose(&plan, &candidates(), 132, 4800.0).expect("a candidate for every layout")
+    let table = blas::table_for("NVIDIA H200");
+    choose_with(&plan, &candidates(), 132, 4800.0, table.as_deref())
+        .expect("a candidate for every layout")
 }
 
 /// Runs `cfg` as `choice` on the emulator on random A, B and C (NaN in C
@@ -265,6 +268,53 @@ fn auto_splits_k_only_when_the_tiles_leave_sms_idle() {
     // Batched calls fill the GPU with products instead.
     let batch = auto(&GemmConfig::new(128, 128, 4096).batched(256, 0, 0, 128 * 128));
     assert_eq!(batch.split_k, 1, "{batch}");
+}
+
+#[test]
+fn auto_takes_the_measured_choice_near_a_measured_call_and_the_model_elsewhere() {
+    let table = blas::table_for("NVIDIA H200").expect("the repository has the H200's table");
+    assert!(!table.is_empty());
+    for e in &table {
+        let mut cfg = GemmConfig::new(e.m, e.n, e.k);
+        if e.batch > 1 {
+            cfg = cfg.batched(e.batch, e.m * e.k, e.k * e.n, e.m * e.n);
+        }
+        match e.ops.as_str() {
+            "tn" => cfg = cfg.op_a(Op::T),
+            "nt" => cfg = cfg.op_b(Op::T),
+            "tt" => cfg = cfg.op_a(Op::T).op_b(Op::T),
+            _ => {}
+        }
+        let c = auto(&cfg);
+        assert_eq!(
+            (c.kernel.name, c.split_k),
+            (e.kernel.as_str(), e.split_k),
+            "{e:?}"
+        );
+        // A call 10 % larger in m still takes it.
+        let near = GemmConfig {
+            m: e.m + e.m / 10,
+            ..cfg.clone()
+        };
+        let near = if near.op_a == Op::N {
+            near.clone().lds(near.k, near.ldb, near.ldc)
+        } else {
+            near
+        };
+        let lens = lens(&near);
+        if let Ok(plan) = blas::plan(&near, lens) {
+            let c = choose_with(&plan, &candidates(), 132, 4800.0, Some(&table)).unwrap();
+            assert_eq!(c.kernel.name, e.kernel, "{e:?} at m = {}", near.m);
+        }
+    }
+    // Far from every measured call (and on a GPU without a table): the model.
+    let far = GemmConfig::new(40, 7000, 90);
+    let plan = blas::plan(&far, lens(&far)).unwrap();
+    assert_eq!(
+        choose_with(&plan, &candidates(), 132, 4800.0, Some(&table)),
+        choose(&plan, &candidates(), 132, 4800.0)
+    );
+    assert!(blas::table_for("a GPU nobody measured").is_none());
 }
 
 #[test]

@@ -777,7 +777,11 @@ fn fault_fixtures_are_well_formed() {
             .lines()
             .filter(|l| l.trim_start().starts_with(".param "))
             .count();
-        assert_eq!(params, 6, "naive takes A, B, C, m, n, k");
+        assert_eq!(params, 4, "naive takes A, B, C and the GemmParams");
+        assert!(
+            ptx.contains(".param .align 8 .b8 naive_param_p[64]"),
+            "the GemmParams are 64 bytes (kernels_gpu::gemm::GemmParams)"
+        );
         assert!(!ptx.contains('\0'));
     }
     assert!(TRAP_PTX.contains("\ttrap;"));

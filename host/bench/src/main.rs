@@ -75,6 +75,11 @@ struct Args {
     /// with --from, a suite.json.
     #[arg(long)]
     suite: bool,
+    /// With --suite: write Auto's measured table for this GPU (the
+    /// fastest registered choice per call) to this file
+    /// (host/data/auto-<gpu>.json is the one the library reads).
+    #[arg(long, value_name = "JSON", requires = "suite")]
+    write_auto: Option<PathBuf>,
     /// With --suite: only the calls of these names (as in the table).
     #[arg(long, value_delimiter = ',', requires = "suite")]
     calls: Option<Vec<String>>,
@@ -178,6 +183,12 @@ fn run_suite(args: &Args) -> Result<bool> {
     };
     let text = suite::markdown(&results);
     println!("\n{text}");
+    if let Some(path) = &args.write_auto {
+        let table = suite::auto_table(&results);
+        std::fs::write(path, serde_json::to_string_pretty(&table)? + "\n")
+            .with_context(|| format!("cannot write {}", path.display()))?;
+        println!("Auto's table for {}: {}", results.gpu, path.display());
+    }
     if args.from.is_none() {
         let stamp: String = results.date.chars().filter(char::is_ascii_digit).collect();
         let dir = args.out.join(format!("suite-{stamp}"));

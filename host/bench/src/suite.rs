@@ -17,7 +17,7 @@ use kernels_gpu::launch::Precision;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use rust_gemm::baselines::Cublas;
-use rust_gemm::blas::{self, Algorithm, Choice, GemmConfig, Op, Sgemm};
+use rust_gemm::blas::{self, Algorithm, AutoEntry, Choice, GemmConfig, Op, Sgemm};
 use rust_gemm::gpu::Gpu;
 use rust_gemm::reference::check_gemm;
 use serde::{Deserialize, Serialize};
@@ -89,6 +89,9 @@ pub struct CaseResult {
     pub n: usize,
     pub k: usize,
     pub batch: usize,
+    /// Layouts of the row-major problem (`Ops::suffix`: `nn`, `tn`, ...).
+    #[serde(default)]
+    pub ops: String,
     pub auto_choice: String,
     pub auto: Measured,
     pub cublas: Measured,
@@ -145,6 +148,40 @@ impl SuiteResults {
             .iter()
             .all(|c| c.auto.passed && c.cublas.passed && c.registered.iter().all(|r| r.passed))
     }
+}
+
+/// The measured table `Auto` reads (`rust_gemm::blas::table_for`): per
+/// call, the fastest verified registered kernel and split.
+pub fn auto_table(results: &SuiteResults) -> Vec<AutoEntry> {
+    results
+        .cases
+        .iter()
+        .filter_map(|c| {
+            let fastest = c.fastest()?;
+            let (kernel, split_k) = match fastest.variant.split_once(" split-K ") {
+                Some((k, s)) => (k.to_string(), s.parse().ok()?),
+                None => (fastest.variant.clone(), 1),
+            };
+            let ops = if !c.ops.is_empty() {
+                c.ops.clone()
+            } else if c.name.contains("A^T") {
+                "tn".into()
+            } else if c.name.contains("B^T") {
+                "nt".into()
+            } else {
+                "nn".into()
+            };
+            Some(AutoEntry {
+                m: c.m,
+                n: c.n,
+                k: c.k,
+                batch: c.batch,
+                ops,
+                kernel,
+                split_k,
+            })
+        })
+        .collect()
 }
 
 /// How long to time each variant.
@@ -298,6 +335,7 @@ fn run_case(
         n: cfg.n,
         k: cfg.k,
         batch: cfg.batch,
+        ops: plan.ops.suffix().into(),
         auto_choice: auto_choice.to_string(),
         auto,
         cublas: cublas_m,
