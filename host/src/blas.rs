@@ -187,6 +187,29 @@ impl GemmConfig {
         self
     }
 
+    /// Floats the buffers of A, B and C need for this call (every matrix
+    /// of the batch at its leading dimension; saturating at `usize::MAX`
+    /// for a call too large to address): what [`plan`] checks the
+    /// buffers' lengths against.
+    pub fn buffer_lens(&self) -> (usize, usize, usize) {
+        let need = |which: Operand, ld: usize, stride: usize| {
+            let (lines, line) = self.stored(which);
+            if lines == 0 || line == 0 || self.batch == 0 {
+                return 0;
+            }
+            (lines - 1)
+                .checked_mul(ld)
+                .and_then(|x| x.checked_add(line))
+                .and_then(|x| stride.checked_mul(self.batch - 1)?.checked_add(x))
+                .unwrap_or(usize::MAX)
+        };
+        (
+            need(Operand::A, self.lda, self.stride_a),
+            need(Operand::B, self.ldb, self.stride_b),
+            need(Operand::C, self.ldc, self.stride_c),
+        )
+    }
+
     /// The stored shape of `which` as (lines, line length): rows of a
     /// row-major matrix, columns of a column-major one.
     fn stored(&self, which: Operand) -> (usize, usize) {

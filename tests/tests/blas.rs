@@ -29,30 +29,9 @@ fn values(len: usize, seed: u64) -> Vec<f32> {
         .collect()
 }
 
-/// Floats each buffer needs for `cfg` (what `plan` demands).
+/// Floats each buffer needs for `cfg`.
 fn lens(cfg: &GemmConfig) -> (usize, usize, usize) {
-    let stored = |rows: usize, cols: usize, ld: usize, stride: usize| {
-        let (lines, line) = match cfg.layout {
-            Layout::RowMajor => (rows, cols),
-            Layout::ColMajor => (cols, rows),
-        };
-        (cfg.batch - 1) * stride + (lines - 1) * ld + line
-    };
-    let (ar, ac) = if cfg.op_a == Op::N {
-        (cfg.m, cfg.k)
-    } else {
-        (cfg.k, cfg.m)
-    };
-    let (br, bc) = if cfg.op_b == Op::N {
-        (cfg.k, cfg.n)
-    } else {
-        (cfg.n, cfg.k)
-    };
-    (
-        stored(ar, ac, cfg.lda, cfg.stride_a),
-        stored(br, bc, cfg.ldb, cfg.stride_b),
-        stored(cfg.m, cfg.n, cfg.ldc, cfg.stride_c),
-    )
+    cfg.buffer_lens()
 }
 
 /// Every candidate at one block per SM, on a GPU of `sms` SMs.
@@ -253,6 +232,30 @@ fn a_column_major_call_is_the_row_major_transpose_with_a_and_b_swapped() {
     assert_eq!((params.lda, params.ldb, params.ldc), (7, 7, 3));
     assert_eq!((ops.a, ops.b), (Op::N, Op::T));
     assert_eq!((params.alpha, params.beta), (2.0, 0.5));
+}
+
+#[test]
+fn buffer_lens_are_what_plan_demands() {
+    let cfg = GemmConfig::new(7, 5, 3)
+        .layout(Layout::ColMajor)
+        .op_a(Op::T)
+        .lds(4, 9, 8)
+        .batched(3, 20, 50, 45);
+    let (la, lb, lc) = cfg.buffer_lens();
+    // Column-major: A (op T, stored k x m) is m = 7 columns of k = 3 (ld
+    // 4); B (op N, k x n) is n = 5 columns of 3 (ld 9); C 5 columns of 7
+    // (ld 8); then the batch's strides.
+    assert_eq!(
+        (la, lb, lc),
+        (2 * 20 + 6 * 4 + 3, 2 * 50 + 4 * 9 + 3, 2 * 45 + 4 * 8 + 7)
+    );
+    assert!(blas::plan(&cfg, (la, lb, lc)).is_ok());
+    for short in [(la - 1, lb, lc), (la, lb - 1, lc), (la, lb, lc - 1)] {
+        assert!(matches!(
+            blas::plan(&cfg, short),
+            Err(GemmError::BufferTooSmall { .. })
+        ));
+    }
 }
 
 // ---- Algorithm choice ----

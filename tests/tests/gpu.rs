@@ -124,28 +124,7 @@ fn values(len: usize, seed: u64) -> Vec<f32> {
 
 /// Floats each buffer needs for `cfg`.
 fn lens(cfg: &GemmConfig) -> (usize, usize, usize) {
-    let stored = |rows: usize, cols: usize, ld: usize, stride: usize| {
-        let (lines, line) = match cfg.layout {
-            Layout::RowMajor => (rows, cols),
-            Layout::ColMajor => (cols, rows),
-        };
-        (cfg.batch - 1) * stride + (lines - 1) * ld + line
-    };
-    let (ar, ac) = if cfg.op_a == Op::N {
-        (cfg.m, cfg.k)
-    } else {
-        (cfg.k, cfg.m)
-    };
-    let (br, bc) = if cfg.op_b == Op::N {
-        (cfg.k, cfg.n)
-    } else {
-        (cfg.n, cfg.k)
-    };
-    (
-        stored(ar, ac, cfg.lda, cfg.stride_a),
-        stored(br, bc, cfg.ldb, cfg.stride_b),
-        stored(cfg.m, cfg.n, cfg.ldc, cfg.stride_c),
-    )
+    cfg.buffer_lens()
 }
 
 /// Runs `cfg` through the library on views that start `offset` floats

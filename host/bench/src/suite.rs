@@ -236,30 +236,9 @@ pub fn run(gpu: &Gpu, budget: &Budget, only: Option<&[String]>) -> Result<SuiteR
     })
 }
 
-/// Buffer lengths `cfg` needs.
+/// Floats each buffer needs for `cfg`.
 fn lens(cfg: &GemmConfig) -> (usize, usize, usize) {
-    let plan_lens = |rows: usize, cols: usize, ld: usize, stride: usize| {
-        let (lines, line) = match cfg.layout {
-            blas::Layout::RowMajor => (rows, cols),
-            blas::Layout::ColMajor => (cols, rows),
-        };
-        (cfg.batch - 1) * stride + (lines - 1) * ld + line
-    };
-    let (ar, ac) = if cfg.op_a == Op::N {
-        (cfg.m, cfg.k)
-    } else {
-        (cfg.k, cfg.m)
-    };
-    let (br, bc) = if cfg.op_b == Op::N {
-        (cfg.k, cfg.n)
-    } else {
-        (cfg.n, cfg.k)
-    };
-    (
-        plan_lens(ar, ac, cfg.lda, cfg.stride_a),
-        plan_lens(br, bc, cfg.ldb, cfg.stride_b),
-        plan_lens(cfg.m, cfg.n, cfg.ldc, cfg.stride_c),
-    )
+    cfg.buffer_lens()
 }
 
 fn random(len: usize, rng: &mut SmallRng) -> Vec<f32> {
