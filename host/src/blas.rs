@@ -506,10 +506,11 @@ pub fn table_for(name: &str) -> Option<Vec<AutoEntry>> {
 pub const TABLE_REACH: f64 = 1.0;
 
 /// The kernels `Auto` chooses from for `ops`: the FP32 pointer kernels of
-/// step 10 (A and B as they are), or the transposed instances.
+/// step 10 (A and B as they are, or the transposed instances) and step
+/// 15's skinny kernel.
 pub fn auto_candidates(ops: Ops) -> impl Iterator<Item = &'static KernelSpec> {
     registry::all().filter(move |k| {
-        k.step == 10
+        (k.step == 10 || k.step == 15)
             && k.ops == ops
             && k.precision == Precision::Fp32
             && k.operands == Operands::Pointers

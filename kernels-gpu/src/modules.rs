@@ -97,7 +97,7 @@ pub struct PtxModule {
 pub const LADDER: PtxModule = PtxModule {
     name: "ladder",
     arch: Arch::SM70,
-    files: "k01_naive .. k09_prefetch, k14_split_k",
+    files: "k01_naive .. k09_prefetch, k14_split_k, k15_skinny",
     utility_entries: &[],
 };
 /// Step 10: nine fully unrolled parameter sets, the slowest file to

@@ -30,6 +30,7 @@ pub const KERNELS: &[KernelSpec] = &[
     crate::k11_mma::SPEC_128X64X32_W64X32_S2,
     crate::k12_wgmma::SPEC_256X128X32_S4,
     crate::k13_wgmma_ws::SPEC_256X128X32_S4,
+    crate::k15_skinny::SPEC,
 ];
 
 /// Kernels that read A or B transposed (`KernelSpec::ops`): the library's

@@ -5,7 +5,7 @@
 //! f64 reference; property tests over random calls. The same paths on
 //! the GPU: tests/tests/gpu.rs.
 
-use kernels_gpu::launch::Precision;
+use kernels_gpu::launch::{Ops, Precision};
 use kernels_gpu::registry;
 use proptest::prelude::*;
 use rust_gemm::blas::{
@@ -34,10 +34,11 @@ fn lens(cfg: &GemmConfig) -> (usize, usize, usize) {
     cfg.buffer_lens()
 }
 
-/// Every candidate at one block per SM, on a GPU of `sms` SMs.
+/// Every candidate at one block per SM.
 fn candidates() -> Vec<Candidate> {
-    registry::all()
-        .filter(|k| k.step == 10)
+    [Ops::NN, Ops::TN, Ops::NT, Ops::TT]
+        .into_iter()
+        .flat_map(blas::auto_candidates)
         .map(|spec| Candidate {
             spec,
             blocks_per_sm: 1,
