@@ -49,7 +49,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut};
-use kernels_gpu::gemm::{GemmParams, span};
+use kernels_gpu::gemm::GemmParams;
 use kernels_gpu::k14_split_k::REDUCE;
 use kernels_gpu::launch::{KernelSpec, Operands, Ops, Precision};
 use kernels_gpu::registry;
@@ -192,21 +192,34 @@ impl GemmConfig {
     /// for a call too large to address): what [`plan`] checks the
     /// buffers' lengths against.
     pub fn buffer_lens(&self) -> (usize, usize, usize) {
-        let need = |which: Operand, ld: usize, stride: usize| {
-            let (lines, line) = self.stored(which);
-            if lines == 0 || line == 0 || self.batch == 0 {
-                return 0;
-            }
-            (lines - 1)
-                .checked_mul(ld)
-                .and_then(|x| x.checked_add(line))
-                .and_then(|x| stride.checked_mul(self.batch - 1)?.checked_add(x))
-                .unwrap_or(usize::MAX)
+        let need = |which| self.extent(which).1.unwrap_or(usize::MAX);
+        (need(Operand::A), need(Operand::B), need(Operand::C))
+    }
+
+    /// The elements one matrix `which` spans at its leading dimension,
+    /// and those its buffer needs for the whole batch (`None` beyond the
+    /// address space).
+    fn extent(&self, which: Operand) -> (usize, Option<usize>) {
+        let (ld, stride) = match which {
+            Operand::A => (self.lda, self.stride_a),
+            Operand::B => (self.ldb, self.stride_b),
+            Operand::C => (self.ldc, self.stride_c),
+        };
+        let (lines, line) = self.stored(which);
+        if lines == 0 || line == 0 || self.batch == 0 {
+            return (0, Some(0));
+        }
+        let Some(one) = (lines - 1)
+            .checked_mul(ld)
+            .and_then(|x| x.checked_add(line))
+        else {
+            return (usize::MAX, None);
         };
         (
-            need(Operand::A, self.lda, self.stride_a),
-            need(Operand::B, self.ldb, self.stride_b),
-            need(Operand::C, self.ldc, self.stride_c),
+            one,
+            stride
+                .checked_mul(self.batch - 1)
+                .and_then(|x| x.checked_add(one)),
         )
     }
 
@@ -327,16 +340,16 @@ pub fn plan(cfg: &GemmConfig, lens: (usize, usize, usize)) -> Result<Plan, GemmE
         return Err(GemmError::EmptyBatch);
     }
     let mut spans = [0usize; 3];
-    for (i, (which, len, ld, stride)) in [
-        (Operand::A, lens.0, cfg.lda, cfg.stride_a),
-        (Operand::B, lens.1, cfg.ldb, cfg.stride_b),
-        (Operand::C, lens.2, cfg.ldc, cfg.stride_c),
+    for (i, (which, len, ld)) in [
+        (Operand::A, lens.0, cfg.lda),
+        (Operand::B, lens.1, cfg.ldb),
+        (Operand::C, lens.2, cfg.ldc),
     ]
     .into_iter()
     .enumerate()
     {
         let (buf, ld_arg, stride_arg) = which.names();
-        let (lines, line) = cfg.stored(which);
+        let line = cfg.stored(which).1;
         if ld < line {
             let matrix = ["A", "B", "C"][i];
             let lines = match cfg.layout {
@@ -351,23 +364,19 @@ pub fn plan(cfg: &GemmConfig, lens: (usize, usize, usize)) -> Result<Plan, GemmE
                 lines,
             });
         }
-        let too_large = |arg, value| GemmError::TooLarge {
-            arg,
-            value,
-            why: "the kernels take leading dimensions of up to 2^32 - 1",
-        };
         if ld > u32::MAX as usize {
-            return Err(too_large(ld_arg, ld));
+            return Err(GemmError::TooLarge {
+                arg: ld_arg,
+                value: ld,
+                why: "the kernels take leading dimensions of up to 2^32 - 1",
+            });
         }
-        let one = span(lines as u32, line as u32, ld as u32) as usize;
-        let needs = stride
-            .checked_mul(cfg.batch - 1)
-            .and_then(|x| x.checked_add(one))
-            .ok_or(GemmError::TooLarge {
-                arg: stride_arg,
-                value: stride,
-                why: "the batch's last matrix lies beyond the address space",
-            })?;
+        let (one, needs) = cfg.extent(which);
+        let needs = needs.ok_or(GemmError::TooLarge {
+            arg: stride_arg,
+            value: [cfg.stride_a, cfg.stride_b, cfg.stride_c][i],
+            why: "the batch's last matrix lies beyond the address space",
+        })?;
         if len < needs {
             return Err(GemmError::BufferTooSmall {
                 arg: buf,

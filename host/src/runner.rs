@@ -194,12 +194,10 @@ impl Kernel {
     /// if it cannot: what its spec refuses, and for a twin (`int` offsets)
     /// any matrix that spans 2^31 elements or more.
     pub fn unsupported(&self, p: &GemmParams, batch: usize) -> Option<String> {
-        let spans = [
-            kernels_gpu::gemm::span(p.m, p.k, p.lda),
-            kernels_gpu::gemm::span(p.k, p.n, p.ldb),
-            kernels_gpu::gemm::span(p.m, p.n, p.ldc),
-        ];
-        let largest = spans.into_iter().max().unwrap_or(0);
+        let largest = (self.spec.stored(p, p.k).iter())
+            .map(|&(rows, cols, ld)| kernels_gpu::gemm::span(rows, cols, ld))
+            .max()
+            .unwrap_or(0);
         if largest > self.max_elems as u64 {
             return Some(format!(
                 "a matrix spans {largest} elements, more than its offsets allow ({})",

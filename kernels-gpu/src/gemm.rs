@@ -51,6 +51,22 @@ const _: () = assert!(core::mem::size_of::<GemmParams>() == 64);
 const _: () = assert!(core::mem::align_of::<GemmParams>() == 8);
 
 impl GemmParams {
+    /// The depth of product `z`: `k`, or with split-K what is left of it
+    /// from slice `z` on, at most `k_slice` (`z * k_slice < k`).
+    #[inline(always)]
+    pub const fn depth(&self, z: u32) -> u32 {
+        if self.k_slice == 0 {
+            self.k
+        } else {
+            let left = self.k - z * self.k_slice;
+            if left < self.k_slice {
+                left
+            } else {
+                self.k_slice
+            }
+        }
+    }
+
     /// One dense product, `C = A * B`: leading dimensions equal to the row
     /// lengths, alpha 1, beta 0.
     pub const fn dense(m: u32, n: u32, k: u32) -> Self {
@@ -188,11 +204,7 @@ impl Gemm {
     /// slice `z` on, at most `k_slice`.
     #[inline(always)]
     pub(crate) fn new(a: GlobalIn, b: GlobalIn, c: GlobalOut, p: GemmParams, z: u32) -> Self {
-        let k = if p.k_slice == 0 {
-            p.k
-        } else {
-            p.k_slice.min(p.k - z * p.k_slice)
-        };
+        let k = p.depth(z);
         Self {
             a,
             b,

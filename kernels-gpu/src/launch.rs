@@ -193,11 +193,7 @@ impl KernelSpec {
     #[cfg(not(target_arch = "nvptx64"))]
     pub fn unsupported(&self, p: &GemmParams, batch: usize) -> Option<String> {
         let limit = crate::gemm::MAX_ELEMS;
-        for (name, rows, cols, ld) in [
-            ("A", p.m, p.k, p.lda),
-            ("B", p.k, p.n, p.ldb),
-            ("C", p.m, p.n, p.ldc),
-        ] {
+        for (name, (rows, cols, ld)) in ["A", "B", "C"].into_iter().zip(self.stored(p, p.k)) {
             let span = crate::gemm::span(rows, cols, ld);
             if span > limit as u64 {
                 let what = if ld == cols {
@@ -219,6 +215,22 @@ impl KernelSpec {
             ));
         }
         None
+    }
+
+    /// A, B and C as this kernel reads them for `p` with depth `k` (the
+    /// call's, or a split-K slice's): `(rows, columns, leading dimension)`
+    /// of each as stored, A and B transposed where [`KernelSpec::ops`]
+    /// says so. What every span check (host, emulator) measures.
+    pub fn stored(&self, p: &GemmParams, k: u32) -> [(u32, u32, u32); 3] {
+        let a = match self.ops.a {
+            Op::N => (p.m, k, p.lda),
+            Op::T => (k, p.m, p.lda),
+        };
+        let b = match self.ops.b {
+            Op::N => (k, p.n, p.ldb),
+            Op::T => (p.n, k, p.ldb),
+        };
+        [a, b, (p.m, p.n, p.ldc)]
     }
 
     /// The body the CPU emulator runs, or why it cannot run this kernel.
@@ -281,5 +293,27 @@ mod tests {
                 assert!(k.batches && why.is_none(), "{}", k.name);
             }
         }
+    }
+
+    #[test]
+    fn transposed_operands_are_measured_as_stored() {
+        use crate::gemm::GemmParams;
+        use crate::launch::Op;
+        // A read transposed is stored k x m: 2^31 rows of 2 (ld 2) span
+        // 2^32 elements, although m x k with ld 2 would span only 2^31 + 2.
+        let p = GemmParams {
+            lda: 2,
+            ..GemmParams::dense(2, 4, 1 << 31)
+        };
+        let tn = crate::registry::TRANSPOSED
+            .iter()
+            .find(|k| k.ops.a == Op::T)
+            .expect("a kernel reading A transposed");
+        assert_eq!(tn.stored(&p, p.k)[0], (1 << 31, 2, 2));
+        let why = tn.unsupported(&p, 1).expect("refused");
+        assert!(
+            why.starts_with("A spans 2147483648 x 2 = 4294967296"),
+            "{why}"
+        );
     }
 }

@@ -13,21 +13,7 @@ use rust_gemm::blas::{
     choose_with,
 };
 use rust_gemm::reference::check_gemm;
-
-/// Deterministic values in ±[0.5, 1.5), never zero.
-fn values(len: usize, seed: u64) -> Vec<f32> {
-    let mut state = 0x9e37_79b9_7f4a_7c15u64 ^ seed.wrapping_mul(0x1000_0000_01b3);
-    (0..len)
-        .map(|_| {
-            state ^= state >> 12;
-            state ^= state << 25;
-            state ^= state >> 27;
-            let bits = state.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 40;
-            let x = 0.5 + bits as f32 / (1u64 << 24) as f32;
-            if bits & 1 == 0 { x } else { -x }
-        })
-        .collect()
-}
+use tests::values;
 
 /// Floats each buffer needs for `cfg`.
 fn lens(cfg: &GemmConfig) -> (usize, usize, usize) {

@@ -36,21 +36,11 @@ const SHAPES: &[(usize, usize, usize)] = &[
     (33, 16, 1),
 ];
 
-/// Deterministic inputs in ±[0.5, 1.5): never zero, so every product counts.
+/// Deterministic inputs in ±[0.5, 1.5) (`tests::values`): never zero,
+/// so every product counts.
 fn inputs(m: usize, n: usize, k: usize) -> (Vec<f32>, Vec<f32>) {
-    let mut state = 0x9e37_79b9_7f4a_7c15u64 ^ (m * 1_000_003 + n * 1009 + k) as u64;
-    let mut next = move || {
-        // xorshift64*
-        state ^= state >> 12;
-        state ^= state << 25;
-        state ^= state >> 27;
-        let bits = state.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 40;
-        let x = 0.5 + bits as f32 / (1u64 << 24) as f32;
-        if bits & 1 == 0 { x } else { -x }
-    };
-    let a = (0..m * k).map(|_| next()).collect();
-    let b = (0..k * n).map(|_| next()).collect();
-    (a, b)
+    let seed = (m * 1_000_003 + n * 1009 + k) as u64;
+    (tests::values(m * k, seed), tests::values(k * n, !seed))
 }
 
 /// Checks `report.c` against `A * B` computed in f64. The tolerance is

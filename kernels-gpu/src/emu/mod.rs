@@ -60,7 +60,7 @@ use std::thread;
 
 use crate::device::{GlobalIn, GlobalOut};
 use crate::gemm::{Gemm, GemmParams};
-use crate::launch::{self, KernelSpec};
+use crate::launch::KernelSpec;
 use backend::global::Buffer;
 use block::Pool;
 
@@ -179,23 +179,15 @@ pub fn run(
 ) -> EmuReport {
     let p = params;
     for z in 0..batch {
-        let (m, n, k) = (p.m, p.n, product_depth(p, z) as u32);
-        // A and B as stored: transposed where the kernel reads them so.
-        let (a_rows, a_cols) = if spec.ops.a == launch::Op::T {
-            (k, m)
-        } else {
-            (m, k)
-        };
-        let (b_rows, b_cols) = if spec.ops.b == launch::Op::T {
-            (n, k)
-        } else {
-            (k, n)
-        };
-        for (name, len, rows, cols, ld, stride) in [
-            ("A", a.len(), a_rows, a_cols, p.lda, p.stride_a),
-            ("B", b.len(), b_rows, b_cols, p.ldb, p.stride_b),
-            ("C", c.len(), m, n, p.ldc, p.stride_c),
-        ] {
+        let stored = spec.stored(p, p.depth(z as u32));
+        for ((name, len, stride), (rows, cols, ld)) in [
+            ("A", a.len(), p.stride_a),
+            ("B", b.len(), p.stride_b),
+            ("C", c.len(), p.stride_c),
+        ]
+        .into_iter()
+        .zip(stored)
+        {
             let end = z * stride as usize + crate::gemm::span(rows, cols, ld) as usize;
             assert!(
                 len >= end,
@@ -239,16 +231,6 @@ pub fn run(
         unwaited_copies: findings.unwaited_copies,
         omitted: findings.omitted,
         banks: findings.banks,
-    }
-}
-
-/// The depth of product `z`: `k`, or with split-K what is left of it
-/// from slice `z` on, at most `k_slice` (what `Gemm::from_raw` computes).
-fn product_depth(p: &GemmParams, z: usize) -> usize {
-    if p.k_slice == 0 {
-        p.k as usize
-    } else {
-        (p.k_slice as usize).min(p.k as usize - z * p.k_slice as usize)
     }
 }
 
