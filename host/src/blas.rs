@@ -515,11 +515,12 @@ pub fn table_for(name: &str) -> Option<Vec<AutoEntry>> {
 pub const TABLE_REACH: f64 = 1.0;
 
 /// The kernels `Auto` chooses from for `ops`: the FP32 pointer kernels of
-/// step 10 (A and B as they are, or the transposed instances) and step
-/// 15's skinny kernel.
+/// step 10 (A and B as they are, or the transposed instances), step 15's
+/// skinny kernel (C of one row) and step 16's matrix-vector kernel (C of
+/// one column).
 pub fn auto_candidates(ops: Ops) -> impl Iterator<Item = &'static KernelSpec> {
     registry::all().filter(move |k| {
-        (k.step == 10 || k.step == 15)
+        matches!(k.step, 10 | 15 | 16)
             && k.ops == ops
             && k.precision == Precision::Fp32
             && k.operands == Operands::Pointers
@@ -545,7 +546,12 @@ pub fn auto_candidates(ops: Ops) -> impl Iterator<Item = &'static KernelSpec> {
 ///    - split-K (one product only, K at least 512) cuts K into 2-32
 ///      slices of at least 256 and adds the reduction, which moves
 ///      `slices * m * n` floats twice at the GPU's DRAM bandwidth
-///      (`dram_gbs`).
+///      (`dram_gbs`);
+///    - no kernel runs faster than its DRAM traffic: A read once per
+///      column of tiles, B once per row of tiles, C once (no reuse in L2
+///      assumed). This is what rules step 16's one-column tiles out for
+///      a C of many columns and in for a matrix-vector product;
+///    - a kernel whose grid CUDA cannot launch for the call is skipped.
 ///
 /// So the shapes the suite measures get what was fastest there, and
 /// others what the model predicts: the fastest kernel at full occupancy
@@ -591,7 +597,12 @@ pub fn choose(plan: &Plan, candidates: &[Candidate], sms: usize, dram_gbs: f64) 
     let (m, n, k) = (p.m as f64, p.n as f64, p.k as f64);
     let slowest = FULL_RATE.iter().map(|r| r.1).fold(f64::INFINITY, f64::min);
     let mut best: Option<(f64, Choice)> = None;
-    for c in candidates.iter().filter(|c| c.spec.ops == plan.ops) {
+    let launchable =
+        |c: &&Candidate| crate::runner::grid(c.spec, p.m as usize, p.n as usize, 1).is_ok();
+    for c in (candidates.iter())
+        .filter(|c| c.spec.ops == plan.ops)
+        .filter(launchable)
+    {
         let (bm, bn) = c.spec.launch.block_tile;
         let rate = FULL_RATE
             .iter()
@@ -599,7 +610,11 @@ pub fn choose(plan: &Plan, candidates: &[Candidate], sms: usize, dram_gbs: f64) 
             .map_or(slowest, |r| r.1)
             * 1e9;
         let per_sm = c.blocks_per_sm.max(1) as f64;
-        let tiles = (p.m as usize).div_ceil(bm) * (p.n as usize).div_ceil(bn) * plan.batch;
+        let (tiles_m, tiles_n) = ((p.m as usize).div_ceil(bm), (p.n as usize).div_ceil(bn));
+        let tiles = tiles_m * tiles_n * plan.batch;
+        let traffic =
+            4.0 * plan.batch as f64 * (m * k * tiles_n as f64 + k * n * tiles_m as f64 + m * n);
+        let memory_s = traffic / (dram_gbs * 1e9);
         let max_split = if plan.batch == 1 && p.k >= 512 {
             (p.k as usize / 256).clamp(1, 32)
         } else {
@@ -614,7 +629,7 @@ pub fn choose(plan: &Plan, candidates: &[Candidate], sms: usize, dram_gbs: f64) 
             } else {
                 0.0
             };
-            let t = waves * wave_s + reduce_s;
+            let t = (waves * wave_s).max(memory_s) + reduce_s;
             if best.is_none_or(|(bt, _)| t < bt) {
                 best = Some((
                     t,

@@ -42,6 +42,11 @@
 //!   outputs per thread; 2-4 blocks per SM only if ptxas stays near 128
 //!   registers, which it does not (it hoists fragment loads several rows
 //!   ahead: 167-168). For small n and as a control.
+//! - `64x64x16_w32x32`, `32x64x16_w16x32`, `32x32x16_w16x32`: 32 or 16
+//!   outputs per thread, 2-4 warps per block. Slower than the rest at
+//!   full occupancy (a shared load per 4-8 FMAs), but a 256 x 256 C is 64
+//!   of the smallest tiles instead of 8 of `64x128`: for small C, where
+//!   SMs idle, not FMAs, set the pace.
 //!
 //! Measured: the README's bench table and docs/bench.json (`cargo xtask
 //! bench`, every instance at every size); past runs and the search's
@@ -263,6 +268,10 @@ mod instances {
     instance!(TUNED_A = "tuned_a", tuned_64x128x8_w32x64, SPEC_64X128X8_W32X64, 64, 128, 8, 2, 2);
     instance!(TUNED_B = "tuned_b", tuned_128x128x8_w32x64, SPEC_128X128X8_W32X64, 128, 128, 8, 2, 2);
     instance!(TUNED_A = "tuned_a", tuned_128x128x16_w32x64, SPEC_128X128X16_W32X64, 128, 128, 16, 2, 2);
+    // Small tiles, for small C: more blocks to fill the SMs with.
+    instance!(TUNED_A = "tuned_a", tuned_64x64x16_w32x32, SPEC_64X64X16_W32X32, 64, 64, 16, 2, 1);
+    instance!(TUNED_B = "tuned_b", tuned_32x64x16_w16x32, SPEC_32X64X16_W16X32, 32, 64, 16, 1, 1);
+    instance!(TUNED_B = "tuned_b", tuned_32x32x16_w16x32, SPEC_32X32X16_W16X32, 32, 32, 16, 1, 1);
     // The best instance with A, B or both transposed, for the library.
     instance!(TUNED_T = "tuned_t", tuned_128x128x16_w32x64_tn, SPEC_128X128X16_W32X64_TN, 128, 128, 16, 2, 2, TN);
     instance!(TUNED_T = "tuned_t", tuned_128x128x16_w32x64_nt, SPEC_128X128X16_W32X64_NT, 128, 128, 16, 2, 2, NT);
@@ -289,6 +298,9 @@ pub const SPECS: &[KernelSpec] = &[
     SPEC_64X128X8_W32X64,
     SPEC_128X128X8_W32X64,
     SPEC_128X128X16_W32X64,
+    SPEC_64X64X16_W32X32,
+    SPEC_32X64X16_W16X32,
+    SPEC_32X32X16_W16X32,
 ];
 
 /// The block at `(row0, col0)` of C. With `GUARD = false` the caller

@@ -24,6 +24,9 @@ pub const KERNELS: &[KernelSpec] = &[
     crate::k10_tuned::SPEC_64X128X8_W32X64,
     crate::k10_tuned::SPEC_128X128X8_W32X64,
     crate::k10_tuned::SPEC_128X128X16_W32X64,
+    crate::k10_tuned::SPEC_64X64X16_W32X32,
+    crate::k10_tuned::SPEC_32X64X16_W16X32,
+    crate::k10_tuned::SPEC_32X32X16_W16X32,
     crate::k11_mma::SPEC_128X128X32_W64X64_S2,
     crate::k11_mma::SPEC_256X128X32_W64X64_S3,
     crate::k11_mma::SPEC_64X128X32_W32X64_S2,
@@ -31,6 +34,8 @@ pub const KERNELS: &[KernelSpec] = &[
     crate::k12_wgmma::SPEC_256X128X32_S4,
     crate::k13_wgmma_ws::SPEC_256X128X32_S4,
     crate::k15_skinny::SPEC,
+    crate::k15_skinny::SPEC_1X512,
+    crate::k16_gemv::SPEC,
 ];
 
 /// Kernels that read A or B transposed (`KernelSpec::ops`): the library's

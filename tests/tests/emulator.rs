@@ -1,7 +1,8 @@
 //! The kernels on the CPU emulator (`kernels_gpu::emu`), no GPU needed:
 //! every registered kernel against an f64 reference, broken variants of
 //! tiled16 and of the tensor-core kernel reported (not hung), direct
-//! misuse of the device API (barriers, warp collectives, `cp.async`)
+//! misuse of the device API (barriers, warp collectives and shuffles,
+//! `cp.async`)
 //! reported, the emulator's bank-conflict counts against a derivation on
 //! paper and against Nsight Compute on an H200, and its time estimates
 //! against its real times.
@@ -11,6 +12,7 @@ use std::time::Instant;
 
 use kernels_gpu::device::async_copy::{commit_group, wait_group};
 use kernels_gpu::device::mma::{mma_m16n8k8_tf32, to_tf32};
+use kernels_gpu::device::warp::{shuffle_xor, warp_sum};
 use kernels_gpu::device::{SharedTile, block_idx_x, sync_threads, thread_idx_x};
 use kernels_gpu::emu::{self, EmuReport, Memory, Op};
 use kernels_gpu::gemm::Gemm;
@@ -623,6 +625,81 @@ fn the_emulated_mma_follows_the_ptx_fragment_layout() {
         let want = [2 * quad, 2 * quad + 1, 2 * quad, 2 * quad + 1].map(|n| (8 * n + lane) as f32);
         assert_eq!(report.c[4 * lane..4 * lane + 4], want, "lane {lane}");
     }
+}
+
+/// Lane `l`'s value: a mantissa in [1, 2) times one of four magnitudes
+/// from 1e-7 to 1e4, so that rounding shows the order of the additions.
+fn lane_value(lane: usize) -> f32 {
+    (1.0 + (lane * 37 % 32) as f32 / 32.0) * [1.0, 1e-3, 1e4, 1e-7][lane % 4]
+}
+
+/// C gets, per lane, its partner's value for mask 5, then the warp's sum.
+fn shuffle_and_sum(g: Gemm) {
+    let lane = thread_idx_x();
+    let x = lane_value(lane);
+    let partner = shuffle_xor(x, 5);
+    let sum = warp_sum(x);
+    // SAFETY: lane l writes C[l] and C[32 + l] of a 1 x 64 C, one owner each.
+    unsafe {
+        g.c.write(lane, partner);
+        g.c.write(32 + lane, sum);
+    }
+}
+
+#[test]
+fn the_emulated_shuffle_trades_by_lane_xor_mask_and_the_warp_sum_is_a_butterfly() {
+    let spec = probe("shuffle", 32, 0, shuffle_and_sum);
+    let spec = KernelSpec {
+        launch: Launch {
+            block_tile: (1, 64),
+            ..spec.launch
+        },
+        ..spec
+    };
+    let (report, ..) = run(&spec, shuffle_and_sum, (1, 64, 1));
+    assert!(report.is_clean(), "{report}");
+    // The butterfly on paper: masks 16, 8, 4, 2, 1, each lane adding its
+    // partner's running sum to its own.
+    let mut sums: Vec<f32> = (0..32).map(lane_value).collect();
+    for mask in [16, 8, 4, 2, 1] {
+        sums = (0..32).map(|l| sums[l] + sums[l ^ mask]).collect();
+    }
+    assert!(sums.iter().all(|s| s.to_bits() == sums[0].to_bits()));
+    // Another order of the same additions gives other bits: the test can
+    // tell a butterfly from a plain loop.
+    let in_order: f32 = (0..32).map(lane_value).sum();
+    assert_ne!(in_order.to_bits(), sums[0].to_bits());
+    for lane in 0..32 {
+        assert_eq!(report.c[lane], lane_value(lane ^ 5), "lane {lane}");
+        assert_eq!(
+            report.c[32 + lane].to_bits(),
+            sums[0].to_bits(),
+            "lane {lane}"
+        );
+    }
+}
+
+/// Lane 3 leaves before the warp's sum.
+fn sum_without_lane_3(g: Gemm) {
+    if thread_idx_x() == 3 {
+        return;
+    }
+    let s = warp_sum(1.0);
+    // SAFETY: thread t < 32 writes C[t] of a 1 x 32 C, one owner each.
+    unsafe { g.c.write(thread_idx_x(), s) };
+}
+
+#[test]
+fn a_shuffle_a_lane_skips_is_a_barrier_error_not_a_hang() {
+    let (report, ..) = run(
+        &probe("shuffle_skip", 32, 0, sum_without_lane_3),
+        sum_without_lane_3,
+        (1, 32, 1),
+    );
+    assert_eq!(report.barrier_errors.len(), 1, "{report}");
+    let error = &report.barrier_errors[0];
+    assert_eq!(error.exited, [(3, 0)], "{report}");
+    assert!(error.waiting[0].warp_collective, "{report}");
 }
 
 /// Starts a copy and never waits for it.

@@ -113,6 +113,23 @@ fn tiled16_has_two_barriers_and_uses_shared_memory() {
     assert!(!naive.contains("bar.sync") && !naive.contains(".shared"));
 }
 
+/// Step 16 sums across a warp with `shfl.sync` alone: five butterfly
+/// rounds per row of C (two rows per warp, in both paths of
+/// `gemm_kernel!`), no shared memory, no barrier.
+#[test]
+fn the_gemv_kernel_sums_with_warp_shuffles_only() {
+    use kernels_gpu::k16_gemv::WARP_ROWS;
+    let ladder = rust_gemm::ptx(&kernels_gpu::modules::LADDER);
+    let body = ptx_entry(ladder, "gemv_warp_8x1").unwrap();
+    assert_eq!(
+        body.matches("shfl.sync.bfly.b32").count(),
+        2 * 5 * WARP_ROWS,
+        "butterfly rounds"
+    );
+    assert!(!body.contains("bar.sync") && !body.contains(".shared"));
+    assert!(body.contains("ld.global.v4."), "128-bit loads of A and B");
+}
+
 /// Step 11's entries: TF32 `mma.sync`, `ldmatrix`, `cp.async` with groups,
 /// `cvt.rna`. rustc marks no `asm!` as convergent, so LLVM could copy a
 /// warp-collective instruction into a branch only some lanes take (tail

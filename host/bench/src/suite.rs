@@ -193,7 +193,8 @@ pub struct Budget {
 }
 
 /// The splits worth timing for `kernel` on `cfg`: 1, and when its tiles
-/// leave SMs idle on one product with K long enough, 2 to 32.
+/// leave SMs idle on one product with K long enough, 2 to 64 (slices of
+/// at least 64).
 fn splits(cfg: &GemmConfig, choice_tile: (usize, usize), sms: usize) -> Vec<usize> {
     let (m, n) = match cfg.layout {
         blas::Layout::RowMajor => (cfg.m, cfg.n),
@@ -201,7 +202,10 @@ fn splits(cfg: &GemmConfig, choice_tile: (usize, usize), sms: usize) -> Vec<usiz
     };
     let tiles = m.div_ceil(choice_tile.0) * n.div_ceil(choice_tile.1);
     if cfg.batch == 1 && tiles < sms && cfg.k >= 512 {
-        vec![1, 2, 4, 8, 16, 32]
+        [1, 2, 4, 8, 16, 32, 64]
+            .into_iter()
+            .filter(|s| s * 64 <= cfg.k)
+            .collect()
     } else {
         vec![1]
     }

@@ -8,6 +8,8 @@
 //! - [`shared`]: tiles carved out of the block's launch-sized shared memory;
 //! - [`global`]: typed views of the kernel's global-memory buffers;
 //! - [`math`]: fused multiply-add (rustc never contracts `a * b + c`);
+//! - [`warp`]: lanes, and `shfl.sync` exchanges between them (the sum
+//!   across a warp);
 //! - [`mma`]: TF32 tensor cores, `mma.sync` m16n8k8 (sm_80+);
 //! - [`async_copy`]: `cp.async` global-to-shared copies in groups (sm_80+);
 //! - [`mbarrier`], [`tma`], [`wgmma`]: Hopper's transaction barriers, copy
@@ -40,6 +42,7 @@ pub mod shared;
 pub mod thread;
 #[cfg(target_arch = "nvptx64")]
 pub mod tma;
+pub mod warp;
 #[cfg(target_arch = "nvptx64")]
 pub mod wgmma;
 

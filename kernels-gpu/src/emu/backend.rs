@@ -9,7 +9,7 @@
 //! a reported finding, never undefined behaviour in Rust. Shared-memory
 //! accesses are logged per thread and checked when the barrier interval
 //! closes ([`super::check`]); global accesses are checked on the spot.
-//! Warp-wide instructions meet at a per-warp rendezvous
+//! Warp-wide instructions (`mma.sync`, `ldmatrix`, `shfl.sync`) meet at a per-warp rendezvous
 //! ([`super::block::Block::warp_collective`]); `cp.async` copies wait in
 //! a per-thread queue until their `wait_group`.
 //!
@@ -438,6 +438,40 @@ pub mod mma {
                 .warp_collective(t.tid, site, Box::new(row), &trade, &t.launch)
         });
         *out.downcast::<[f32; 4]>().expect("ldmatrix result")
+    }
+}
+
+/// The warp helpers on the host: `shfl.sync` as a warp collective
+/// (`super::block`).
+pub mod warp {
+    use super::*;
+    use crate::emu::block::Operands;
+
+    /// `shfl.sync.bfly.b32` with the whole warp as members: every lane
+    /// hands in its value and gets back lane `lane ^ mask`'s.
+    #[track_caller]
+    pub fn shuffle_xor(x: f32, mask: u32) -> f32 {
+        let site = Location::caller();
+        let trade = |inputs: Vec<Operands>| -> Vec<Operands> {
+            assert_eq!(
+                inputs.len(),
+                32,
+                "shfl.sync needs all 32 lanes of a warp, this warp has {}",
+                inputs.len()
+            );
+            let values: Vec<f32> = inputs
+                .into_iter()
+                .map(|x| *x.downcast::<f32>().expect("shuffled value"))
+                .collect();
+            (0..32)
+                .map(|l| Box::new(values[l ^ (mask as usize & 31)]) as Operands)
+                .collect()
+        };
+        let out = with(|t| {
+            t.block
+                .warp_collective(t.tid, site, Box::new(x), &trade, &t.launch)
+        });
+        *out.downcast::<f32>().expect("shuffle result")
     }
 }
 

@@ -20,7 +20,7 @@
 //!   128-bit access (reads give NaN, writes are dropped);
 //! - double writes: two threads write the same element of C;
 //! - panics of kernel threads (on the GPU, `trap`);
-//! - warp collectives (`mma.sync`, `ldmatrix`) that not every lane of the
+//! - warp collectives (`mma.sync`, `ldmatrix`, `shfl.sync`) that not every lane of the
 //!   warp reaches: reported with the barrier errors, never a hang;
 //! - `cp.async` copies a thread never waited for;
 //! - bank-conflict accounting for shared memory, per access site (see

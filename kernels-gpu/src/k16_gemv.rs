@@ -1,0 +1,155 @@
+//! Step 16: a column of C (`m x 1 x k`: a matrix times a vector). Every
+//! element of C is a dot product of a row of A with B, and A, read once,
+//! is the whole cost: the time to beat is A's bytes at DRAM speed. The
+//! tiled kernels give each block at least 64 columns of C, 63 of them
+//! empty here; step 15 keeps one thread per element of C, so a thread
+//! would walk a whole row of A alone, each load 4 bytes of a 128-byte
+//! line its neighbours do not share.
+//!
+//! What changes: a warp per row (two rows, in fact, which share each load
+//! of B). Its 32 lanes read the row in 128-bit loads side by side, 512
+//! bytes per warp per load, four loads per row per round, the next
+//! round's in flight during this one's multiplies; each lane keeps a partial sum of every 32nd float4, and the
+//! warp adds the 32 partial sums in registers with a butterfly of
+//! `shfl.sync` ([`crate::device::warp::warp_sum`]): no shared memory and
+//! no barrier. Lane 0 writes the element. The sum is deterministic (the
+//! butterfly's order is fixed).
+//!
+//! Any shape runs: column `x` of the grid is column `x` of C (B read down
+//! that column), `ceil(m / 8)` rows of blocks; rows past m, K not a
+//! multiple of the vector step, misaligned rows or a B column that is not
+//! contiguous (`ldb != 1`) take the scalar loop, every lane still in the
+//! butterfly. It is fast for few columns only: every column re-reads A.
+//!
+//! Prediction (H200, 4096 x 1 x 4096): A's 64 MB at 3.5-4 TB/s, 17-19
+//! us, against 90 us for step 10 with split-K 16 and 32 us for cuBLAS.
+//! Measured: the suite table of `cargo xtask bench --suite` (README) and
+//! docs/measurements.md.
+
+use crate::device::warp::{WARP, lane, warp_idx, warp_sum};
+use crate::device::{block_idx_x, block_idx_y, fma};
+use crate::gemm::Gemm;
+use crate::launch::{Body, KernelSpec, Launch, Operands, Ops, Precision};
+use crate::modules;
+use crate::unroll::unroll;
+
+/// Warps per block.
+pub const WARPS: usize = 4;
+/// Rows of C per warp, computed together (each load of B serves them all).
+pub const WARP_ROWS: usize = 2;
+/// Rows of C per block.
+pub const ROWS: usize = WARPS * WARP_ROWS;
+/// float4s of each row a lane has in flight before the first multiply.
+pub const UNROLL: usize = 4;
+/// Elements of K one round of the vector loop covers.
+const STEP: usize = WARP * 4 * UNROLL;
+
+pub const SPEC: KernelSpec = KernelSpec {
+    name: "gemv_warp_8x1",
+    step: 16,
+    module: &modules::LADDER,
+    precision: Precision::Fp32,
+    summary: "a warp per row of C: 128-bit loads along the row, a shuffle sum across lanes",
+    launch: Launch {
+        block_threads: ((WARPS * WARP) as u32, 1),
+        block_tile: (ROWS, 1),
+        shared_bytes: 0,
+        register_cap: false,
+    },
+    model_reuse: (1, 1),
+    body: Body::Emulated(gemv_warp_8x1),
+    operands: Operands::Pointers,
+    ops: Ops::NN,
+    batches: true,
+};
+
+/// `C[row][col] = sum_k A[row][k] * B[k][col]` for the warp's rows and the
+/// block's column.
+pub fn gemv_warp_8x1(g: Gemm) {
+    let (m, _, k) = g.dims32();
+    let col = block_idx_x() as u32;
+    let row0 = ((block_idx_y() * WARPS + warp_idx()) * WARP_ROWS) as u32;
+    let lane = lane() as u32;
+    let mut acc = [0.0f32; WARP_ROWS];
+    let mut kk = 0u32;
+    // Warp-uniform: every lane of the warp takes the same loops, so all of
+    // them reach the butterfly below.
+    let rows_inside = row0 + WARP_ROWS as u32 <= m;
+    let vector = rows_inside
+        && g.a.aligned(16)
+        && g.lda.is_multiple_of(4)
+        && g.ldb == 1
+        && g.b.aligned(16);
+    if vector {
+        // B's column is contiguous (ldb = 1 means n = 1, so col = 0) and
+        // starts 16-byte aligned, as does every row of A.
+        type Round = ([[[f32; 4]; UNROLL]; WARP_ROWS], [[f32; 4]; UNROLL]);
+        let load = |kk: u32| -> Round {
+            let mut a = [[[0.0f32; 4]; UNROLL]; WARP_ROWS];
+            let mut b = [[0.0f32; 4]; UNROLL];
+            unroll!(UNROLL; 4, |u| {
+                let c = kk + (u as u32 * WARP as u32 + lane) * 4;
+                // SAFETY: c + 4 <= kk + STEP <= k rows of B's one column,
+                // contiguous (ldb = 1); c % 4 == 0 and B is 16-byte aligned.
+                b[u] = unsafe { g.b.read4(g.b_index(c, 0)) };
+                unroll!(WARP_ROWS; 2, |r| {
+                    // SAFETY: row0 + r < m (rows_inside) and c + 4 <= k;
+                    // lda % 4 == 0, c % 4 == 0 and A is 16-byte aligned.
+                    a[r][u] = unsafe { g.a.read4(g.a_index(row0 + r as u32, c)) };
+                });
+            });
+            (a, b)
+        };
+        let mac = |acc: &mut [f32; WARP_ROWS], (a, b): &Round| {
+            unroll!(UNROLL; 4, |u| {
+                unroll!(WARP_ROWS; 2, |r| {
+                    unroll!(4; 4, |j| {
+                        acc[r] = fma(a[r][u][j], b[u][j], acc[r]);
+                    });
+                });
+            });
+        };
+        let rounds = k / STEP as u32;
+        if rounds > 0 {
+            // Registers double-buffered: round r + 1's loads are issued
+            // before round r's FMAs. Loads and the FMAs that use them in
+            // one straight line, ptxas interleaves (three loads, their
+            // FMAs, the next three), and a warp has a few loads in flight
+            // instead of twelve.
+            let mut cur = load(0);
+            for r in 1..rounds {
+                let next = load(r * STEP as u32);
+                mac(&mut acc, &cur);
+                cur = next;
+            }
+            mac(&mut acc, &cur);
+            kk = rounds * STEP as u32;
+        }
+    }
+    // What is left of K (all of it on the scalar path), a float per lane.
+    let mut c = kk + lane;
+    while c < k {
+        // SAFETY: c < k and col < n (the grid has n columns of blocks).
+        let b = unsafe { g.b.read(g.b_index(c, col)) };
+        unroll!(WARP_ROWS; 2, |r| {
+            let row = row0 + r as u32;
+            if row < m {
+                // SAFETY: row < m and c < k.
+                acc[r] = fma(unsafe { g.a.read(g.a_index(row, c)) }, b, acc[r]);
+            }
+        });
+        c += WARP as u32;
+    }
+    unroll!(WARP_ROWS; 2, |r| {
+        // Every lane of the warp is here: the loops above are uniform.
+        let total = warp_sum(acc[r]);
+        let row = row0 + r as u32;
+        if lane == 0 && row < m {
+            // SAFETY: row < m and col < n; lane 0 of this warp alone
+            // writes C[row][col].
+            unsafe { g.store_c(g.c_index(row, col), total) };
+        }
+    });
+}
+
+crate::gemm_kernel!(gemv_warp_8x1);
