@@ -124,13 +124,13 @@ impl Params {
 /// One instance: `SPEC` for the host, the body `name` and the PTX entry
 /// `name` for the GPU.
 macro_rules! instance {
-    ($name:ident, $spec:ident, $bm:literal, $s:literal, $group:literal) => {
+    ($name:ident, $spec:ident, $bm:literal, $s:literal) => {
         pub const $spec: KernelSpec = Params { bm: $bm, stages: $s }.spec(stringify!($name));
         /// The body of the PTX entry of the same name (inlined into it).
         #[cfg(target_arch = "nvptx64")]
         #[inline(always)]
         pub fn $name(g: Gemm, maps: TensorMaps) {
-            ws::<$bm, $s, { $bm * BK + BK * BN }, $group>(g, maps)
+            ws::<$bm, $s, { $bm * BK + BK * BN }>(g, maps)
         }
         mod $name {
             #[cfg(target_arch = "nvptx64")]
@@ -143,47 +143,24 @@ macro_rules! instance {
 #[rustfmt::skip]
 mod instances {
     use super::*;
-    instance!(wgmma_ws_256x128x32_s4, SPEC_256X128X32_S4, 256, 4, 1);
-    instance!(wgmma_ws_256x128x32_s4_g8, SPEC_256X128X32_S4_G8, 256, 4, 8);
+    instance!(wgmma_ws_256x128x32_s4, SPEC_256X128X32_S4, 256, 4);
 }
 pub use instances::*;
 
 /// Every instance.
-pub const SPECS: &[KernelSpec] = &[SPEC_256X128X32_S4, SPEC_256X128X32_S4_G8];
-
-/// The tile of C that block `(blockIdx.x, blockIdx.y)` computes, as
-/// `(tile row, tile column)`, with the blocks taken in launch order
-/// (x fastest) and dealt out `GROUP` tile rows at a time, down each
-/// column of the group before moving right: the blocks that run at once
-/// share `GROUP` row blocks of A and about `132 / GROUP` column blocks of B
-/// instead of one or two rows of A and every column of B. `GROUP = 1` is
-/// the grid's own order.
-#[cfg(target_arch = "nvptx64")]
-#[inline(always)]
-fn tile_of<const GROUP: usize>(tiles_m: usize, tiles_n: usize) -> (usize, usize) {
-    let id = block_idx_y() * tiles_n + block_idx_x();
-    let first = id / (GROUP * tiles_n) * GROUP;
-    let rows = if tiles_m - first < GROUP { tiles_m - first } else { GROUP };
-    let at = id % (GROUP * tiles_n);
-    (first + at % rows, at / rows)
-}
+pub const SPECS: &[KernelSpec] = &[SPEC_256X128X32_S4];
 
 /// Block `(blockIdx.y, blockIdx.x)` computes the BM x BN tile of C at
 /// `(row0, col0)`; STAGE_WORDS = BM * BK + BK * BN.
 #[cfg(target_arch = "nvptx64")]
 #[inline(always)]
-fn ws<const BM: usize, const STAGES: usize, const STAGE_WORDS: usize, const GROUP: usize>(
-    g: Gemm,
-    maps: TensorMaps,
-) {
+fn ws<const BM: usize, const STAGES: usize, const STAGE_WORDS: usize>(g: Gemm, maps: TensorMaps) {
     const {
         Params { bm: BM, stages: STAGES }.check();
         assert!(STAGE_WORDS == BM * BK + BK * BN);
-        assert!(GROUP >= 1);
     };
     let tid = thread_idx_x();
-    let (tile_row, tile_col) = tile_of::<GROUP>(g.m.div_ceil(BM), g.n.div_ceil(BN));
-    let (row0, col0) = (tile_row * BM, tile_col * BN);
+    let (row0, col0) = (block_idx_y() * BM, block_idx_x() * BN);
 
     // Shared memory as step 12's, with a second barrier per stage.
     let base = (ALIGN - shared::address(0) as usize % ALIGN) % ALIGN / 4;

@@ -33,7 +33,6 @@ pub const KERNELS: &[KernelSpec] = &[
     crate::k11_mma::SPEC_128X64X32_W64X32_S2,
     crate::k12_wgmma::SPEC_256X128X32_S4,
     crate::k13_wgmma_ws::SPEC_256X128X32_S4,
-    crate::k13_wgmma_ws::SPEC_256X128X32_S4_G8,
     crate::k15_skinny::SPEC,
     crate::k15_skinny::SPEC_1X512,
     crate::k16_gemv::SPEC,
