@@ -213,13 +213,8 @@ fn for_shape(
             last_why = Some(why);
             continue;
         }
-        if let Some((k4, n4)) = spec.operands.padded(&shape.params(), true) {
-            eprintln!(
-                "{}: TMA needs rows of 16-byte multiples (k and n multiples of 4); each launch \
-                 first copies A and B into buffers padded to k = {k4}, n = {n4} (zeros), and \
-                 the times include the copies",
-                spec.name
-            );
+        if let Some(copies) = spec.operands.copies(&shape.params()) {
+            eprintln!("{}: {copies}", spec.name);
         }
         out.push(spec);
     }

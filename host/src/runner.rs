@@ -256,23 +256,11 @@ impl Kernel {
                 *call,
             ),
             Some(sizes) => {
-                let pad = Padded::for_problem(padded.take(), gpu, (m, n, k), sizes)?;
-                pad.copy_in(gpu, call)?;
-                let (a_op, b_op) = pad.operands();
-                let (k4, n4) = (pad.k4 as u32, pad.n4 as u32);
-                let inner = GemmCall {
-                    a: a_op.ptr,
-                    b: b_op.ptr,
-                    params: GemmParams {
-                        k: k4,
-                        lda: k4,
-                        ldb: n4,
-                        ..*p
-                    },
-                    ..*call
-                };
+                let mut pad =
+                    Padded::for_problem(padded.take(), gpu, (m, n, k), sizes, boxes.b_transposed)?;
+                let copied = pad.copy_in(gpu, call);
                 *padded = Some(pad);
-                (a_op, b_op, inner)
+                copied?
             }
         };
         let mut cache = self.maps.lock().unwrap_or_else(|e| e.into_inner());

@@ -18,6 +18,7 @@ use kernels_gpu::launch::{TENSOR_MAP_BYTES, TmaBoxes};
 use crate::HostError;
 use crate::gpu::Gpu;
 use crate::runner::GemmCall;
+use kernels_gpu::gemm::GemmParams;
 
 /// A row-major f32 matrix in device memory, as a tensor map describes it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -42,10 +43,14 @@ pub fn encode(boxes: &TmaBoxes, a: Operand, b: Operand) -> Result<Vec<u8>, HostE
         },
     )?;
     let b_map = encode_2d(
-        "B",
+        if boxes.b_transposed { "B^T" } else { "B" },
         b,
         boxes.b,
-        CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_NONE,
+        if boxes.b_transposed {
+            CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_128B
+        } else {
+            CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_NONE
+        },
     )?;
     let mut bytes = Vec::with_capacity(2 * TENSOR_MAP_BYTES);
     for map in [a_map, b_map] {
@@ -137,93 +142,198 @@ impl DeviceMaps {
 /// copies A and B into them, zeros in the padding (`kernels_gpu::pad`, on
 /// the stream before the kernel, so the copies are part of what is
 /// timed). The workspace is `4 (m k4 + k4 n4)` bytes.
+///
+/// For a kernel that reads B transposed (`TmaBoxes::b_transposed`, step
+/// 17), B's copy is B^T (n x k4, rounded to TF32) at every shape, and A
+/// is copied only when TMA cannot read it as it is.
 pub struct Padded {
     /// `(m, n, k)` of the problem it was made for.
     dims: (usize, usize, usize),
     pub k4: usize,
     pub n4: usize,
-    /// The allocations `a_ptr` and `b_ptr` point into, owned here.
-    _a: CudaSlice<f32>,
-    _b: CudaSlice<f32>,
-    a_ptr: CUdeviceptr,
-    b_ptr: CUdeviceptr,
+    transpose_b: bool,
+    /// A's copy (allocated when first needed) and its address.
+    a: Option<(CudaSlice<f32>, CUdeviceptr)>,
+    /// B's copy (or B^T's) and its address.
+    b: (CudaSlice<f32>, CUdeviceptr),
     /// `kernels_gpu::pad::pad_rows`.
     pad: CudaFunction,
+    /// `kernels_gpu::pad::transpose_tf32`, for `transpose_b`.
+    transpose: Option<CudaFunction>,
+}
+
+fn zeros(gpu: &Gpu, len: usize, what: &str) -> Result<(CudaSlice<f32>, CUdeviceptr), HostError> {
+    let buffer = gpu
+        .stream
+        .alloc_zeros::<f32>(len)
+        .map_err(HostError::cuda(&format!(
+            "allocating the padded copy of {what} ({len} floats) for TMA"
+        )))?;
+    let ptr = crate::runner::device_address(gpu, &buffer);
+    Ok((buffer, ptr))
 }
 
 impl Padded {
-    /// `cached` if it was made for `(m, n, k)`, else new zeroed buffers.
+    /// `cached` if it was made for `(m, n, k)` and the same B layout, else
+    /// new zeroed buffers.
     pub fn for_problem(
         cached: Option<Padded>,
         gpu: &Gpu,
         dims: (usize, usize, usize),
         (k4, n4): (usize, usize),
+        transpose_b: bool,
     ) -> Result<Padded, HostError> {
         if let Some(cached) = cached
             && cached.dims == dims
+            && cached.transpose_b == transpose_b
         {
             return Ok(cached);
         }
-        let zeros = |len: usize, what: &str| {
-            gpu.stream
-                .alloc_zeros::<f32>(len)
-                .map_err(HostError::cuda(&format!(
-                    "allocating the padded copy of {what} ({len} floats) for TMA"
-                )))
+        let wgmma = &kernels_gpu::modules::WGMMA;
+        let pad = gpu.utility(wgmma, kernels_gpu::pad::ENTRY)?;
+        let transpose = if transpose_b {
+            Some(gpu.utility(wgmma, kernels_gpu::pad::TRANSPOSE_ENTRY)?)
+        } else {
+            None
         };
-        let pad = gpu.utility(&kernels_gpu::modules::WGMMA, kernels_gpu::pad::ENTRY)?;
-        let a = zeros(dims.0 * k4, "A")?;
-        let b = zeros(k4 * n4, "B")?;
-        let a_ptr = crate::runner::device_address(gpu, &a);
-        let b_ptr = crate::runner::device_address(gpu, &b);
+        let (m, n, _) = dims;
+        let a = if transpose_b {
+            None
+        } else {
+            Some(zeros(gpu, m * k4, "A")?)
+        };
+        let b = if transpose_b {
+            zeros(gpu, n * k4, "B (transposed)")?
+        } else {
+            zeros(gpu, k4 * n4, "B")?
+        };
         Ok(Padded {
             dims,
             k4,
             n4,
-            _a: a,
-            _b: b,
-            a_ptr,
-            b_ptr,
+            transpose_b,
+            a,
+            b,
             pad,
+            transpose,
         })
     }
 
-    /// The padded A and B, as the tensor maps describe them.
-    pub fn operands(&self) -> (Operand, Operand) {
-        (
-            Operand {
-                ptr: self.a_ptr,
-                rows: self.dims.0,
-                cols: self.k4,
-                ld: self.k4,
-            },
-            Operand {
-                ptr: self.b_ptr,
-                rows: self.k4,
-                cols: self.n4,
-                ld: self.n4,
-            },
-        )
-    }
-
-    /// Enqueues the copies of `call`'s A and B into the padded buffers.
-    pub fn copy_in(&self, gpu: &Gpu, call: &GemmCall) -> Result<(), HostError> {
+    /// Enqueues the copies of `call`'s A and B the kernel reads, and
+    /// returns A and B as the tensor maps describe them, with `call` moved
+    /// onto them (its `k` the K they describe; their extra K columns and
+    /// rows are zeros).
+    pub fn copy_in(
+        &mut self,
+        gpu: &Gpu,
+        call: &GemmCall,
+    ) -> Result<(Operand, Operand, GemmCall), HostError> {
         let (m, n, k) = self.dims;
         let p = &call.params;
-        self.pad_rows(
-            gpu,
-            (call.a, self.a_ptr),
-            (m, k, p.lda as usize),
-            self.k4,
-            "A",
-        )?;
-        self.pad_rows(
-            gpu,
-            (call.b, self.b_ptr),
-            (k, n, p.ldb as usize),
-            self.n4,
-            "B",
-        )
+        let k4 = self.k4;
+        let a_as_is = self.transpose_b && call.a.is_multiple_of(16) && p.lda.is_multiple_of(4);
+        let a_op = if a_as_is {
+            Operand {
+                ptr: call.a,
+                rows: m,
+                cols: k,
+                ld: p.lda as usize,
+            }
+        } else {
+            let a_ptr = match &self.a {
+                Some((_, ptr)) => *ptr,
+                None => {
+                    let a = zeros(gpu, m * k4, "A")?;
+                    let ptr = a.1;
+                    self.a = Some(a);
+                    ptr
+                }
+            };
+            self.pad_rows(gpu, (call.a, a_ptr), (m, k, p.lda as usize), k4, "A")?;
+            Operand {
+                ptr: a_ptr,
+                rows: m,
+                cols: k4,
+                ld: k4,
+            }
+        };
+        let b_op = if let Some(transpose) = &self.transpose {
+            self.transpose_b(gpu, transpose, call.b, (k, n, p.ldb as usize))?;
+            Operand {
+                ptr: self.b.1,
+                rows: n,
+                cols: k4,
+                ld: k4,
+            }
+        } else {
+            self.pad_rows(
+                gpu,
+                (call.b, self.b.1),
+                (k, n, p.ldb as usize),
+                self.n4,
+                "B",
+            )?;
+            Operand {
+                ptr: self.b.1,
+                rows: k4,
+                cols: self.n4,
+                ld: self.n4,
+            }
+        };
+        let inner = GemmCall {
+            a: a_op.ptr,
+            b: b_op.ptr,
+            params: GemmParams {
+                k: a_op.cols as u32,
+                lda: a_op.ld as u32,
+                ldb: b_op.ld as u32,
+                ..*p
+            },
+            ..*call
+        };
+        Ok((a_op, b_op, inner))
+    }
+
+    /// Enqueues `transpose_tf32(src, B's copy, k, n, ldb, k4)`.
+    fn transpose_b(
+        &self,
+        gpu: &Gpu,
+        func: &CudaFunction,
+        src: CUdeviceptr,
+        (rows, cols, src_ld): (usize, usize, usize),
+    ) -> Result<(), HostError> {
+        use kernels_gpu::pad::{MAX_GRID_ROWS, TILE, TRANSPOSE_SHARED_BYTES, TRANSPOSE_THREADS};
+        let ld = self.k4;
+        let cfg = LaunchConfig {
+            grid_dim: (
+                cols.div_ceil(TILE) as u32,
+                ld.div_ceil(TILE).min(MAX_GRID_ROWS) as u32,
+                1,
+            ),
+            block_dim: (TRANSPOSE_THREADS as u32, 1, 1),
+            shared_mem_bytes: TRANSPOSE_SHARED_BYTES as u32,
+        };
+        let (rows, cols, src_ld, ld) = (rows as u32, cols as u32, src_ld as u32, ld as u32);
+        let dst = self.b.1;
+        let mut launch = gpu.stream.launch_builder(func);
+        launch
+            .arg(&src)
+            .arg(&dst)
+            .arg(&rows)
+            .arg(&cols)
+            .arg(&src_ld)
+            .arg(&ld);
+        // SAFETY: transpose_tf32 takes (src, dst, rows, cols, src_ld, ld);
+        // `src` is the caller's k x n B, rows ldb apart (`copy_in`'s caller
+        // vouches for it), `dst` this workspace's n x k4 buffer; they do
+        // not overlap; threads, shared memory and grid are what the
+        // entry's contract asks for.
+        unsafe { launch.launch(cfg) }
+            .map(|_| ())
+            .map_err(|source| HostError::LaunchFailed {
+                kernel: "transpose_tf32 (B transposed for TMA)".into(),
+                source,
+            })
     }
 
     /// Enqueues `pad_rows(src, dst, rows, cols, src_ld, ld)`.

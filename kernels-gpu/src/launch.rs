@@ -120,11 +120,17 @@ pub const TENSOR_MAP_BYTES: usize = 128;
 pub struct TmaBoxes {
     /// A's box: (rows, columns) of A (M x K).
     pub a: (u32, u32),
-    /// B's box: (rows, columns) of B (K x N).
+    /// B's box: (rows, columns) of B (K x N), or of B's transpose (N x K)
+    /// with `b_transposed`.
     pub b: (u32, u32),
     /// A's box is stored with the 128-byte swizzle (its rows must then be
-    /// 128 bytes: 32 floats); B's is stored as it is.
+    /// 128 bytes: 32 floats); B's is stored as it is, unless B is
+    /// transposed.
     pub a_swizzle_128: bool,
+    /// The kernel reads B transposed (N x K, K-major like A) and rounded
+    /// to TF32, with the 128-byte swizzle: the host makes that copy of B
+    /// before every launch (`kernels_gpu::pad::transpose_tf32`).
+    pub b_transposed: bool,
 }
 
 impl Operands {
@@ -137,8 +143,9 @@ impl Operands {
     /// both). `None` when the kernel reads the caller's A and B as they are.
     pub fn padded(&self, p: &GemmParams, aligned16: bool) -> Option<(usize, usize)> {
         match self {
-            Operands::TensorMaps(_)
-                if !(aligned16 && p.lda.is_multiple_of(4) && p.ldb.is_multiple_of(4)) =>
+            Operands::TensorMaps(boxes)
+                if boxes.b_transposed
+                    || !(aligned16 && p.lda.is_multiple_of(4) && p.ldb.is_multiple_of(4)) =>
             {
                 Some((
                     (p.k as usize).next_multiple_of(4),
@@ -147,6 +154,31 @@ impl Operands {
             }
             Operands::Pointers | Operands::TensorMaps(_) => None,
         }
+    }
+
+    /// What a launch copies before the kernel runs (and its time
+    /// includes), in words, or `None` when it reads A and B as they are;
+    /// for the dense problem of `p` ([`Self::padded`]).
+    #[cfg(not(target_arch = "nvptx64"))]
+    pub fn copies(&self, p: &GemmParams) -> Option<String> {
+        let (k4, n4) = self.padded(p, true)?;
+        Some(match self {
+            Operands::TensorMaps(boxes) if boxes.b_transposed => format!(
+                "each launch first writes B transposed and rounded to TF32 (the tensor cores \
+                 read only K-major tiles from shared memory; rows of k = {k4}, zeros after k{}), \
+                 and the times include the copy",
+                if p.k.is_multiple_of(4) {
+                    String::new()
+                } else {
+                    ", with A copied into rows of the same length".into()
+                }
+            ),
+            _ => format!(
+                "TMA needs rows of 16-byte multiples (k and n multiples of 4); each launch \
+                 first copies A and B into buffers padded to k = {k4}, n = {n4} (zeros), and \
+                 the times include the copies"
+            ),
+        })
     }
 }
 

@@ -12,8 +12,17 @@
 //! any 4-byte boundary) and the writes are coalesced. A memory-bound copy;
 //! the driver's own `cuMemcpy2DAsync`, tried first, made the whole launch
 //! at n = 4097 about 5 % slower (docs/measurements.md).
+//!
+//! Step 17 reads B transposed (TF32 `wgmma` reads only K-major tiles from
+//! shared memory), so its launches copy B with [`transpose_tf32`] instead,
+//! at every shape: B^T, rows padded to multiples of 4 floats, rounded to
+//! TF32.
 
-use crate::device::{GlobalIn, GlobalOut, block_idx_x, block_idx_y, thread_idx_x};
+use crate::device::mma::to_tf32;
+use crate::device::{
+    GlobalIn, GlobalOut, SharedTile, block_idx_x, block_idx_y, sync_threads, thread_idx_x,
+};
+use crate::unroll::unroll;
 
 /// Threads per block (x); a block copies part of one row.
 pub const THREADS: usize = 256;
@@ -48,6 +57,81 @@ pub fn pad_rows(src: GlobalIn, dst: GlobalOut, rows: usize, cols: usize, src_ld:
     }
 }
 
+/// The PTX entry of [`transpose_tf32`] (in the module of the TMA kernels).
+pub const TRANSPOSE_ENTRY: &str = "transpose_tf32";
+/// [`transpose_tf32`]'s square tile: `TILE x TILE` elements per block,
+/// staged in shared memory with rows of `TILE + 1` words.
+pub const TILE: usize = 32;
+/// Its threads per block: `TILE` columns by `PASS_ROWS` rows, so each
+/// thread moves `TILE / PASS_ROWS` elements, all its loads in flight
+/// before the first store. (Tiles of 64, 16 elements per thread, made
+/// step 17's launch at n = 4096 15 % slower: docs/measurements.md.)
+pub const TRANSPOSE_THREADS: usize = 256;
+const PASS_ROWS: usize = TRANSPOSE_THREADS / TILE;
+const PASSES: usize = TILE / PASS_ROWS;
+/// Its shared memory, in bytes.
+pub const TRANSPOSE_SHARED_BYTES: usize = TILE * (TILE + 1) * 4;
+
+/// Step 17's copy of B: `dst[c][r] = tf32(src[r][c])` for `r < rows`,
+/// `c < cols`, and `0` for `rows <= r < ld`: a `rows x cols` matrix
+/// (rows `src_ld` apart) becomes its transpose, `cols` rows of `ld`
+/// floats, each value rounded to TF32 (`cvt.rna`), so that TMA can copy
+/// it K-major and the tensor cores read it as they read A.
+///
+/// Block `(x, y)` moves the `TILE x TILE` square at source columns `x *
+/// TILE` and rows `(y + i * MAX_GRID_ROWS) * TILE`: its threads read
+/// source rows (consecutive threads, consecutive columns), stage them in
+/// shared memory with one word of padding per row (so that reading a
+/// column is conflict-free), and after the barrier write destination
+/// rows, again consecutive threads on consecutive words.
+pub fn transpose_tf32(
+    src: GlobalIn,
+    dst: GlobalOut,
+    rows: usize,
+    cols: usize,
+    src_ld: usize,
+    ld: usize,
+) {
+    let tile = SharedTile::<TILE, { TILE + 1 }>::at(0);
+    const { assert!(TRANSPOSE_THREADS.is_multiple_of(TILE) && TILE.is_multiple_of(PASS_ROWS)) };
+    let (tx, ty) = (thread_idx_x() % TILE, thread_idx_x() / TILE);
+    let c0 = block_idx_x() * TILE;
+    let mut r0 = block_idx_y() * TILE;
+    // The same trip count for the whole block: the barriers inside are
+    // reached by every thread.
+    while r0 < ld {
+        unroll!(PASSES; 16, |i| {
+            let (r, c) = (r0 + ty + i * PASS_ROWS, c0 + tx);
+            let v = if r < rows && c < cols {
+                // SAFETY: r < rows, c < cols: inside src.
+                f32::from_bits(to_tf32(unsafe { src.read(r * src_ld + c) }))
+            } else {
+                0.0
+            };
+            // SAFETY: row ty + i * PASS_ROWS < TILE, column tx < TILE + 1;
+            // each thread its own words; read only after the barrier below.
+            unsafe { tile.store(ty + i * PASS_ROWS, tx, v) };
+        });
+        sync_threads();
+        unroll!(PASSES; 16, |i| {
+            // Destination row c (a source column), word r (a source row).
+            let (c, r) = (c0 + ty + i * PASS_ROWS, r0 + tx);
+            if c < cols && r < ld {
+                // SAFETY: written before the barrier above; not rewritten
+                // before the barrier below.
+                let v = unsafe { tile.load(tx, ty + i * PASS_ROWS) };
+                // SAFETY: c < cols and r < ld: inside dst (cols x ld); one
+                // thread per (c, r).
+                unsafe { dst.write(c * ld + r, v) };
+            }
+        });
+        // The tile is rewritten in the next round only after every thread
+        // has read its words.
+        sync_threads();
+        r0 += MAX_GRID_ROWS * TILE;
+    }
+}
+
 #[cfg(target_arch = "nvptx64")]
 mod entry {
     /// PTX entry `pad_rows(src, dst, rows, cols, src_ld, ld)`.
@@ -78,6 +162,36 @@ mod entry {
             )
         }
     }
+
+    /// PTX entry `transpose_tf32(src, dst, rows, cols, src_ld, ld)`.
+    ///
+    /// # Safety
+    /// `src` addresses a `rows x cols` matrix with rows `src_ld` floats
+    /// apart and `dst` `cols * ld` floats (`ld >= rows`), not overlapping;
+    /// launched with `TRANSPOSE_THREADS` threads in x,
+    /// `TRANSPOSE_SHARED_BYTES` of shared memory, `ceil(cols / TILE)`
+    /// blocks in x and `min(ceil(ld / TILE), MAX_GRID_ROWS)` in y.
+    #[unsafe(no_mangle)]
+    pub unsafe extern "ptx-kernel" fn transpose_tf32(
+        src: *const f32,
+        dst: *mut f32,
+        rows: u32,
+        cols: u32,
+        src_ld: u32,
+        ld: u32,
+    ) {
+        // SAFETY: the host upholds the contract above.
+        unsafe {
+            super::transpose_tf32(
+                crate::device::GlobalIn::from_raw(src),
+                crate::device::GlobalOut::from_raw(dst),
+                rows as usize,
+                cols as usize,
+                src_ld as usize,
+                ld as usize,
+            )
+        }
+    }
 }
 
 #[cfg(test)]
@@ -87,5 +201,10 @@ mod tests {
     #[test]
     fn the_entry_is_declared_in_its_module() {
         assert!(crate::modules::WGMMA.utility_entries.contains(&ENTRY));
+        assert!(
+            crate::modules::WGMMA
+                .utility_entries
+                .contains(&TRANSPOSE_ENTRY)
+        );
     }
 }

@@ -166,14 +166,18 @@ fn tensor_core_kernels_use_mma_sync_tf32_once_per_warp_tile() {
     }
 }
 
-/// Steps 12-13: `wgmma` (64 x 256 x 8, BK / 8 per tile, in one body:
-/// TMA handles every edge), TMA tile copies completing on `mbarrier`s.
+/// Steps 12-13 and 17: `wgmma` (64 x 256 x 8, BK / 8 per tile, in one
+/// body: TMA handles every edge), TMA tile copies completing on
+/// `mbarrier`s; steps 12-13 round B's register fragments to TF32 in the
+/// loop, step 17 reads both operands from shared memory (B rounded by the
+/// copy before the kernel).
 #[test]
 fn hopper_kernels_use_wgmma_tma_and_mbarriers() {
     let wgmma = rust_gemm::ptx(&kernels_gpu::modules::WGMMA);
     for k in kernels_gpu::k12_wgmma::SPECS
         .iter()
         .chain(kernels_gpu::k13_wgmma_ws::SPECS)
+        .chain(kernels_gpu::k17_wgmma_ss::SPECS)
     {
         let body = ptx_entry(wgmma, k.name).unwrap();
         assert_eq!(
@@ -191,9 +195,23 @@ fn hopper_kernels_use_wgmma_tma_and_mbarriers() {
             "wgmma.fence.sync.aligned",
             "wgmma.commit_group.sync.aligned",
             "wgmma.wait_group.sync.aligned",
-            "cvt.rna.tf32.f32",
         ] {
             assert!(body.contains(needed), "{}: no {needed}", k.name);
+        }
+        let smem_only = k.step == 17;
+        assert_eq!(
+            body.contains("cvt.rna.tf32.f32"),
+            !smem_only,
+            "{}: TF32 rounding in the loop",
+            k.name
+        );
+        if smem_only {
+            // One group in flight across tiles, none at the end.
+            assert!(
+                body.contains("wgmma.wait_group.sync.aligned 1;"),
+                "{}",
+                k.name
+            );
         }
         assert!(
             !body.contains(".maxntid"),

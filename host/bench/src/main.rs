@@ -385,13 +385,8 @@ fn measure_all(args: &Args) -> Result<Results> {
                 bar.inc(1);
                 continue;
             }
-            if let Some((k4, n4)) = k.spec.operands.padded(&shape.params(), true) {
-                let note = format!(
-                    "{} at {shape}: TMA needs k and n to be multiples of 4; each launch first \
-                     copies A and B into buffers padded to k = {k4}, n = {n4}, and the time \
-                     includes the copies",
-                    k.name()
-                );
+            if let Some(copies) = k.spec.operands.copies(&shape.params()) {
+                let note = format!("{} at {shape}: {copies}", k.name());
                 if !notes.contains(&note) {
                     notes.push(note);
                 }

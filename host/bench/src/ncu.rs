@@ -63,6 +63,10 @@ pub fn profile(results: &mut Results, n: usize) -> Result<()> {
                 "--csv",
                 "--print-units",
                 "base",
+                // The kernel itself, not a copy its launch enqueues
+                // first (step 17's transposed B, TMA's padded copies).
+                "--kernel-name",
+                &name,
                 "--launch-count",
                 "1",
             ])

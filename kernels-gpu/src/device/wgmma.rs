@@ -171,6 +171,57 @@ with_d! {
     )
 }
 
+with_d! {
+    /// `wgmma.fence.sync.aligned` for a group whose operands are both in
+    /// shared memory: D and the descriptors of A (`a`) and B (`b`) as
+    /// operands, for the reasons of [`fence_128`].
+    ///
+    /// # Safety
+    /// Rule 1.
+    fn fence_ss_128(d: [f32; 128], a: &mut [u64; 4], b: &mut [u64; 4])
+    template: ("wgmma.fence.sync.aligned; // ", d_list!([0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31 32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53 54 55 56 57 58 59 60 61 62 63 64 65 66 67 68 69 70 71 72 73 74 75 76 77 78 79 80 81 82 83 84 85 86 87 88 89 90 91 92 93 94 95 96 97 98 99 100 101 102 103 104 105 106 107 108 109 110 111 112 113 114 115 116 117 118 119 120 121 122 123 124 125 126 127]),
+        " {a0} {a1} {a2} {a3} {b0} {b1} {b2} {b3}")
+    regs: [0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31 32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53 54 55 56 57 58 59 60 61 62 63 64 65 66 67 68 69 70 71 72 73 74 75 76 77 78 79 80 81 82 83 84 85 86 87 88 89 90 91 92 93 94 95 96 97 98 99 100 101 102 103 104 105 106 107 108 109 110 111 112 113 114 115 116 117 118 119 120 121 122 123 124 125 126 127]
+    operands: (
+        a0 = inout(reg64) a[0], a1 = inout(reg64) a[1], a2 = inout(reg64) a[2], a3 = inout(reg64) a[3],
+        b0 = inout(reg64) b[0], b1 = inout(reg64) b[1], b2 = inout(reg64) b[2], b3 = inout(reg64) b[3],
+        options(nostack),
+    )
+}
+
+with_d! {
+    /// `wgmma.mma_async.sync.aligned.m64n256k8.f32.tf32.tf32`, both
+    /// operands from shared memory: `d += A * B`, with A the 64 x 8
+    /// K-major tile `a` describes and B the 8 x 256 K-major tile `b`
+    /// describes. With no register operand but D, groups of these can stay
+    /// in flight while the threads do other work ([`wait_ss_128`] with
+    /// `PENDING` = 1).
+    ///
+    /// # Safety
+    /// Rules 1-3 (rule 3 for both tiles).
+    fn mma_m64n256k8_tf32_ss(d: [f32; 128], a: u64, b: u64)
+    template: ("wgmma.mma_async.sync.aligned.m64n256k8.f32.tf32.tf32 {{", d_list!([0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31 32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53 54 55 56 57 58 59 60 61 62 63 64 65 66 67 68 69 70 71 72 73 74 75 76 77 78 79 80 81 82 83 84 85 86 87 88 89 90 91 92 93 94 95 96 97 98 99 100 101 102 103 104 105 106 107 108 109 110 111 112 113 114 115 116 117 118 119 120 121 122 123 124 125 126 127]),
+        "}}, {a}, {b}, 1, 1, 1;")
+    regs: [0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31 32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53 54 55 56 57 58 59 60 61 62 63 64 65 66 67 68 69 70 71 72 73 74 75 76 77 78 79 80 81 82 83 84 85 86 87 88 89 90 91 92 93 94 95 96 97 98 99 100 101 102 103 104 105 106 107 108 109 110 111 112 113 114 115 116 117 118 119 120 121 122 123 124 125 126 127]
+    operands: (
+        a = in(reg64) a,
+        b = in(reg64) b,
+        options(nostack),
+    )
+}
+
+with_d! {
+    /// `wgmma.wait_group.sync.aligned PENDING` with D as operands, for
+    /// groups of [`mma_m64n256k8_tf32_ss`] (no register A to name).
+    ///
+    /// # Safety
+    /// Rule 1.
+    fn wait_ss_128<const PENDING: u32>(d: [f32; 128])
+    template: ("wgmma.wait_group.sync.aligned {n}; // ", d_list!([0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31 32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53 54 55 56 57 58 59 60 61 62 63 64 65 66 67 68 69 70 71 72 73 74 75 76 77 78 79 80 81 82 83 84 85 86 87 88 89 90 91 92 93 94 95 96 97 98 99 100 101 102 103 104 105 106 107 108 109 110 111 112 113 114 115 116 117 118 119 120 121 122 123 124 125 126 127]))
+    regs: [0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31 32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53 54 55 56 57 58 59 60 61 62 63 64 65 66 67 68 69 70 71 72 73 74 75 76 77 78 79 80 81 82 83 84 85 86 87 88 89 90 91 92 93 94 95 96 97 98 99 100 101 102 103 104 105 106 107 108 109 110 111 112 113 114 115 116 117 118 119 120 121 122 123 124 125 126 127]
+    operands: (n = const PENDING, options(nostack))
+}
+
 /// `setmaxnreg.dec.sync.aligned.u32 N`: this warpgroup gives registers
 /// back, keeping `N` per thread, for a warpgroup that needs few (a TMA
 /// producer) so that others can take them with [`take_registers`].
