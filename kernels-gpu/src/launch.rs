@@ -158,19 +158,19 @@ impl Operands {
 
     /// What a launch copies before the kernel runs (and its time
     /// includes), in words, or `None` when it reads A and B as they are;
-    /// for the dense problem of `p` ([`Self::padded`]).
+    /// for the dense problem of `p` ([`Self::padded`]). The text names
+    /// sizes only where they depend on the shape (padding).
     #[cfg(not(target_arch = "nvptx64"))]
     pub fn copies(&self, p: &GemmParams) -> Option<String> {
         let (k4, n4) = self.padded(p, true)?;
         Some(match self {
             Operands::TensorMaps(boxes) if boxes.b_transposed => format!(
                 "each launch first writes B transposed and rounded to TF32 (the tensor cores \
-                 read only K-major tiles from shared memory; rows of k = {k4}, zeros after k{}), \
-                 and the times include the copy",
+                 read only K-major tiles from shared memory){}, and the times include the copy",
                 if p.k.is_multiple_of(4) {
                     String::new()
                 } else {
-                    ", with A copied into rows of the same length".into()
+                    format!("; its rows, and a copy of A's, padded to k = {k4} with zeros")
                 }
             ),
             _ => format!(

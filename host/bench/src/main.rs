@@ -386,7 +386,12 @@ fn measure_all(args: &Args) -> Result<Results> {
                 continue;
             }
             if let Some(copies) = k.spec.operands.copies(&shape.params()) {
-                let note = format!("{} at {shape}: {copies}", k.name());
+                // Once per kernel where the copy does not depend on the shape.
+                let note = if copies.contains("k = ") {
+                    format!("{} at {shape}: {copies}", k.name())
+                } else {
+                    format!("{}: {copies}", k.name())
+                };
                 if !notes.contains(&note) {
                     notes.push(note);
                 }

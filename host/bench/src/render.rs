@@ -255,7 +255,7 @@ pub fn readme_markdown(results: &Results, headline: usize, plot: &str) -> String
         }
     }
     if !m.notes.is_empty() {
-        s += &format!("\nPadded: {}\n", m.notes.join("; "));
+        s += &format!("\nCopies before the kernel: {}\n", m.notes.join("; "));
     }
     if !m.skipped.is_empty() {
         s += &format!("\nSkipped: {}\n", m.skipped.join("; "));
