@@ -313,27 +313,20 @@ impl Padded {
             block_dim: (TRANSPOSE_THREADS as u32, 1, 1),
             shared_mem_bytes: TRANSPOSE_SHARED_BYTES as u32,
         };
-        let (rows, cols, src_ld, ld) = (rows as u32, cols as u32, src_ld as u32, ld as u32);
-        let dst = self.b.1;
-        let mut launch = gpu.stream.launch_builder(func);
-        launch
-            .arg(&src)
-            .arg(&dst)
-            .arg(&rows)
-            .arg(&cols)
-            .arg(&src_ld)
-            .arg(&ld);
-        // SAFETY: transpose_tf32 takes (src, dst, rows, cols, src_ld, ld);
-        // `src` is the caller's k x n B, rows ldb apart (`copy_in`'s caller
-        // vouches for it), `dst` this workspace's n x k4 buffer; they do
-        // not overlap; threads, shared memory and grid are what the
-        // entry's contract asks for.
-        unsafe { launch.launch(cfg) }
-            .map(|_| ())
-            .map_err(|source| HostError::LaunchFailed {
-                kernel: "transpose_tf32 (B transposed for TMA)".into(),
-                source,
-            })
+        // SAFETY: `src` is the caller's k x n B, rows ldb apart
+        // (`copy_in`'s caller vouches for it), `dst` this workspace's
+        // n x k4 buffer; they do not overlap; threads, shared memory and
+        // grid are what transpose_tf32's contract asks for.
+        unsafe {
+            launch_copy(
+                gpu,
+                func,
+                cfg,
+                (src, self.b.1),
+                (rows, cols, src_ld, ld),
+                "transpose_tf32 (B transposed for TMA)",
+            )
+        }
     }
 
     /// Enqueues `pad_rows(src, dst, rows, cols, src_ld, ld)`.
@@ -355,25 +348,51 @@ impl Padded {
             block_dim: (THREADS as u32, 1, 1),
             shared_mem_bytes: 0,
         };
-        let (rows, cols, src_ld, ld) = (rows as u32, cols as u32, src_ld as u32, ld as u32);
-        let mut launch = gpu.stream.launch_builder(&self.pad);
-        launch
-            .arg(&src)
-            .arg(&dst)
-            .arg(&rows)
-            .arg(&cols)
-            .arg(&src_ld)
-            .arg(&ld);
-        // SAFETY: pad_rows takes (src, dst, rows, cols, src_ld, ld); `src`
-        // is the caller's rows x cols matrix (A or B), rows src_ld apart
-        // (`copy_in`'s caller vouches for it), `dst` this
+        // SAFETY: `src` is the caller's rows x cols matrix (A or B), rows
+        // src_ld apart (`copy_in`'s caller vouches for it), `dst` this
         // workspace's rows x ld buffer; they do not overlap; the grid is
-        // what the entry's contract asks for.
-        unsafe { launch.launch(cfg) }
-            .map(|_| ())
-            .map_err(|source| HostError::LaunchFailed {
-                kernel: format!("pad_rows (the padded copy of {which})"),
-                source,
-            })
+        // what pad_rows's contract asks for.
+        unsafe {
+            launch_copy(
+                gpu,
+                &self.pad,
+                cfg,
+                (src, dst),
+                (rows, cols, src_ld, ld),
+                &format!("pad_rows (the padded copy of {which})"),
+            )
+        }
     }
+}
+
+/// Enqueues one of `kernels_gpu::pad`'s copies, which all take `(src,
+/// dst, rows, cols, src_ld, ld)`.
+///
+/// # Safety
+/// `func` is such an entry, and `src`, `dst`, the sizes and `cfg` are what
+/// its contract asks for.
+unsafe fn launch_copy(
+    gpu: &Gpu,
+    func: &CudaFunction,
+    cfg: LaunchConfig,
+    (src, dst): (CUdeviceptr, CUdeviceptr),
+    (rows, cols, src_ld, ld): (usize, usize, usize, usize),
+    what: &str,
+) -> Result<(), HostError> {
+    let (rows, cols, src_ld, ld) = (rows as u32, cols as u32, src_ld as u32, ld as u32);
+    let mut launch = gpu.stream.launch_builder(func);
+    launch
+        .arg(&src)
+        .arg(&dst)
+        .arg(&rows)
+        .arg(&cols)
+        .arg(&src_ld)
+        .arg(&ld);
+    // SAFETY: forwarded from this function's contract.
+    unsafe { launch.launch(cfg) }
+        .map(|_| ())
+        .map_err(|source| HostError::LaunchFailed {
+            kernel: what.into(),
+            source,
+        })
 }

@@ -30,7 +30,7 @@ use crate::device::{block_idx_x, block_idx_y, fma, thread_idx_x};
 use crate::gemm::Gemm;
 use crate::launch::{Body, KernelSpec, Launch, Operands, Ops, Precision};
 use crate::modules;
-use crate::unroll::unroll;
+use crate::unroll::{pipelined, unroll};
 
 /// Rows of C per block, one after another (so that the grid stays within
 /// CUDA's 65,535 rows of blocks for every m the host accepts; a C of one
@@ -123,24 +123,18 @@ pub fn skinny_1x512(g: Gemm) {
                 });
                 (a, b)
             };
-            let mac = |acc: &mut [f32; 4], (a, b): &Round| {
-                unroll!(UNROLL; 8, |u| {
-                    unroll!(4; 4, |j| { acc[j] = fma(a[u], b[u][j], acc[j]) });
-                });
-            };
             let rounds = k / UNROLL as u32;
-            if rounds > 0 {
-                // Registers double-buffered, as step 16 explains: the next
-                // round's loads in flight during this round's FMAs.
-                let mut cur = load(0);
-                for r in 1..rounds {
-                    let next = load(r * UNROLL as u32);
-                    mac(&mut acc, &cur);
-                    cur = next;
-                }
-                mac(&mut acc, &cur);
-                kk = rounds * UNROLL as u32;
-            }
+            // The next round's loads in flight during this round's FMAs.
+            pipelined(
+                rounds,
+                |r| load(r * UNROLL as u32),
+                |(a, b): &Round| {
+                    unroll!(UNROLL; 8, |u| {
+                        unroll!(4; 4, |j| { acc[j] = fma(a[u], b[u][j], acc[j]) });
+                    });
+                },
+            );
+            kk = rounds * UNROLL as u32;
         }
         // The rest of K (all of it off the vector path), column by column.
         while kk < k {

@@ -31,7 +31,7 @@ use crate::device::{block_idx_x, block_idx_y, fma};
 use crate::gemm::Gemm;
 use crate::launch::{Body, KernelSpec, Launch, Operands, Ops, Precision};
 use crate::modules;
-use crate::unroll::unroll;
+use crate::unroll::{pipelined, unroll};
 
 /// Warps per block.
 pub const WARPS: usize = 4;
@@ -100,31 +100,25 @@ pub fn gemv_warp_8x1(g: Gemm) {
             });
             (a, b)
         };
-        let mac = |acc: &mut [f32; WARP_ROWS], (a, b): &Round| {
-            unroll!(UNROLL; 4, |u| {
-                unroll!(WARP_ROWS; 2, |r| {
-                    unroll!(4; 4, |j| {
-                        acc[r] = fma(a[r][u][j], b[u][j], acc[r]);
+        let rounds = k / STEP as u32;
+        // Round r + 1's loads in flight during round r's FMAs
+        // (`pipelined`: in one straight line, ptxas interleaves three
+        // loads with their FMAs, and a warp has a few loads in flight
+        // instead of twelve).
+        pipelined(
+            rounds,
+            |r| load(r * STEP as u32),
+            |(a, b): &Round| {
+                unroll!(UNROLL; 4, |u| {
+                    unroll!(WARP_ROWS; 2, |r| {
+                        unroll!(4; 4, |j| {
+                            acc[r] = fma(a[r][u][j], b[u][j], acc[r]);
+                        });
                     });
                 });
-            });
-        };
-        let rounds = k / STEP as u32;
-        if rounds > 0 {
-            // Registers double-buffered: round r + 1's loads are issued
-            // before round r's FMAs. Loads and the FMAs that use them in
-            // one straight line, ptxas interleaves (three loads, their
-            // FMAs, the next three), and a warp has a few loads in flight
-            // instead of twelve.
-            let mut cur = load(0);
-            for r in 1..rounds {
-                let next = load(r * STEP as u32);
-                mac(&mut acc, &cur);
-                cur = next;
-            }
-            mac(&mut acc, &cur);
-            kk = rounds * STEP as u32;
-        }
+            },
+        );
+        kk = rounds * STEP as u32;
     }
     // What is left of K (all of it on the scalar path), a float per lane.
     let mut c = kk + lane;

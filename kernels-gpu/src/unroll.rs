@@ -50,3 +50,24 @@ macro_rules! unroll {
     }};
 }
 pub(crate) use unroll;
+
+/// `rounds` rounds of a loop whose loads run a round ahead of the work
+/// that uses them: round `r + 1`'s `load` is issued before round `r`'s
+/// `work`, its result held in a second set of registers across the loop's
+/// back edge. Written as one straight line (load, then work, per round),
+/// ptxas interleaves each load with the FMAs that use it and keeps only a
+/// few loads in flight; across the back edge it cannot (steps 15-16
+/// measured the difference, docs/measurements.md).
+#[inline(always)]
+pub fn pipelined<R>(rounds: u32, load: impl Fn(u32) -> R, mut work: impl FnMut(&R)) {
+    if rounds == 0 {
+        return;
+    }
+    let mut cur = load(0);
+    for r in 1..rounds {
+        let next = load(r);
+        work(&cur);
+        cur = next;
+    }
+    work(&cur);
+}
