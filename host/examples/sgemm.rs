@@ -1,11 +1,12 @@
 //! Multiplies matrices on the GPU through the library, as another Rust
 //! program would: `cargo run --release -p host --example sgemm`.
 //!
-//! Four calls on the same handle: a plain product, one with B
-//! transposed and alpha/beta, a strided batch, and a deep one that
-//! `Auto` splits along K; each result is compared with a product
-//! computed here on the CPU. Without a GPU it
-//! says so and exits with status 2.
+//! Six calls on the same handle: a plain product, one with B transposed
+//! and alpha/beta, one with A transposed, one with both, a strided batch,
+//! and a deep one that `Auto` splits along K; each result is compared
+//! with a product computed here on the CPU. Without a GPU it says so and
+//! exits with status 2. (`cargo xtask sanitize` runs it under
+//! compute-sanitizer: it launches the entries `host` does not.)
 
 use std::process::ExitCode;
 use std::time::Instant;
@@ -77,6 +78,11 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         (
             "C = 2 A B^T - C",
             GemmConfig::new(m, n, k).op_b(Op::T).scalars(2.0, -1.0),
+        ),
+        ("C = A^T B", GemmConfig::new(m, n, k).op_a(Op::T)),
+        (
+            "C = A^T B^T",
+            GemmConfig::new(m, n, k).op_a(Op::T).op_b(Op::T),
         ),
         (
             "8 products of 64 x 64 x 64",

@@ -538,11 +538,11 @@ pub fn auto_candidates(ops: Ops) -> impl Iterator<Item = &'static KernelSpec> {
 ///    model of the time on `sms` SMs, each candidate running
 ///    `blocks_per_sm` blocks per SM at its measured full-GPU rate
 ///    ([`FULL_RATE`]):
-///    - one wave runs `sms * blocks_per_sm` blocks; the time is the
-///      number of waves (rounded up: a last, partial wave costs a whole
-///      one) times the time of one wave, `blocks_per_sm * 2 * BM * BN *
-///      depth / rate` per SM, where `depth` is K, or a slice of it with
-///      split-K;
+///    - one wave runs `sms * blocks_per_sm` blocks; a block's work takes
+///      `2 * BM * BN * depth` flops at an SM's share of the rate
+///      (`rate / sms`), where `depth` is K, or a slice of it with split-K;
+///      the time is that of the busiest SM: `blocks_per_sm` blocks per
+///      full wave, and `ceil(rest / sms)` for a last, partial wave;
 ///    - split-K (one product only, K at least 512) cuts K into 2-32
 ///      slices of at least 256 and adds the reduction, which moves
 ///      `slices * m * n` floats twice at the GPU's DRAM bandwidth
@@ -622,14 +622,19 @@ pub fn choose(plan: &Plan, candidates: &[Candidate], sms: usize, dram_gbs: f64) 
         };
         for split in 1..=max_split {
             let depth = (k / split as f64).ceil();
-            let waves = ((tiles * split) as f64 / (sms as f64 * per_sm)).ceil();
-            let wave_s = per_sm * 2.0 * (bm * bn) as f64 * depth / (rate / sms as f64);
+            // One block's work at an SM's share of the full-GPU rate;
+            // full waves put `per_sm` blocks on every SM, the last one
+            // `ceil(rest / sms)` on the busiest.
+            let block_s = 2.0 * (bm * bn) as f64 * depth / (rate / sms as f64);
+            let (blocks, slots) = (tiles * split, sms * per_sm as usize);
+            let on_busiest =
+                (blocks / slots) as f64 * per_sm + (blocks % slots).div_ceil(sms) as f64;
             let reduce_s = if split > 1 {
                 2.0 * 4.0 * split as f64 * m * n / (dram_gbs * 1e9)
             } else {
                 0.0
             };
-            let t = (waves * wave_s).max(memory_s) + reduce_s;
+            let t = (on_busiest * block_s).max(memory_s) + reduce_s;
             if best.is_none_or(|(bt, _)| t < bt) {
                 best = Some((
                     t,

@@ -308,6 +308,39 @@ fn auto_takes_the_measured_choice_near_a_measured_call_and_the_model_elsewhere()
 }
 
 #[test]
+fn auto_takes_the_matrix_vector_kernel_for_a_column_of_c_only() {
+    // Occupancy as threads allow (2,048 per SM, 32 blocks at most): small
+    // blocks get many slots, as on the GPU.
+    let occupied: Vec<Candidate> = candidates()
+        .into_iter()
+        .map(|c| Candidate {
+            blocks_per_sm: (2048 / c.spec.launch.block_threads.0 as usize).min(32),
+            ..c
+        })
+        .collect();
+    let model = |cfg: &GemmConfig| {
+        let plan = blas::plan(cfg, lens(cfg)).unwrap();
+        choose(&plan, &occupied, 132, 4800.0).unwrap()
+    };
+    // One column of C: A read once by every kernel, and step 16 wastes
+    // no tile.
+    let column = model(&GemmConfig::new(30_000, 1, 3_000));
+    assert_eq!(column.kernel.name, "gemv_warp_8x1", "{column}");
+    // Many columns: step 16 would read A once per column. (A batch of 8
+    // products of 64^3 fills 4 of 132 SMs with the smallest tiles; the
+    // model once charged that partial wave as a full one, 32 blocks per
+    // SM, and chose step 16.)
+    for cfg in [
+        GemmConfig::new(64, 64, 64).batched(8, 64 * 64, 64 * 64, 64 * 64),
+        GemmConfig::new(3_000, 64, 3_000),
+        GemmConfig::new(40, 7_000, 90),
+    ] {
+        let c = model(&cfg);
+        assert_ne!(c.kernel.step, 16, "{cfg:?}: {c}");
+    }
+}
+
+#[test]
 fn auto_reads_transposed_operands_with_a_transposed_kernel() {
     for (op_a, op_b) in [(Op::T, Op::N), (Op::N, Op::T), (Op::T, Op::T)] {
         let c = auto(&GemmConfig::new(256, 256, 256).op_a(op_a).op_b(op_b));

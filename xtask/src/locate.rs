@@ -107,6 +107,43 @@ pub fn release_binary(name: &str) -> anyhow::Result<PathBuf> {
     })
 }
 
+/// The library's example `name` (`host/examples/<name>.rs`): a fresh
+/// `cargo build --release -p host --example <name>`, else the one next to
+/// this executable.
+pub fn release_example(name: &str) -> anyhow::Result<PathBuf> {
+    use anyhow::{Context, bail};
+    if let (Some(cargo), Some(root)) = (cargo(), workspace_root()) {
+        eprintln!(
+            "xtask: building the example `{name}` (cargo build --release -p host --example {name})"
+        );
+        let status = Command::new(cargo)
+            .args(["build", "--release", "-p", "host", "--example", name])
+            .current_dir(&root)
+            .status()
+            .context("cannot start cargo")?;
+        if !status.success() {
+            bail!("`cargo build --release -p host --example {name}` failed (errors above)");
+        }
+        let path = target_dir(&root)
+            .join("release")
+            .join("examples")
+            .join(name);
+        if !is_executable(&path) {
+            bail!(
+                "cargo built the example `{name}` but {} is not there",
+                path.display()
+            );
+        }
+        return Ok(path);
+    }
+    sibling(name).with_context(|| {
+        format!(
+            "no cargo and no `{name}` next to this executable: copy \
+             target/release/examples/{name} beside xtask, or pass --example-bin"
+        )
+    })
+}
+
 /// Runs `cmd` and collects its output; None when it cannot be started.
 pub fn output(cmd: &mut Command) -> Option<Output> {
     cmd.output().ok()

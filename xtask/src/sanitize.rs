@@ -5,6 +5,11 @@
 //! To keep GPU time short, each (tool, size) first runs all the kernels in
 //! one process; only when that run fails is each kernel run alone, so the
 //! summary names the kernel at fault.
+//!
+//! A whole run (no `--kernel`, or `--example`) also runs the library's example
+//! (`host/examples/sgemm.rs`) under each tool: the entries `host` does not
+//! launch by name (the transposed instances of step 10 and split-K's
+//! `reduce_slices`) run there, through the library.
 
 use std::fmt::Write as _;
 use std::fs::{self, File};
@@ -53,6 +58,14 @@ pub struct Args {
     /// Folder for the full output of every run.
     #[arg(long, default_value = "results/sanitize")]
     log_dir: PathBuf,
+    /// Also sanitize the library's example `sgemm` with `--kernel` (a
+    /// whole run always does).
+    #[arg(long)]
+    example: bool,
+    /// The library's example `sgemm` (default: build it with cargo, or
+    /// use the `sgemm` next to this executable when there is no cargo).
+    #[arg(long, value_name = "PATH")]
+    example_bin: Option<PathBuf>,
 }
 
 /// One kernel as `host --list-kernels` prints it.
@@ -65,7 +78,8 @@ struct Kernel {
 /// One sanitizer run and what came of it.
 struct Run {
     tool: String,
-    size: (usize, usize, usize),
+    /// `m x n x k`, or what else ran (the library's example).
+    size: String,
     /// The kernels, or "all (N)".
     kernels: String,
     outcome: Outcome,
@@ -119,6 +133,15 @@ pub fn run(args: &Args) -> Result<bool> {
     }
 
     let host = host_binary(args)?;
+    let example = if args.kernel.is_empty() || args.example {
+        Some(match &args.example_bin {
+            Some(path) if locate::is_executable(path) => path.clone(),
+            Some(path) => bail!("--example-bin {} is not an executable file", path.display()),
+            None => locate::release_example("sgemm")?,
+        })
+    } else {
+        None
+    };
     let kernels = list_kernels(&host)?;
     let selected: Vec<&Kernel> = if args.kernel.is_empty() {
         kernels.iter().collect()
@@ -162,6 +185,19 @@ pub fn run(args: &Args) -> Result<bool> {
                 runs.push(one);
             }
         }
+        if let Some(example) = &example {
+            let log = args.log_dir.join(format!("{tool}-example-sgemm.log"));
+            let outcome = run_under(&sanitizer, tool, example, &[], &log, args)?;
+            let run = Run {
+                tool: tool.to_string(),
+                size: "example".into(),
+                kernels: "sgemm (library)".into(),
+                outcome,
+                log,
+            };
+            print_progress(&run);
+            runs.push(run);
+        }
     }
 
     let failed: Vec<&Run> = runs.iter().filter(|r| !r.outcome.passed()).collect();
@@ -176,7 +212,7 @@ pub fn run(args: &Args) -> Result<bool> {
     } else {
         let names: Vec<String> = failed
             .iter()
-            .map(|r| format!("{} {} {}", r.tool, r.kernels, size_text(r.size)))
+            .map(|r| format!("{} {} {}", r.tool, r.kernels, r.size))
             .collect();
         println!(
             "sanitize: {} of {} runs FAILED: {}",
@@ -292,7 +328,41 @@ fn sanitize_one(
     let log = args
         .log_dir
         .join(format!("{tool}-{}-{file_kernels}.log", size_text(size)));
-    let out = File::create(&log).with_context(|| format!("cannot write {}", log.display()))?;
+    let host_args = [
+        "--m".to_string(),
+        m.to_string(),
+        "--n".into(),
+        n.to_string(),
+        "--k".into(),
+        k.to_string(),
+        "--kernel".into(),
+        kernels.join(","),
+        "--reps".into(),
+        "0".into(),
+        "--warmup".into(),
+        "0".into(),
+    ];
+    let outcome = run_under(sanitizer, tool, host, &host_args, &log, args)?;
+    Ok(Run {
+        tool: tool.to_string(),
+        size: size_text(size),
+        kernels: label,
+        outcome,
+        log,
+    })
+}
+
+/// Runs `program args` under compute-sanitizer's `tool`, its output in
+/// `log`, and says what came of it.
+fn run_under(
+    sanitizer: &Path,
+    tool: &str,
+    program: &Path,
+    program_args: &[String],
+    log: &Path,
+    args: &Args,
+) -> Result<Outcome> {
+    let out = File::create(log).with_context(|| format!("cannot write {}", log.display()))?;
     let err = out.try_clone().context("cannot share the log file")?;
 
     let mut cmd = Command::new(sanitizer);
@@ -305,23 +375,8 @@ fn sanitize_one(
         "racecheck" => cmd.args(["--racecheck-report", "all"]),
         _ => &mut cmd,
     };
-    cmd.arg(host)
-        .args([
-            "--m",
-            &m.to_string(),
-            "--n",
-            &n.to_string(),
-            "--k",
-            &k.to_string(),
-        ])
-        .args([
-            "--kernel",
-            &kernels.join(","),
-            "--reps",
-            "0",
-            "--warmup",
-            "0",
-        ])
+    cmd.arg(program)
+        .args(program_args)
         .stdin(Stdio::null())
         .stdout(out)
         .stderr(err);
@@ -343,17 +398,10 @@ fn sanitize_one(
         }
         std::thread::sleep(Duration::from_millis(50));
     };
-    let text = fs::read_to_string(&log).unwrap_or_default();
-    let outcome = match status {
+    let text = fs::read_to_string(log).unwrap_or_default();
+    Ok(match status {
         None => Outcome::TimedOut(args.timeout),
         Some(status) => classify(status.code(), &text),
-    };
-    Ok(Run {
-        tool: tool.to_string(),
-        size,
-        kernels: label,
-        outcome,
-        log,
     })
 }
 
@@ -418,7 +466,7 @@ fn print_progress(run: &Run) {
     println!(
         "  {:<10} {:<12} {:<16} {}",
         run.tool,
-        size_text(run.size),
+        run.size,
         run.kernels,
         run.outcome.text()
     );
@@ -438,7 +486,7 @@ fn table(runs: &[Run]) -> String {
             s,
             "{:<10} {:<12} {:<16} {:<6} {}",
             r.tool,
-            size_text(r.size),
+            r.size,
             r.kernels,
             result,
             r.log.display()
