@@ -58,37 +58,39 @@ use crate::modules;
 use crate::unroll::unroll;
 
 /// Consumer threads: two warpgroups (warps 0-7), which compute.
-const CONSUMERS: usize = 256;
+pub(crate) const CONSUMERS: usize = 256;
 /// Threads: the consumers and a producer warpgroup (warps 8-11).
-const THREADS: usize = CONSUMERS + 128;
+pub(crate) const THREADS: usize = CONSUMERS + 128;
 /// Registers per thread after `setmaxnreg`: the producer's and the
 /// consumers' (40 x 128 + 232 x 256 = 64,512 of the SM's 65,536).
 #[cfg(target_arch = "nvptx64")]
-const PRODUCER_REGISTERS: u32 = 40;
+pub(crate) const PRODUCER_REGISTERS: u32 = 40;
 #[cfg(target_arch = "nvptx64")]
-const CONSUMER_REGISTERS: u32 = 232;
+pub(crate) const CONSUMER_REGISTERS: u32 = 232;
 
-/// One parameter set, and what follows from it.
+/// One parameter set, and what follows from it (step 17 shares it: the
+/// same stages and barriers, B's tile transposed).
 #[derive(Clone, Copy)]
-struct Params {
-    bm: usize,
-    stages: usize,
+pub(crate) struct Params {
+    pub(crate) bm: usize,
+    pub(crate) stages: usize,
 }
 
 impl Params {
-    /// Words of one stage: A's tile `[BM][BK]`, then B's boxes `[BN / 8][BK][8]`.
-    const fn stage_words(self) -> usize {
+    /// Words of one stage: A's tile `[BM][BK]`, then B's boxes `[BN / 8][BK][8]`
+    /// (step 17: B's transposed tile `[BN][BK]`, as many words).
+    pub(crate) const fn stage_words(self) -> usize {
         self.bm * BK + BK * BN
     }
-    const fn stage_bytes(self) -> usize {
+    pub(crate) const fn stage_bytes(self) -> usize {
         self.stage_words() * 4
     }
     /// The stages, two barriers per stage (full, empty; 8 bytes each),
     /// and room to align the stages to 1024 bytes.
-    const fn shared_bytes(self) -> usize {
+    pub(crate) const fn shared_bytes(self) -> usize {
         ALIGN + self.stages * self.stage_bytes() + 16 * self.stages
     }
-    const fn check(self) {
+    pub(crate) const fn check(self) {
         assert!(self.bm == 256, "the wgmma helper is m64n256k8");
         assert!(self.stages >= 2 && self.stages <= 8);
         assert!(self.stage_bytes().is_multiple_of(ALIGN));

@@ -18,13 +18,14 @@
 //! docs/measurements.md.
 //!
 //! A second instance, `skinny_1x512`, is what the first one's measurement
-//! called for (33 us, half of DRAM speed): a thread's one 4-byte load per
-//! step of K, its FMA waiting on it, keeps too few bytes in flight. Each
-//! of its 128 threads owns four columns, read as one 128-bit load of B,
-//! and issues the loads of eight steps of K a round before their FMAs
-//! (registers double-buffered): up to 320 bytes in flight per thread
-//! instead of 4. Rows of B that are not 16-byte aligned,
-//! and the last columns of C, take the scalar loads. Prediction: 20 us.
+//! called for (about half of DRAM speed, docs/measurements.md): a
+//! thread's one 4-byte load per step of K, its FMA waiting on it, keeps
+//! too few bytes in flight. Each of its 128 threads owns four columns,
+//! read as one 128-bit load of B, and issues the loads of eight steps of
+//! K a round before their FMAs (registers double-buffered,
+//! `unroll::pipelined`): up to 320 bytes in flight per thread instead of
+//! 4. Rows of B that are not 16-byte aligned, and the last columns of C,
+//! take the scalar loads. Prediction: 20 us.
 
 use crate::device::{block_idx_x, block_idx_y, fma, thread_idx_x};
 use crate::gemm::Gemm;

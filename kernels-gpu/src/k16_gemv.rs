@@ -22,7 +22,7 @@
 //! butterfly. It is fast for few columns only: every column re-reads A.
 //!
 //! Prediction (H200, 4096 x 1 x 4096): A's 64 MB at 3.5-4 TB/s, 17-19
-//! us, against 90 us for step 10 with split-K 16 and 32 us for cuBLAS.
+//! us, against step 10 with split-K and cuBLAS's own GEMV in the suite.
 //! Measured: the suite table of `cargo xtask bench --suite` (README) and
 //! docs/measurements.md.
 

@@ -5,7 +5,7 @@
 //! and B (K x N, row-major) is N-major. A `wgmma` that reads registers
 //! cannot stay in flight while the next tile's registers are loaded
 //! (ptxas serialises them, C7513), so every tile ended with a full drain
-//! of the warpgroup's `wgmma`s: 43 % of the consumers' stalls
+//! of the warpgroup's `wgmma`s: the largest share of the consumers' stalls
 //! (docs/measurements.md, "Where step 13's warps wait").
 //!
 //! What changes from step 13:
@@ -29,7 +29,8 @@
 //! ignored (truncated), as in steps 12-13.
 //!
 //! Prediction (H200, n = 4096): the tensor pipe busy 85-90 % of the time
-//! (78 % in step 13), minus the copy: 0.9x cuBLAS TF32. The measurement
+//! (well above step 13's, profiled in docs/measurements.md), minus the
+//! copy: 0.9x cuBLAS TF32. The measurement
 //! lives in docs/bench.json and the README's bench table (`cargo xtask
 //! bench`). GPU only, like steps 12-13.
 
@@ -49,76 +50,42 @@ use crate::gemm::Gemm;
 #[cfg(target_arch = "nvptx64")]
 use crate::k12_wgmma::store_tile;
 use crate::k12_wgmma::{ALIGN, BK, BN, GPU_ONLY};
+#[cfg(target_arch = "nvptx64")]
+use crate::k13_wgmma_ws::{CONSUMER_REGISTERS, CONSUMERS, PRODUCER_REGISTERS};
+use crate::k13_wgmma_ws::{Params, THREADS};
 use crate::launch::{Body, KernelSpec, Launch, Operands, Ops, Precision, TmaBoxes};
 use crate::modules;
 #[cfg(target_arch = "nvptx64")]
 use crate::unroll::unroll;
 
-/// Consumer threads: two warpgroups (warps 0-7), which compute.
-const CONSUMERS: usize = 256;
-/// Threads: the consumers and a producer warpgroup (warps 8-11), as in
-/// step 13 (registers are granted per warpgroup).
-const THREADS: usize = CONSUMERS + 128;
-/// Registers per thread after `setmaxnreg`: the producer's and the
-/// consumers' (40 x 128 + 232 x 256 = 64,512 of the SM's 65,536).
-#[cfg(target_arch = "nvptx64")]
-const PRODUCER_REGISTERS: u32 = 40;
-#[cfg(target_arch = "nvptx64")]
-const CONSUMER_REGISTERS: u32 = 232;
-
-/// One parameter set, and what follows from it.
-#[derive(Clone, Copy)]
-struct Params {
-    bm: usize,
-    stages: usize,
-}
-
-impl Params {
-    /// Words of one stage: A's tile `[BM][BK]`, then B's transposed tile
-    /// `[BN][BK]`, both K-major with the 128-byte swizzle.
-    const fn stage_words(self) -> usize {
-        self.bm * BK + BN * BK
-    }
-    const fn stage_bytes(self) -> usize {
-        self.stage_words() * 4
-    }
-    /// The stages, two barriers per stage (full, empty; 8 bytes each),
-    /// and room to align the stages to 1024 bytes.
-    const fn shared_bytes(self) -> usize {
-        ALIGN + self.stages * self.stage_bytes() + 16 * self.stages
-    }
-    const fn check(self) {
-        assert!(self.bm == 256, "the wgmma helper is m64n256k8");
-        assert!(self.stages >= 2 && self.stages <= 8);
-        assert!(self.stage_bytes().is_multiple_of(ALIGN));
-        assert!((BN * BK * 4).is_multiple_of(ALIGN));
-        assert!(self.shared_bytes() <= 227 * 1024);
-    }
-    const fn spec(self, name: &'static str) -> KernelSpec {
-        self.check();
-        KernelSpec {
-            name,
-            step: 17,
-            module: &modules::WGMMA,
-            precision: Precision::Tf32,
-            summary: "step 13 with B transposed before the kernel: wgmma from shared memory only, one group in flight",
-            launch: Launch {
-                block_threads: (THREADS as u32, 1),
-                block_tile: (self.bm, BN),
-                shared_bytes: self.shared_bytes(),
-                register_cap: true,
-            },
-            model_reuse: (self.bm, BN),
-            body: Body::GpuOnly(GPU_ONLY),
-            operands: Operands::TensorMaps(TmaBoxes {
-                a: (self.bm as u32, BK as u32),
-                b: (BN as u32, BK as u32),
-                a_swizzle_128: true,
-                b_transposed: true,
-            }),
-            ops: Ops::NN,
-            batches: false,
-        }
+/// One parameter set: step 13's (`BM`, stages; the same stage and
+/// barrier layout, B's tile `[BN][BK]` in place of its boxes).
+const fn spec(p: Params, name: &'static str) -> KernelSpec {
+    p.check();
+    // B^T's box starts 1024-byte aligned too (after A's tile).
+    assert!((p.bm * BK * 4).is_multiple_of(ALIGN));
+    KernelSpec {
+        name,
+        step: 17,
+        module: &modules::WGMMA,
+        precision: Precision::Tf32,
+        summary: "step 13 with B transposed before the kernel: wgmma from shared memory only, one group in flight",
+        launch: Launch {
+            block_threads: (THREADS as u32, 1),
+            block_tile: (p.bm, BN),
+            shared_bytes: p.shared_bytes(),
+            register_cap: true,
+        },
+        model_reuse: (p.bm, BN),
+        body: Body::GpuOnly(GPU_ONLY),
+        operands: Operands::TensorMaps(TmaBoxes {
+            a: (p.bm as u32, BK as u32),
+            b: (BN as u32, BK as u32),
+            a_swizzle_128: true,
+            b_transposed: true,
+        }),
+        ops: Ops::NN,
+        batches: false,
     }
 }
 
@@ -126,7 +93,7 @@ impl Params {
 /// `name` for the GPU.
 macro_rules! instance {
     ($name:ident, $spec:ident, $bm:literal, $s:literal) => {
-        pub const $spec: KernelSpec = Params { bm: $bm, stages: $s }.spec(stringify!($name));
+        pub const $spec: KernelSpec = spec(Params { bm: $bm, stages: $s }, stringify!($name));
         /// The body of the PTX entry of the same name (inlined into it).
         #[cfg(target_arch = "nvptx64")]
         #[inline(always)]

@@ -140,7 +140,9 @@ impl Operands {
     /// launch, with zeros in the padding, which add nothing to C. TMA needs
     /// row strides that are multiples of 16 bytes (`lda` and `ldb`
     /// multiples of 4) and 16-byte aligned starts (`aligned16`: A and B
-    /// both). `None` when the kernel reads the caller's A and B as they are.
+    /// both). A kernel that reads B transposed (`TmaBoxes::b_transposed`)
+    /// has B copied at every shape (B^T, n x k4). `None` when the kernel
+    /// reads the caller's A and B as they are.
     pub fn padded(&self, p: &GemmParams, aligned16: bool) -> Option<(usize, usize)> {
         match self {
             Operands::TensorMaps(boxes)
@@ -157,28 +159,64 @@ impl Operands {
     }
 
     /// What a launch copies before the kernel runs (and its time
-    /// includes), in words, or `None` when it reads A and B as they are;
-    /// for the dense problem of `p` ([`Self::padded`]). The text names
-    /// sizes only where they depend on the shape (padding).
+    /// includes), or `None` when it reads A and B as they are; for the
+    /// dense problem of `p` ([`Self::padded`]).
     #[cfg(not(target_arch = "nvptx64"))]
-    pub fn copies(&self, p: &GemmParams) -> Option<String> {
+    pub fn copies(&self, p: &GemmParams) -> Option<Copies> {
         let (k4, n4) = self.padded(p, true)?;
         Some(match self {
-            Operands::TensorMaps(boxes) if boxes.b_transposed => format!(
-                "each launch first writes B transposed and rounded to TF32 (the tensor cores \
-                 read only K-major tiles from shared memory){}, and the times include the copy",
-                if p.k.is_multiple_of(4) {
-                    String::new()
-                } else {
-                    format!("; its rows, and a copy of A's, padded to k = {k4} with zeros")
-                }
-            ),
-            _ => format!(
+            Operands::TensorMaps(boxes) if boxes.b_transposed => Copies::TransposedB {
+                padded_k: (!p.k.is_multiple_of(4)).then_some(k4),
+            },
+            _ => Copies::Padded { k4, n4 },
+        })
+    }
+}
+
+/// What a TMA kernel's launch copies before the kernel ([`Operands::copies`]).
+#[cfg(not(target_arch = "nvptx64"))]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Copies {
+    /// A and B into buffers with rows padded to `k4` and `n4` floats.
+    Padded { k4: usize, n4: usize },
+    /// B transposed and rounded to TF32 (and A too, into rows padded to
+    /// `padded_k` floats, when K is not a multiple of 4).
+    TransposedB { padded_k: Option<usize> },
+}
+
+#[cfg(not(target_arch = "nvptx64"))]
+impl Copies {
+    /// The sizes in the text depend on the problem (a report names it).
+    pub fn depends_on_shape(&self) -> bool {
+        !matches!(self, Copies::TransposedB { padded_k: None })
+    }
+}
+
+#[cfg(not(target_arch = "nvptx64"))]
+impl core::fmt::Display for Copies {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            Copies::Padded { k4, n4 } => write!(
+                f,
                 "TMA needs rows of 16-byte multiples (k and n multiples of 4); each launch \
                  first copies A and B into buffers padded to k = {k4}, n = {n4} (zeros), and \
                  the times include the copies"
             ),
-        })
+            Copies::TransposedB { padded_k } => {
+                write!(
+                    f,
+                    "each launch first writes B transposed and rounded to TF32 (the tensor \
+                     cores read only K-major tiles from shared memory)"
+                )?;
+                if let Some(k4) = padded_k {
+                    write!(
+                        f,
+                        "; its rows, and a copy of A's, padded to k = {k4} with zeros"
+                    )?;
+                }
+                write!(f, ", and the times include the copy")
+            }
+        }
     }
 }
 

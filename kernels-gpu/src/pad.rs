@@ -65,7 +65,7 @@ pub const TILE: usize = 32;
 /// Its threads per block: `TILE` columns by `PASS_ROWS` rows, so each
 /// thread moves `TILE / PASS_ROWS` elements, all its loads in flight
 /// before the first store. (Tiles of 64, 16 elements per thread, made
-/// step 17's launch at n = 4096 15 % slower: docs/measurements.md.)
+/// step 17's launch at n = 4096 slower: docs/measurements.md.)
 pub const TRANSPOSE_THREADS: usize = 256;
 const PASS_ROWS: usize = TRANSPOSE_THREADS / TILE;
 const PASSES: usize = TILE / PASS_ROWS;
@@ -132,66 +132,60 @@ pub fn transpose_tf32(
     }
 }
 
+/// The PTX entry of a copy: `name(src, dst, rows, cols, src_ld, ld)`, all
+/// the copies' signature, calling the body of the same name.
+#[cfg(target_arch = "nvptx64")]
+macro_rules! copy_entry {
+    ($(#[$doc:meta])* $name:ident) => {
+        $(#[$doc])*
+        #[unsafe(no_mangle)]
+        pub unsafe extern "ptx-kernel" fn $name(
+            src: *const f32,
+            dst: *mut f32,
+            rows: u32,
+            cols: u32,
+            src_ld: u32,
+            ld: u32,
+        ) {
+            // SAFETY: the host upholds the entry's contract (its docs).
+            unsafe {
+                super::$name(
+                    crate::device::GlobalIn::from_raw(src),
+                    crate::device::GlobalOut::from_raw(dst),
+                    rows as usize,
+                    cols as usize,
+                    src_ld as usize,
+                    ld as usize,
+                )
+            }
+        }
+    };
+}
+
 #[cfg(target_arch = "nvptx64")]
 mod entry {
-    /// PTX entry `pad_rows(src, dst, rows, cols, src_ld, ld)`.
-    ///
-    /// # Safety
-    /// `src` addresses a `rows x cols` matrix with rows `src_ld` floats
-    /// apart and `dst` `rows * ld` floats (`ld >= cols`), not overlapping; launched with `THREADS` threads in
-    /// x, `ceil(ld / THREADS)` blocks in x and `min(rows, MAX_GRID_ROWS)`
-    /// in y.
-    #[unsafe(no_mangle)]
-    pub unsafe extern "ptx-kernel" fn pad_rows(
-        src: *const f32,
-        dst: *mut f32,
-        rows: u32,
-        cols: u32,
-        src_ld: u32,
-        ld: u32,
-    ) {
-        // SAFETY: the host upholds the contract above.
-        unsafe {
-            super::pad_rows(
-                crate::device::GlobalIn::from_raw(src),
-                crate::device::GlobalOut::from_raw(dst),
-                rows as usize,
-                cols as usize,
-                src_ld as usize,
-                ld as usize,
-            )
-        }
-    }
-
-    /// PTX entry `transpose_tf32(src, dst, rows, cols, src_ld, ld)`.
-    ///
-    /// # Safety
-    /// `src` addresses a `rows x cols` matrix with rows `src_ld` floats
-    /// apart and `dst` `cols * ld` floats (`ld >= rows`), not overlapping;
-    /// launched with `TRANSPOSE_THREADS` threads in x,
-    /// `TRANSPOSE_SHARED_BYTES` of shared memory, `ceil(cols / TILE)`
-    /// blocks in x and `min(ceil(ld / TILE), MAX_GRID_ROWS)` in y.
-    #[unsafe(no_mangle)]
-    pub unsafe extern "ptx-kernel" fn transpose_tf32(
-        src: *const f32,
-        dst: *mut f32,
-        rows: u32,
-        cols: u32,
-        src_ld: u32,
-        ld: u32,
-    ) {
-        // SAFETY: the host upholds the contract above.
-        unsafe {
-            super::transpose_tf32(
-                crate::device::GlobalIn::from_raw(src),
-                crate::device::GlobalOut::from_raw(dst),
-                rows as usize,
-                cols as usize,
-                src_ld as usize,
-                ld as usize,
-            )
-        }
-    }
+    copy_entry!(
+        /// PTX entry `pad_rows(src, dst, rows, cols, src_ld, ld)`.
+        ///
+        /// # Safety
+        /// `src` addresses a `rows x cols` matrix with rows `src_ld` floats
+        /// apart and `dst` `rows * ld` floats (`ld >= cols`), not
+        /// overlapping; launched with `THREADS` threads in x,
+        /// `ceil(ld / THREADS)` blocks in x and `min(rows, MAX_GRID_ROWS)`
+        /// in y.
+        pad_rows
+    );
+    copy_entry!(
+        /// PTX entry `transpose_tf32(src, dst, rows, cols, src_ld, ld)`.
+        ///
+        /// # Safety
+        /// `src` addresses a `rows x cols` matrix with rows `src_ld` floats
+        /// apart and `dst` `cols * ld` floats (`ld >= rows`), not
+        /// overlapping; launched with `TRANSPOSE_THREADS` threads in x,
+        /// `TRANSPOSE_SHARED_BYTES` of shared memory, `ceil(cols / TILE)`
+        /// blocks in x and `min(ceil(ld / TILE), MAX_GRID_ROWS)` in y.
+        transpose_tf32
+    );
 }
 
 #[cfg(test)]

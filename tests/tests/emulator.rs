@@ -702,6 +702,45 @@ fn a_shuffle_a_lane_skips_is_a_barrier_error_not_a_hang() {
     assert!(error.waiting[0].warp_collective, "{report}");
 }
 
+/// Step 17's copy of B, run on A: C (k x ld) = A^T rounded to TF32,
+/// zeros past A's rows (`pad::transpose_tf32` with `ld = n`).
+fn transpose_a_into_c(g: Gemm) {
+    kernels_gpu::pad::transpose_tf32(g.a, g.c, g.m, g.k, g.lda, g.n);
+}
+
+#[test]
+fn the_transposing_copy_writes_a_rounded_transpose_padded_with_zeros() {
+    use kernels_gpu::pad::{TILE, TRANSPOSE_SHARED_BYTES, TRANSPOSE_THREADS};
+    // A is 37 x 37; C is 37 x 40 (ld 40: three zeros after each row). The
+    // grid, ceil(40 / TILE) x ceil(37 / TILE), is the one the host uses,
+    // ceil(cols / TILE) x ceil(ld / TILE): 2 x 2.
+    let (m, n, k): (usize, usize, usize) = (37, 40, 37);
+    assert_eq!(n.div_ceil(TILE), k.div_ceil(TILE));
+    let spec = probe("transpose", TRANSPOSE_THREADS as u32, 0, transpose_a_into_c);
+    let spec = KernelSpec {
+        launch: Launch {
+            block_tile: (TILE, TILE),
+            shared_bytes: TRANSPOSE_SHARED_BYTES,
+            ..spec.launch
+        },
+        ..spec
+    };
+    let (report, a, _) = run(&spec, transpose_a_into_c, (m, n, k));
+    assert!(report.is_clean(), "{report}");
+    for c in 0..k {
+        for r in 0..n {
+            let want = if r < m {
+                f32::from_bits(to_tf32(a[r * k + c]))
+            } else {
+                0.0
+            };
+            assert_eq!(report.c[c * n + r].to_bits(), want.to_bits(), "C[{c}][{r}]");
+        }
+    }
+    // The rounding is real: some inputs change.
+    assert!(a.iter().any(|&x| f32::from_bits(to_tf32(x)) != x));
+}
+
 /// Starts a copy and never waits for it.
 fn copy_never_waited_for(g: Gemm) {
     let tile = SharedTile::<1, 4>::at(0);

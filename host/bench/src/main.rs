@@ -387,7 +387,7 @@ fn measure_all(args: &Args) -> Result<Results> {
             }
             if let Some(copies) = k.spec.operands.copies(&shape.params()) {
                 // Once per kernel where the copy does not depend on the shape.
-                let note = if copies.contains("k = ") {
+                let note = if copies.depends_on_shape() {
                     format!("{} at {shape}: {copies}", k.name())
                 } else {
                     format!("{}: {copies}", k.name())
