@@ -317,6 +317,32 @@ mod tests {
     use crate::registry::KERNELS;
 
     #[test]
+    fn copy_notes_name_sizes_only_where_the_shape_sets_them() {
+        use super::Copies;
+        use crate::gemm::GemmParams;
+        let ws = crate::k13_wgmma_ws::SPEC_256X128X32_S4.operands;
+        let ss = crate::k17_wgmma_ss::SPEC_256X128X32_S4.operands;
+        let (aligned, odd) = (GemmParams::dense(64, 64, 64), GemmParams::dense(33, 30, 17));
+        assert_eq!(ws.copies(&aligned), None);
+        let padded = ws.copies(&odd).unwrap();
+        assert_eq!(padded, Copies::Padded { k4: 20, n4: 32 });
+        assert!(padded.depends_on_shape());
+        // The host's and the bench's line (tests/tests/faults.rs checks it whole).
+        assert!(
+            padded
+                .to_string()
+                .contains("padded to k = 20, n = 32 (zeros)")
+        );
+        // Step 17 copies B at every shape; the text names k only when A's
+        // rows are padded too.
+        let transposed = ss.copies(&aligned).unwrap();
+        assert_eq!(transposed, Copies::TransposedB { padded_k: None });
+        assert!(!transposed.depends_on_shape() && !transposed.to_string().contains("k ="));
+        let both = ss.copies(&odd).unwrap();
+        assert!(both.depends_on_shape() && both.to_string().contains("padded to k = 20"));
+    }
+
+    #[test]
     fn every_kernel_refuses_matrices_beyond_32_bit_offsets() {
         use crate::gemm::GemmParams;
         let dense = |m, n, k| GemmParams::dense(m, n, k);
