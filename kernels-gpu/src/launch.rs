@@ -328,10 +328,11 @@ mod tests {
         assert_eq!(padded, Copies::Padded { k4: 20, n4: 32 });
         assert!(padded.depends_on_shape());
         // The host's and the bench's line (tests/tests/faults.rs checks it whole).
-        assert!(
-            padded
-                .to_string()
-                .contains("padded to k = 20, n = 32 (zeros)")
+        assert_eq!(
+            padded.to_string(),
+            "TMA needs rows of 16-byte multiples (k and n multiples of 4); each launch first \
+             copies A and B into buffers padded to k = 20, n = 32 (zeros), and the times \
+             include the copies"
         );
         // Step 17 copies B at every shape; the text names k only when A's
         // rows are padded too.
