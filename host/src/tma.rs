@@ -46,7 +46,7 @@ pub fn encode(boxes: &TmaBoxes, a: Operand, b: Operand) -> Result<Vec<u8>, HostE
         if boxes.b_transposed { "B^T" } else { "B" },
         b,
         boxes.b,
-        if boxes.b_transposed {
+        if boxes.b_swizzle_128 {
             CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_128B
         } else {
             CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_NONE

@@ -116,6 +116,7 @@ impl Params {
                 a: (self.bm as u32, BK as u32),
                 b: (BK as u32, B_BOX_COLS as u32),
                 a_swizzle_128: true,
+                b_swizzle_128: false,
                 b_transposed: false,
             }),
             ops: Ops::NN,

@@ -82,6 +82,7 @@ const fn spec(p: Params, name: &'static str) -> KernelSpec {
             a: (p.bm as u32, BK as u32),
             b: (BN as u32, BK as u32),
             a_swizzle_128: true,
+            b_swizzle_128: true,
             b_transposed: true,
         }),
         ops: Ops::NN,

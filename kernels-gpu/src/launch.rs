@@ -124,9 +124,10 @@ pub struct TmaBoxes {
     /// with `b_transposed`.
     pub b: (u32, u32),
     /// A's box is stored with the 128-byte swizzle (its rows must then be
-    /// 128 bytes: 32 floats); B's is stored as it is, unless B is
-    /// transposed.
+    /// 128 bytes: 32 floats).
     pub a_swizzle_128: bool,
+    /// B's box (of B, or of B^T with `b_transposed`) likewise.
+    pub b_swizzle_128: bool,
     /// The kernel reads B transposed (N x K, K-major like A) and rounded
     /// to TF32, with the 128-byte swizzle: the host makes that copy of B
     /// before every launch (`kernels_gpu::pad::transpose_tf32`).

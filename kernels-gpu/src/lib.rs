@@ -24,6 +24,7 @@
 //! | 15 | [`k15_skinny`] | one row of 256 threads per block, for C with one row (with split-K) |
 //! | 16 | [`k16_gemv`] | a warp per row of C, for C with one column: 128-bit loads along A's rows, a shuffle sum |
 //! | 17 | [`k17_wgmma_ss`] | Hopper: B transposed before the kernel, both `wgmma` operands from shared memory, one group in flight |
+//! | 18 | [`k18_wgmma_tr`] | Hopper: B transposed in shared memory by the consumers while their last group runs; no copy kernel |
 //!
 //! The same crate builds for the host, where it exports the kernels'
 //! constants ([`registry`]) so that launch shapes are never retyped, and
@@ -73,7 +74,7 @@ ladder_files!(["ladder"]: k01_naive, k02_tiled16, k03_tiled32, k04_blocktile_1d,
     k06_vectorized, k07_double_buffer, k08_warptile, k09_prefetch, k14_split_k, k15_skinny, k16_gemv);
 ladder_files!(["tuned_a" | "tuned_b" | "tuned_t"]: k10_tuned);
 ladder_files!(["mma"]: k11_mma);
-ladder_files!(["wgmma"]: k12_wgmma, k13_wgmma_ws, k17_wgmma_ss);
+ladder_files!(["wgmma"]: k12_wgmma, k13_wgmma_ws, k17_wgmma_ss, k18_wgmma_tr);
 
 /// Not a ladder step: the copy that pads A and B for the TMA kernels.
 #[cfg(any(not(target_arch = "nvptx64"), gemm_module = "wgmma"))]

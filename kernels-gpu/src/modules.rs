@@ -134,7 +134,7 @@ pub const MMA: PtxModule = PtxModule {
 pub const WGMMA: PtxModule = PtxModule {
     name: "wgmma",
     arch: Arch::SM90A,
-    files: "k12_wgmma, k13_wgmma_ws, k17_wgmma_ss",
+    files: "k12_wgmma, k13_wgmma_ws, k17_wgmma_ss, k18_wgmma_tr",
     // `pad::ENTRY`: the copy that pads A and B for TMA (host/src/tma.rs);
     // `pad::TRANSPOSE_ENTRY`: B's transposed copy for step 17.
     utility_entries: &["pad_rows", "transpose_tf32"],

@@ -3,7 +3,7 @@
 use crate::launch::KernelSpec;
 
 /// The kernels, in ladder order. `name` is also the PTX entry's name.
-/// Steps 10-13 and 17 list every instance (also as `k10_tuned::SPECS`, `k11_mma::SPECS`, `k12_wgmma::SPECS`, `k13_wgmma_ws::SPECS`, `k17_wgmma_ss::SPECS`).
+/// Steps 10-13, 17 and 18 list every instance (also as `k10_tuned::SPECS`, `k11_mma::SPECS`, `k12_wgmma::SPECS`, `k13_wgmma_ws::SPECS`, `k17_wgmma_ss::SPECS`, `k18_wgmma_tr::SPECS`).
 pub const KERNELS: &[KernelSpec] = &[
     crate::k01_naive::SPEC,
     crate::k02_tiled16::SPEC,
@@ -37,6 +37,7 @@ pub const KERNELS: &[KernelSpec] = &[
     crate::k15_skinny::SPEC_1X512,
     crate::k16_gemv::SPEC,
     crate::k17_wgmma_ss::SPEC_256X128X32_S4,
+    crate::k18_wgmma_tr::SPEC_256X128X32_S4,
 ];
 
 /// Kernels that read A or B transposed (`KernelSpec::ops`): the library's

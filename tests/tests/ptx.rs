@@ -166,11 +166,11 @@ fn tensor_core_kernels_use_mma_sync_tf32_once_per_warp_tile() {
     }
 }
 
-/// Steps 12-13 and 17: `wgmma` (64 x 256 x 8, BK / 8 per tile, in one
+/// Steps 12-13 and 17-18: `wgmma` (64 x 256 x 8, BK / 8 per tile, in one
 /// body: TMA handles every edge), TMA tile copies completing on
 /// `mbarrier`s; steps 12-13 round B's register fragments to TF32 in the
-/// loop, step 17 reads both operands from shared memory (B rounded by the
-/// copy before the kernel).
+/// loop, steps 17-18 read both operands from shared memory (B rounded by
+/// the copy before the kernel, or by the transposition in shared memory).
 #[test]
 fn hopper_kernels_use_wgmma_tma_and_mbarriers() {
     let wgmma = rust_gemm::ptx(&kernels_gpu::modules::WGMMA);
@@ -178,6 +178,7 @@ fn hopper_kernels_use_wgmma_tma_and_mbarriers() {
         .iter()
         .chain(kernels_gpu::k13_wgmma_ws::SPECS)
         .chain(kernels_gpu::k17_wgmma_ss::SPECS)
+        .chain(kernels_gpu::k18_wgmma_tr::SPECS)
     {
         let body = ptx_entry(wgmma, k.name).unwrap();
         assert_eq!(
@@ -198,10 +199,13 @@ fn hopper_kernels_use_wgmma_tma_and_mbarriers() {
         ] {
             assert!(body.contains(needed), "{}: no {needed}", k.name);
         }
-        let smem_only = k.step == 17;
+        // Steps 17-18 read both operands from shared memory; step 17's B
+        // is rounded by the copy before the kernel, step 18's by the
+        // threads that transpose it in shared memory.
+        let smem_only = k.step >= 17;
         assert_eq!(
             body.contains("cvt.rna.tf32.f32"),
-            !smem_only,
+            k.step != 17,
             "{}: TF32 rounding in the loop",
             k.name
         );
@@ -210,6 +214,25 @@ fn hopper_kernels_use_wgmma_tma_and_mbarriers() {
             assert!(
                 body.contains("wgmma.wait_group.sync.aligned 1;"),
                 "{}",
+                k.name
+            );
+        }
+        if k.step == 18 {
+            // The threads' writes reach the tensor cores through the proxy
+            // fence and the warpgroup's named barrier; lanes swap blocks
+            // across a warp barrier.
+            for needed in [
+                "fence.proxy.async.shared::cta",
+                "bar.warp.sync",
+                "ld.shared.v4.",
+                "st.shared.v4.",
+            ] {
+                assert!(body.contains(needed), "{}: no {needed}", k.name);
+            }
+            assert!(
+                body.lines()
+                    .any(|l| l.trim_start().starts_with("bar.sync") && l.contains(", 128;")),
+                "{}: no warpgroup barrier",
                 k.name
             );
         }

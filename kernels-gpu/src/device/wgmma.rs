@@ -41,8 +41,9 @@
 //!    (K-major, 128-byte swizzle, 8-row atoms 1024 bytes apart, 1024-byte
 //!    aligned) inside the launch's shared memory, written before the
 //!    `wgmma` by a copy whose completion this thread has observed (an
-//!    [`super::mbarrier::MBarrier`] wait), and not overwritten until the
-//!    `wgmma` is retired.
+//!    [`super::mbarrier::MBarrier`] wait), or by threads that then ran
+//!    [`fence_proxy_async`] and met this thread at a barrier, and not
+//!    overwritten until the `wgmma` is retired.
 //!
 //! GPU only, like [`super::mbarrier`].
 
@@ -258,4 +259,16 @@ pub unsafe fn take_registers<const N: u32>() {
 pub unsafe fn commit_group() {
     // SAFETY: the caller upholds rule 1; no operands.
     unsafe { asm!("wgmma.commit_group.sync.aligned;", options(nostack)) }
+}
+
+/// `fence.proxy.async.shared::cta`: this thread's earlier writes to shared
+/// memory become visible to the asynchronous proxy, which `wgmma` (and
+/// TMA) read through. A tile the threads wrote themselves (not TMA) is
+/// ready for `wgmma` once every writer has run this fence and met the
+/// issuing warps at a barrier (rule 3).
+#[inline(always)]
+pub fn fence_proxy_async() {
+    // SAFETY: a fence; no operands. The memory clobber keeps the writes
+    // before it.
+    unsafe { asm!("fence.proxy.async.shared::cta;", options(nostack)) }
 }
