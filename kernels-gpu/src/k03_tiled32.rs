@@ -52,6 +52,7 @@ pub const SPEC: KernelSpec = KernelSpec {
         block_tile: (T, T),
         shared_bytes: SHARED_BYTES,
         register_cap: false,
+        cluster_x: 1,
     },
     model_reuse: (T, T),
     body: Body::Emulated(tiled32),

@@ -45,6 +45,8 @@
 #[cfg(target_arch = "nvptx64")]
 use crate::device::barrier::{sync_warp, sync_warps};
 #[cfg(target_arch = "nvptx64")]
+use crate::device::cluster;
+#[cfg(target_arch = "nvptx64")]
 use crate::device::mbarrier::{MBarrier, fence_init};
 #[cfg(target_arch = "nvptx64")]
 use crate::device::mma::to_tf32;
@@ -78,9 +80,12 @@ const BOX: usize = 32;
 const _: () = assert!(BK == BOX && BN.is_multiple_of(2 * BOX));
 
 /// One parameter set: step 13's (`BM`, stages; the same stage and
-/// barrier layout, B's tile as `BN / 32` boxes of `[BK][32]`).
-const fn spec(p: Params, name: &'static str) -> KernelSpec {
+/// barrier layout, B's tile as `BN / 32` boxes of `[BK][32]`), and the
+/// blocks per cluster (1, or 2: A's tile shared by multicast, each block
+/// copying `BM / 2` of its rows for both).
+const fn spec(p: Params, cluster: usize, name: &'static str) -> KernelSpec {
     p.check();
+    assert!(cluster == 1 || cluster == 2);
     KernelSpec {
         name,
         step: 18,
@@ -92,11 +97,12 @@ const fn spec(p: Params, name: &'static str) -> KernelSpec {
             block_tile: (p.bm, BN),
             shared_bytes: p.shared_bytes(),
             register_cap: true,
+            cluster_x: cluster as u32,
         },
         model_reuse: (p.bm, BN),
         body: Body::GpuOnly(GPU_ONLY),
         operands: Operands::TensorMaps(TmaBoxes {
-            a: (p.bm as u32, BK as u32),
+            a: ((p.bm / cluster) as u32, BK as u32),
             b: (BK as u32, BOX as u32),
             a_swizzle_128: true,
             b_swizzle_128: true,
@@ -110,13 +116,13 @@ const fn spec(p: Params, name: &'static str) -> KernelSpec {
 /// One instance: `SPEC` for the host, the body `name` and the PTX entry
 /// `name` for the GPU.
 macro_rules! instance {
-    ($name:ident, $spec:ident, $bm:literal, $s:literal) => {
-        pub const $spec: KernelSpec = spec(Params { bm: $bm, stages: $s }, stringify!($name));
+    ($name:ident, $spec:ident, $bm:literal, $s:literal, $cluster:literal) => {
+        pub const $spec: KernelSpec = spec(Params { bm: $bm, stages: $s }, $cluster, stringify!($name));
         /// The body of the PTX entry of the same name (inlined into it).
         #[cfg(target_arch = "nvptx64")]
         #[inline(always)]
         pub fn $name(g: Gemm, maps: TensorMaps) {
-            tr::<$bm, $s, { $bm * BK + BN * BK }>(g, maps)
+            tr::<$bm, $s, { $bm * BK + BN * BK }, $cluster>(g, maps)
         }
         mod $name {
             #[cfg(target_arch = "nvptx64")]
@@ -129,24 +135,32 @@ macro_rules! instance {
 #[rustfmt::skip]
 mod instances {
     use super::*;
-    instance!(wgmma_tr_256x128x32_s4, SPEC_256X128X32_S4, 256, 4);
+    instance!(wgmma_tr_256x128x32_s4, SPEC_256X128X32_S4, 256, 4, 1);
+    instance!(wgmma_tr_256x128x32_s4_c2, SPEC_256X128X32_S4_C2, 256, 4, 2);
 }
 pub use instances::*;
 
 /// Every instance.
-pub const SPECS: &[KernelSpec] = &[SPEC_256X128X32_S4];
+pub const SPECS: &[KernelSpec] = &[SPEC_256X128X32_S4, SPEC_256X128X32_S4_C2];
 
 /// Block `(blockIdx.y, blockIdx.x)` computes the BM x BN tile of C at
 /// `(row0, col0)`; STAGE_WORDS = BM * BK + BN * BK.
 #[cfg(target_arch = "nvptx64")]
 #[inline(always)]
-fn tr<const BM: usize, const STAGES: usize, const STAGE_WORDS: usize>(g: Gemm, maps: TensorMaps) {
+fn tr<const BM: usize, const STAGES: usize, const STAGE_WORDS: usize, const CLUSTER: usize>(
+    g: Gemm,
+    maps: TensorMaps,
+) {
     const {
         Params { bm: BM, stages: STAGES }.check();
         assert!(STAGE_WORDS == BM * BK + BN * BK);
+        assert!(CLUSTER == 1 || CLUSTER == 2);
     };
     let tid = thread_idx_x();
+    // A cluster's two blocks are neighbours along x: the same rows of C
+    // (row0), so the same tile of A.
     let (row0, col0) = (block_idx_y() * BM, block_idx_x() * BN);
+    let rank = if CLUSTER == 1 { 0 } else { cluster::block_rank() };
 
     // Shared memory from the first 1024-byte boundary: STAGES stages (A's
     // tile, then B's BN / BOX boxes, each transposed in place before
@@ -157,7 +171,9 @@ fn tr<const BM: usize, const STAGES: usize, const STAGE_WORDS: usize>(g: Gemm, m
     let barriers = base + STAGES * STAGE_WORDS;
     // `full(s)`: the producer's arrival and TMA's bytes, once per tile.
     let full = |s: usize| MBarrier::at(barriers + 2 * s);
-    // `empty(s)`: one arrival per consumer warp when it is done with the tile.
+    // `empty(s)`: one arrival per consumer warp of every block of the
+    // cluster when it is done with the tile (with clusters, a stage is
+    // refilled by both blocks' copies, so both must be done with it).
     let empty = |s: usize| MBarrier::at(barriers + 2 * (STAGES + s));
     let k_tiles = g.k.div_ceil(BK);
 
@@ -168,12 +184,18 @@ fn tr<const BM: usize, const STAGES: usize, const STAGE_WORDS: usize>(g: Gemm, m
             // SAFETY: one thread, before the barrier that precedes every use.
             unsafe {
                 full(s).init(1);
-                empty(s).init((CONSUMERS / 32) as u32);
+                empty(s).init((CLUSTER * CONSUMERS / 32) as u32);
             }
         });
         fence_init();
     }
-    sync_threads();
+    if CLUSTER == 1 {
+        sync_threads();
+    } else {
+        // Both blocks' barriers are initialised before either copies
+        // into the other or arrives on its barriers (cluster rule 2).
+        cluster::sync();
+    }
 
     if tid >= CONSUMERS {
         // The producer warpgroup; one thread issues everything.
@@ -198,7 +220,16 @@ fn tr<const BM: usize, const STAGES: usize, const STAGE_WORDS: usize>(g: Gemm, m
                         empty(s).wait(((kt / STAGES + 1) % 2) as u32);
                     }
                     full(s).arrive_expect_tx(Params { bm: BM, stages: STAGES }.stage_bytes() as u32);
-                    maps.a().load_2d(a_tile(s), k0, row0 as u32, full(s));
+                    if CLUSTER == 1 {
+                        maps.a().load_2d(a_tile(s), k0, row0 as u32, full(s));
+                    } else {
+                        // This block's half of A's tile, for both blocks:
+                        // each block's full(s) counts both halves' bytes.
+                        // The peer released the stage too (empty(s)
+                        // counts its warps).
+                        let half = rank as usize * BM / 2;
+                        maps.a().load_2d_multicast(a_tile(s) + half * BK, k0, (row0 + half) as u32, full(s), 0b11);
+                    }
                     unroll!(BN / BOX; 4, |j| {
                         maps.b().load_2d(b_box(s, j), (col0 + j * BOX) as u32, k0, full(s));
                     });
@@ -249,13 +280,25 @@ fn tr<const BM: usize, const STAGES: usize, const STAGE_WORDS: usize>(g: Gemm, m
             }
             if kt >= 1 && lane == 0 {
                 // SAFETY: this warp's one arrival for tile kt - 1's stage,
-                // whose wgmmas the wait above retired.
-                unsafe { empty((kt - 1) % STAGES).arrive() };
+                // whose wgmmas the wait above retired, on its block's
+                // barrier and (clusters) on the peer's, which refills the
+                // same stage of this block with its half of A.
+                unsafe {
+                    empty((kt - 1) % STAGES).arrive();
+                    if CLUSTER == 2 {
+                        empty((kt - 1) % STAGES).arrive_remote(rank ^ 1);
+                    }
+                }
             }
         }
         // SAFETY: both warpgroups get here.
         unsafe { wait_ss_128::<0>(&mut acc) };
         store_tile::<BM>(g, &acc, row0, col0, tid);
+    }
+    if CLUSTER == 2 {
+        // No block exits while the other may still arrive on its
+        // barriers (cluster rule 2).
+        cluster::sync();
     }
 }
 
