@@ -95,7 +95,8 @@ const fn spec(p: Params, cluster: usize, name: &'static str) -> KernelSpec {
         launch: Launch {
             block_threads: (THREADS as u32, 1),
             block_tile: (p.bm, BN),
-            shared_bytes: p.shared_bytes(),
+            // A third barrier per stage (the producer variant's `ready`).
+            shared_bytes: p.shared_bytes() + 8 * p.stages,
             register_cap: true,
             cluster_x: cluster as u32,
         },
@@ -116,13 +117,27 @@ const fn spec(p: Params, cluster: usize, name: &'static str) -> KernelSpec {
 /// One instance: `SPEC` for the host, the body `name` and the PTX entry
 /// `name` for the GPU.
 macro_rules! instance {
-    ($name:ident, $spec:ident, $bm:literal, $s:literal, $cluster:literal) => {
+    ($name:ident, $spec:ident, $bm:literal, $s:literal, $cluster:literal, $ahead:literal, p) => {
         pub const $spec: KernelSpec = spec(Params { bm: $bm, stages: $s }, $cluster, stringify!($name));
         /// The body of the PTX entry of the same name (inlined into it).
         #[cfg(target_arch = "nvptx64")]
         #[inline(always)]
         pub fn $name(g: Gemm, maps: TensorMaps) {
-            tr::<$bm, $s, { $bm * BK + BN * BK }, $cluster>(g, maps)
+            trp::<$bm, $s, { $bm * BK + BN * BK }>(g, maps)
+        }
+        mod $name {
+            #[cfg(target_arch = "nvptx64")]
+            use super::$name;
+            crate::gemm_kernel!($name, tensor_maps);
+        }
+    };
+    ($name:ident, $spec:ident, $bm:literal, $s:literal, $cluster:literal, $ahead:literal) => {
+        pub const $spec: KernelSpec = spec(Params { bm: $bm, stages: $s }, $cluster, stringify!($name));
+        /// The body of the PTX entry of the same name (inlined into it).
+        #[cfg(target_arch = "nvptx64")]
+        #[inline(always)]
+        pub fn $name(g: Gemm, maps: TensorMaps) {
+            tr::<$bm, $s, { $bm * BK + BN * BK }, $cluster, $ahead>(g, maps)
         }
         mod $name {
             #[cfg(target_arch = "nvptx64")]
@@ -135,19 +150,22 @@ macro_rules! instance {
 #[rustfmt::skip]
 mod instances {
     use super::*;
-    instance!(wgmma_tr_256x128x32_s4, SPEC_256X128X32_S4, 256, 4, 1);
-    instance!(wgmma_tr_256x128x32_s4_c2, SPEC_256X128X32_S4_C2, 256, 4, 2);
+    instance!(wgmma_tr_256x128x32_s4, SPEC_256X128X32_S4, 256, 4, 1, false);
+    instance!(wgmma_tr_256x128x32_s4_c2, SPEC_256X128X32_S4_C2, 256, 4, 2, false);
+    instance!(wgmma_tr_256x128x32_s4_a, SPEC_256X128X32_S4_A, 256, 4, 1, true);
+    instance!(wgmma_tr_256x128x32_s4_c2a, SPEC_256X128X32_S4_C2A, 256, 4, 2, true);
+    instance!(wgmma_tr_256x128x32_s4_p, SPEC_256X128X32_S4_P, 256, 4, 1, false, p);
 }
 pub use instances::*;
 
 /// Every instance.
-pub const SPECS: &[KernelSpec] = &[SPEC_256X128X32_S4, SPEC_256X128X32_S4_C2];
+pub const SPECS: &[KernelSpec] = &[SPEC_256X128X32_S4, SPEC_256X128X32_S4_C2, SPEC_256X128X32_S4_A, SPEC_256X128X32_S4_C2A, SPEC_256X128X32_S4_P];
 
 /// Block `(blockIdx.y, blockIdx.x)` computes the BM x BN tile of C at
 /// `(row0, col0)`; STAGE_WORDS = BM * BK + BN * BK.
 #[cfg(target_arch = "nvptx64")]
 #[inline(always)]
-fn tr<const BM: usize, const STAGES: usize, const STAGE_WORDS: usize, const CLUSTER: usize>(
+fn tr<const BM: usize, const STAGES: usize, const STAGE_WORDS: usize, const CLUSTER: usize, const AHEAD: bool>(
     g: Gemm,
     maps: TensorMaps,
 ) {
@@ -242,19 +260,30 @@ fn tr<const BM: usize, const STAGES: usize, const STAGE_WORDS: usize, const CLUS
         let (wg, warp, lane) = (tid / 128, tid % 128 / 32, tid % 32);
         // SAFETY: all-zero bits are 0.0 (see step 12).
         let mut acc: [f32; 128] = unsafe { core::mem::zeroed() };
-        for kt in 0..k_tiles {
+        // Waits for tile kt's stage and makes this warpgroup's half of B's
+        // tile K-major in place.
+        let prepare = |kt: usize| {
             let s = kt % STAGES;
             // SAFETY: phase kt / STAGES of full(s) is the one tile kt
             // completes (all boxes landed).
             unsafe { full(s).wait((kt / STAGES % 2) as u32) };
             // This warpgroup's 64 columns of C are boxes 2 wg and 2 wg + 1;
             // warps 0-1 of the warpgroup transpose the first, 2-3 the second.
-            // Tile kt - 1's wgmmas, still in flight, read another stage.
+            // The wgmmas in flight read other stages.
             transpose_box(SharedTile::at(b_box(s, 2 * wg + warp / 2)), warp % 2, lane);
             // The tensor cores read the boxes through the async proxy:
             // every writer fences, then the warpgroup meets (rule 3).
             fence_proxy_async();
             sync_warps::<128>(1 + wg as u32);
+        };
+        if AHEAD && k_tiles > 0 {
+            prepare(0);
+        }
+        for kt in 0..k_tiles {
+            let s = kt % STAGES;
+            if !AHEAD {
+                prepare(kt);
+            }
             // As in step 17: the wgmma's "A" is this warpgroup's 64 rows
             // of B^T (64 columns of C), its "B" A's tile (256 rows of C);
             // D is the tile of C transposed.
@@ -275,9 +304,14 @@ fn tr<const BM: usize, const STAGES: usize, const STAGE_WORDS: usize, const CLUS
                     mma_m64n256k8_tf32_ss(&mut acc, a_desc[step], b_desc[step]);
                 });
                 commit_group();
-                // Tile kt - 1's group is retired; tile kt's stays in flight.
-                wait_ss_128::<1>(&mut acc);
             }
+            if AHEAD && kt + 1 < k_tiles {
+                // The next tile's stage (neither of the two in flight).
+                prepare(kt + 1);
+            }
+            // SAFETY: both warpgroups run it.
+            // Tile kt - 1's group is retired; tile kt's stays in flight.
+            unsafe { wait_ss_128::<1>(&mut acc) };
             if kt >= 1 && lane == 0 {
                 // SAFETY: this warp's one arrival for tile kt - 1's stage,
                 // whose wgmmas the wait above retired, on its block's
@@ -299,6 +333,120 @@ fn tr<const BM: usize, const STAGES: usize, const STAGE_WORDS: usize, const CLUS
         // No block exits while the other may still arrive on its
         // barriers (cluster rule 2).
         cluster::sync();
+    }
+}
+
+/// EXPERIMENT: the producer warpgroup transposes (each warp one box,
+/// both halves), fences and arrives on `ready(s)`; the consumers' loop is
+/// step 17's.
+#[cfg(target_arch = "nvptx64")]
+#[inline(always)]
+fn trp<const BM: usize, const STAGES: usize, const STAGE_WORDS: usize>(g: Gemm, maps: TensorMaps) {
+    const {
+        Params { bm: BM, stages: STAGES }.check();
+        assert!(STAGE_WORDS == BM * BK + BN * BK);
+    };
+    let tid = thread_idx_x();
+    let (row0, col0) = (block_idx_y() * BM, block_idx_x() * BN);
+    let base = (ALIGN - shared::address(0) as usize % ALIGN) % ALIGN / 4;
+    let a_tile = |s: usize| base + s * STAGE_WORDS;
+    let b_box = |s: usize, j: usize| a_tile(s) + BM * BK + j * BK * BOX;
+    let barriers = base + STAGES * STAGE_WORDS;
+    let full = |s: usize| MBarrier::at(barriers + 2 * s);
+    let empty = |s: usize| MBarrier::at(barriers + 2 * (STAGES + s));
+    let ready = |s: usize| MBarrier::at(barriers + 2 * (2 * STAGES + s));
+    let k_tiles = g.k.div_ceil(BK);
+
+    if tid == 0 {
+        maps.a().prefetch();
+        maps.b().prefetch();
+        unroll!(STAGES; 8, |s| {
+            // SAFETY: one thread, before the barrier that precedes every use.
+            unsafe {
+                full(s).init(1);
+                empty(s).init((CONSUMERS / 32) as u32);
+                ready(s).init(128);
+            }
+        });
+        fence_init();
+    }
+    sync_threads();
+
+    if tid >= CONSUMERS {
+        // SAFETY: the whole warpgroup runs this branch (rule 1).
+        unsafe { release_registers::<72>() };
+        let (pwarp, lane) = ((tid - CONSUMERS) / 32, tid % 32);
+        let issue = |kt: usize| {
+            let s = kt % STAGES;
+            let k0 = (kt * BK) as u32;
+            // SAFETY: as tr's producer.
+            unsafe {
+                if kt >= STAGES {
+                    empty(s).wait(((kt / STAGES + 1) % 2) as u32);
+                }
+                full(s).arrive_expect_tx(Params { bm: BM, stages: STAGES }.stage_bytes() as u32);
+                maps.a().load_2d(a_tile(s), k0, row0 as u32, full(s));
+                unroll!(BN / BOX; 4, |j| {
+                    maps.b().load_2d(b_box(s, j), (col0 + j * BOX) as u32, k0, full(s));
+                });
+            }
+        };
+        if tid == CONSUMERS {
+            for kt in 0..(STAGES - 1).min(k_tiles) {
+                issue(kt);
+            }
+        }
+        for kt in 0..k_tiles {
+            let s = kt % STAGES;
+            // SAFETY: phase kt / STAGES of full(s) is tile kt's.
+            unsafe { full(s).wait((kt / STAGES % 2) as u32) };
+            let bx = SharedTile::at(b_box(s, pwarp));
+            transpose_box(bx, 0, lane);
+            transpose_box(bx, 1, lane);
+            fence_proxy_async();
+            // SAFETY: ready(s) expects the 128 producer threads once per tile.
+            unsafe { ready(s).arrive() };
+            if tid == CONSUMERS && kt + STAGES - 1 < k_tiles {
+                // Tile kt + STAGES - 1 into the stage of tile kt - 1, which
+                // the consumers release once they issued tile kt (ready above).
+                issue(kt + STAGES - 1);
+            }
+        }
+    } else {
+        // SAFETY: both consumer warpgroups run this branch (rule 1).
+        unsafe { take_registers::<208>() };
+        let (wg, lane) = (tid / 128, tid % 32);
+        // SAFETY: all-zero bits are 0.0 (see step 12).
+        let mut acc: [f32; 128] = unsafe { core::mem::zeroed() };
+        for kt in 0..k_tiles {
+            let s = kt % STAGES;
+            // SAFETY: tile kt landed (full) and was transposed (ready).
+            unsafe {
+                full(s).wait((kt / STAGES % 2) as u32);
+                ready(s).wait((kt / STAGES % 2) as u32);
+            }
+            let (mut a_desc, mut b_desc) = ([0u64; BK / 8], [0u64; BK / 8]);
+            unroll!(BK / 8; 4, |step| {
+                a_desc[step] = descriptor_k_major_sw128(b_box(s, 2 * wg) + 8 * step);
+                b_desc[step] = descriptor_k_major_sw128(a_tile(s) + 8 * step);
+            });
+            // SAFETY: as tr's.
+            unsafe {
+                fence_ss_128(&mut acc, &mut a_desc, &mut b_desc);
+                unroll!(BK / 8; 4, |step| {
+                    mma_m64n256k8_tf32_ss(&mut acc, a_desc[step], b_desc[step]);
+                });
+                commit_group();
+                wait_ss_128::<1>(&mut acc);
+            }
+            if kt >= 1 && lane == 0 {
+                // SAFETY: this warp's arrival for tile kt - 1.
+                unsafe { empty((kt - 1) % STAGES).arrive() };
+            }
+        }
+        // SAFETY: both warpgroups get here.
+        unsafe { wait_ss_128::<0>(&mut acc) };
+        store_tile::<BM>(g, &acc, row0, col0, tid);
     }
 }
 
