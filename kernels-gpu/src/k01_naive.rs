@@ -42,7 +42,6 @@ pub const SPEC: KernelSpec = KernelSpec {
         block_tile: (BLOCK, BLOCK),
         shared_bytes: 0,
         register_cap: false,
-        cluster_x: 1,
     },
     model_reuse: (1, 1),
     body: Body::Emulated(naive),

@@ -52,7 +52,6 @@ pub const SPEC: KernelSpec = KernelSpec {
         block_tile: (T, T),
         shared_bytes: SHARED_BYTES,
         register_cap: false,
-        cluster_x: 1,
     },
     model_reuse: (T, T),
     body: Body::Emulated(tiled32),

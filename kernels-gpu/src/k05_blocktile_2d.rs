@@ -69,7 +69,6 @@ pub const SPEC: KernelSpec = KernelSpec {
         block_tile: (BM, BN),
         shared_bytes: SHARED_BYTES,
         register_cap: false,
-        cluster_x: 1,
     },
     model_reuse: (BM, BN),
     body: Body::Emulated(blocktile_2d),

@@ -194,7 +194,6 @@ impl Params {
                 block_tile: (self.bm, self.bn),
                 shared_bytes: self.shared_bytes(),
                 register_cap: false,
-                cluster_x: 1,
             },
             model_reuse: (self.bm, self.bn),
             body: Body::Emulated(body),

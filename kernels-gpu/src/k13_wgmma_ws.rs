@@ -109,7 +109,6 @@ impl Params {
                 block_tile: (self.bm, BN),
                 shared_bytes: self.shared_bytes(),
                 register_cap: true,
-                cluster_x: 1,
             },
             model_reuse: (self.bm, BN),
             body: Body::GpuOnly(GPU_ONLY),

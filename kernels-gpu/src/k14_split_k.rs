@@ -53,7 +53,6 @@ pub const REDUCE: KernelSpec = KernelSpec {
         block_tile: (ROWS, THREADS),
         shared_bytes: 0,
         register_cap: false,
-        cluster_x: 1,
     },
     model_reuse: (1, 1),
     body: Body::Emulated(reduce_slices),

@@ -55,7 +55,6 @@ pub const SPEC: KernelSpec = KernelSpec {
         block_tile: (ROWS, 1),
         shared_bytes: 0,
         register_cap: false,
-        cluster_x: 1,
     },
     model_reuse: (1, 1),
     body: Body::Emulated(gemv_warp_8x1),

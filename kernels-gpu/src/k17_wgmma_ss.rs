@@ -75,7 +75,6 @@ const fn spec(p: Params, name: &'static str) -> KernelSpec {
             block_tile: (p.bm, BN),
             shared_bytes: p.shared_bytes(),
             register_cap: true,
-            cluster_x: 1,
         },
         model_reuse: (p.bm, BN),
         body: Body::GpuOnly(GPU_ONLY),

@@ -45,8 +45,6 @@
 #[cfg(target_arch = "nvptx64")]
 use crate::device::barrier::{sync_warp, sync_warps};
 #[cfg(target_arch = "nvptx64")]
-use crate::device::cluster;
-#[cfg(target_arch = "nvptx64")]
 use crate::device::mbarrier::{MBarrier, fence_init};
 #[cfg(target_arch = "nvptx64")]
 use crate::device::mma::to_tf32;
@@ -80,12 +78,9 @@ const BOX: usize = 32;
 const _: () = assert!(BK == BOX && BN.is_multiple_of(2 * BOX));
 
 /// One parameter set: step 13's (`BM`, stages; the same stage and
-/// barrier layout, B's tile as `BN / 32` boxes of `[BK][32]`), and the
-/// blocks per cluster (1, or 2: A's tile shared by multicast, each block
-/// copying `BM / 2` of its rows for both).
-const fn spec(p: Params, cluster: usize, name: &'static str) -> KernelSpec {
+/// barrier layout, B's tile as `BN / 32` boxes of `[BK][32]`).
+const fn spec(p: Params, name: &'static str) -> KernelSpec {
     p.check();
-    assert!(cluster == 1 || cluster == 2);
     KernelSpec {
         name,
         step: 18,
@@ -95,15 +90,13 @@ const fn spec(p: Params, cluster: usize, name: &'static str) -> KernelSpec {
         launch: Launch {
             block_threads: (THREADS as u32, 1),
             block_tile: (p.bm, BN),
-            // A third barrier per stage (the producer variant's `ready`).
-            shared_bytes: p.shared_bytes() + 8 * p.stages,
+            shared_bytes: p.shared_bytes(),
             register_cap: true,
-            cluster_x: cluster as u32,
         },
         model_reuse: (p.bm, BN),
         body: Body::GpuOnly(GPU_ONLY),
         operands: Operands::TensorMaps(TmaBoxes {
-            a: ((p.bm / cluster) as u32, BK as u32),
+            a: (p.bm as u32, BK as u32),
             b: (BK as u32, BOX as u32),
             a_swizzle_128: true,
             b_swizzle_128: true,
@@ -117,27 +110,13 @@ const fn spec(p: Params, cluster: usize, name: &'static str) -> KernelSpec {
 /// One instance: `SPEC` for the host, the body `name` and the PTX entry
 /// `name` for the GPU.
 macro_rules! instance {
-    ($name:ident, $spec:ident, $bm:literal, $s:literal, $cluster:literal, $ahead:literal, p) => {
-        pub const $spec: KernelSpec = spec(Params { bm: $bm, stages: $s }, $cluster, stringify!($name));
+    ($name:ident, $spec:ident, $bm:literal, $s:literal) => {
+        pub const $spec: KernelSpec = spec(Params { bm: $bm, stages: $s }, stringify!($name));
         /// The body of the PTX entry of the same name (inlined into it).
         #[cfg(target_arch = "nvptx64")]
         #[inline(always)]
         pub fn $name(g: Gemm, maps: TensorMaps) {
-            trp::<$bm, $s, { $bm * BK + BN * BK }>(g, maps)
-        }
-        mod $name {
-            #[cfg(target_arch = "nvptx64")]
-            use super::$name;
-            crate::gemm_kernel!($name, tensor_maps);
-        }
-    };
-    ($name:ident, $spec:ident, $bm:literal, $s:literal, $cluster:literal, $ahead:literal) => {
-        pub const $spec: KernelSpec = spec(Params { bm: $bm, stages: $s }, $cluster, stringify!($name));
-        /// The body of the PTX entry of the same name (inlined into it).
-        #[cfg(target_arch = "nvptx64")]
-        #[inline(always)]
-        pub fn $name(g: Gemm, maps: TensorMaps) {
-            tr::<$bm, $s, { $bm * BK + BN * BK }, $cluster, $ahead>(g, maps)
+            tr::<$bm, $s, { $bm * BK + BN * BK }>(g, maps)
         }
         mod $name {
             #[cfg(target_arch = "nvptx64")]
@@ -150,35 +129,24 @@ macro_rules! instance {
 #[rustfmt::skip]
 mod instances {
     use super::*;
-    instance!(wgmma_tr_256x128x32_s4, SPEC_256X128X32_S4, 256, 4, 1, false);
-    instance!(wgmma_tr_256x128x32_s4_c2, SPEC_256X128X32_S4_C2, 256, 4, 2, false);
-    instance!(wgmma_tr_256x128x32_s4_a, SPEC_256X128X32_S4_A, 256, 4, 1, true);
-    instance!(wgmma_tr_256x128x32_s4_c2a, SPEC_256X128X32_S4_C2A, 256, 4, 2, true);
-    instance!(wgmma_tr_256x128x32_s4_p, SPEC_256X128X32_S4_P, 256, 4, 1, false, p);
+    instance!(wgmma_tr_256x128x32_s4, SPEC_256X128X32_S4, 256, 4);
 }
 pub use instances::*;
 
 /// Every instance.
-pub const SPECS: &[KernelSpec] = &[SPEC_256X128X32_S4, SPEC_256X128X32_S4_C2, SPEC_256X128X32_S4_A, SPEC_256X128X32_S4_C2A, SPEC_256X128X32_S4_P];
+pub const SPECS: &[KernelSpec] = &[SPEC_256X128X32_S4];
 
 /// Block `(blockIdx.y, blockIdx.x)` computes the BM x BN tile of C at
 /// `(row0, col0)`; STAGE_WORDS = BM * BK + BN * BK.
 #[cfg(target_arch = "nvptx64")]
 #[inline(always)]
-fn tr<const BM: usize, const STAGES: usize, const STAGE_WORDS: usize, const CLUSTER: usize, const AHEAD: bool>(
-    g: Gemm,
-    maps: TensorMaps,
-) {
+fn tr<const BM: usize, const STAGES: usize, const STAGE_WORDS: usize>(g: Gemm, maps: TensorMaps) {
     const {
         Params { bm: BM, stages: STAGES }.check();
         assert!(STAGE_WORDS == BM * BK + BN * BK);
-        assert!(CLUSTER == 1 || CLUSTER == 2);
     };
     let tid = thread_idx_x();
-    // A cluster's two blocks are neighbours along x: the same rows of C
-    // (row0), so the same tile of A.
     let (row0, col0) = (block_idx_y() * BM, block_idx_x() * BN);
-    let rank = if CLUSTER == 1 { 0 } else { cluster::block_rank() };
 
     // Shared memory from the first 1024-byte boundary: STAGES stages (A's
     // tile, then B's BN / BOX boxes, each transposed in place before
@@ -189,9 +157,7 @@ fn tr<const BM: usize, const STAGES: usize, const STAGE_WORDS: usize, const CLUS
     let barriers = base + STAGES * STAGE_WORDS;
     // `full(s)`: the producer's arrival and TMA's bytes, once per tile.
     let full = |s: usize| MBarrier::at(barriers + 2 * s);
-    // `empty(s)`: one arrival per consumer warp of every block of the
-    // cluster when it is done with the tile (with clusters, a stage is
-    // refilled by both blocks' copies, so both must be done with it).
+    // `empty(s)`: one arrival per consumer warp when it is done with the tile.
     let empty = |s: usize| MBarrier::at(barriers + 2 * (STAGES + s));
     let k_tiles = g.k.div_ceil(BK);
 
@@ -202,18 +168,12 @@ fn tr<const BM: usize, const STAGES: usize, const STAGE_WORDS: usize, const CLUS
             // SAFETY: one thread, before the barrier that precedes every use.
             unsafe {
                 full(s).init(1);
-                empty(s).init((CLUSTER * CONSUMERS / 32) as u32);
+                empty(s).init((CONSUMERS / 32) as u32);
             }
         });
         fence_init();
     }
-    if CLUSTER == 1 {
-        sync_threads();
-    } else {
-        // Both blocks' barriers are initialised before either copies
-        // into the other or arrives on its barriers (cluster rule 2).
-        cluster::sync();
-    }
+    sync_threads();
 
     if tid >= CONSUMERS {
         // The producer warpgroup; one thread issues everything.
@@ -238,16 +198,7 @@ fn tr<const BM: usize, const STAGES: usize, const STAGE_WORDS: usize, const CLUS
                         empty(s).wait(((kt / STAGES + 1) % 2) as u32);
                     }
                     full(s).arrive_expect_tx(Params { bm: BM, stages: STAGES }.stage_bytes() as u32);
-                    if CLUSTER == 1 {
-                        maps.a().load_2d(a_tile(s), k0, row0 as u32, full(s));
-                    } else {
-                        // This block's half of A's tile, for both blocks:
-                        // each block's full(s) counts both halves' bytes.
-                        // The peer released the stage too (empty(s)
-                        // counts its warps).
-                        let half = rank as usize * BM / 2;
-                        maps.a().load_2d_multicast(a_tile(s) + half * BK, k0, (row0 + half) as u32, full(s), 0b11);
-                    }
+                    maps.a().load_2d(a_tile(s), k0, row0 as u32, full(s));
                     unroll!(BN / BOX; 4, |j| {
                         maps.b().load_2d(b_box(s, j), (col0 + j * BOX) as u32, k0, full(s));
                     });
@@ -260,30 +211,19 @@ fn tr<const BM: usize, const STAGES: usize, const STAGE_WORDS: usize, const CLUS
         let (wg, warp, lane) = (tid / 128, tid % 128 / 32, tid % 32);
         // SAFETY: all-zero bits are 0.0 (see step 12).
         let mut acc: [f32; 128] = unsafe { core::mem::zeroed() };
-        // Waits for tile kt's stage and makes this warpgroup's half of B's
-        // tile K-major in place.
-        let prepare = |kt: usize| {
+        for kt in 0..k_tiles {
             let s = kt % STAGES;
             // SAFETY: phase kt / STAGES of full(s) is the one tile kt
             // completes (all boxes landed).
             unsafe { full(s).wait((kt / STAGES % 2) as u32) };
             // This warpgroup's 64 columns of C are boxes 2 wg and 2 wg + 1;
             // warps 0-1 of the warpgroup transpose the first, 2-3 the second.
-            // The wgmmas in flight read other stages.
+            // Tile kt - 1's wgmmas, still in flight, read another stage.
             transpose_box(SharedTile::at(b_box(s, 2 * wg + warp / 2)), warp % 2, lane);
             // The tensor cores read the boxes through the async proxy:
             // every writer fences, then the warpgroup meets (rule 3).
             fence_proxy_async();
             sync_warps::<128>(1 + wg as u32);
-        };
-        if AHEAD && k_tiles > 0 {
-            prepare(0);
-        }
-        for kt in 0..k_tiles {
-            let s = kt % STAGES;
-            if !AHEAD {
-                prepare(kt);
-            }
             // As in step 17: the wgmma's "A" is this warpgroup's 64 rows
             // of B^T (64 columns of C), its "B" A's tile (256 rows of C);
             // D is the tile of C transposed.
@@ -304,143 +244,12 @@ fn tr<const BM: usize, const STAGES: usize, const STAGE_WORDS: usize, const CLUS
                     mma_m64n256k8_tf32_ss(&mut acc, a_desc[step], b_desc[step]);
                 });
                 commit_group();
-            }
-            if AHEAD && kt + 1 < k_tiles {
-                // The next tile's stage (neither of the two in flight).
-                prepare(kt + 1);
-            }
-            // SAFETY: both warpgroups run it.
-            // Tile kt - 1's group is retired; tile kt's stays in flight.
-            unsafe { wait_ss_128::<1>(&mut acc) };
-            if kt >= 1 && lane == 0 {
-                // SAFETY: this warp's one arrival for tile kt - 1's stage,
-                // whose wgmmas the wait above retired, on its block's
-                // barrier and (clusters) on the peer's, which refills the
-                // same stage of this block with its half of A.
-                unsafe {
-                    empty((kt - 1) % STAGES).arrive();
-                    if CLUSTER == 2 {
-                        empty((kt - 1) % STAGES).arrive_remote(rank ^ 1);
-                    }
-                }
-            }
-        }
-        // SAFETY: both warpgroups get here.
-        unsafe { wait_ss_128::<0>(&mut acc) };
-        store_tile::<BM>(g, &acc, row0, col0, tid);
-    }
-    if CLUSTER == 2 {
-        // No block exits while the other may still arrive on its
-        // barriers (cluster rule 2).
-        cluster::sync();
-    }
-}
-
-/// EXPERIMENT: the producer warpgroup transposes (each warp one box,
-/// both halves), fences and arrives on `ready(s)`; the consumers' loop is
-/// step 17's.
-#[cfg(target_arch = "nvptx64")]
-#[inline(always)]
-fn trp<const BM: usize, const STAGES: usize, const STAGE_WORDS: usize>(g: Gemm, maps: TensorMaps) {
-    const {
-        Params { bm: BM, stages: STAGES }.check();
-        assert!(STAGE_WORDS == BM * BK + BN * BK);
-    };
-    let tid = thread_idx_x();
-    let (row0, col0) = (block_idx_y() * BM, block_idx_x() * BN);
-    let base = (ALIGN - shared::address(0) as usize % ALIGN) % ALIGN / 4;
-    let a_tile = |s: usize| base + s * STAGE_WORDS;
-    let b_box = |s: usize, j: usize| a_tile(s) + BM * BK + j * BK * BOX;
-    let barriers = base + STAGES * STAGE_WORDS;
-    let full = |s: usize| MBarrier::at(barriers + 2 * s);
-    let empty = |s: usize| MBarrier::at(barriers + 2 * (STAGES + s));
-    let ready = |s: usize| MBarrier::at(barriers + 2 * (2 * STAGES + s));
-    let k_tiles = g.k.div_ceil(BK);
-
-    if tid == 0 {
-        maps.a().prefetch();
-        maps.b().prefetch();
-        unroll!(STAGES; 8, |s| {
-            // SAFETY: one thread, before the barrier that precedes every use.
-            unsafe {
-                full(s).init(1);
-                empty(s).init((CONSUMERS / 32) as u32);
-                ready(s).init(128);
-            }
-        });
-        fence_init();
-    }
-    sync_threads();
-
-    if tid >= CONSUMERS {
-        // SAFETY: the whole warpgroup runs this branch (rule 1).
-        unsafe { release_registers::<72>() };
-        let (pwarp, lane) = ((tid - CONSUMERS) / 32, tid % 32);
-        let issue = |kt: usize| {
-            let s = kt % STAGES;
-            let k0 = (kt * BK) as u32;
-            // SAFETY: as tr's producer.
-            unsafe {
-                if kt >= STAGES {
-                    empty(s).wait(((kt / STAGES + 1) % 2) as u32);
-                }
-                full(s).arrive_expect_tx(Params { bm: BM, stages: STAGES }.stage_bytes() as u32);
-                maps.a().load_2d(a_tile(s), k0, row0 as u32, full(s));
-                unroll!(BN / BOX; 4, |j| {
-                    maps.b().load_2d(b_box(s, j), (col0 + j * BOX) as u32, k0, full(s));
-                });
-            }
-        };
-        if tid == CONSUMERS {
-            for kt in 0..(STAGES - 1).min(k_tiles) {
-                issue(kt);
-            }
-        }
-        for kt in 0..k_tiles {
-            let s = kt % STAGES;
-            // SAFETY: phase kt / STAGES of full(s) is tile kt's.
-            unsafe { full(s).wait((kt / STAGES % 2) as u32) };
-            let bx = SharedTile::at(b_box(s, pwarp));
-            transpose_box(bx, 0, lane);
-            transpose_box(bx, 1, lane);
-            fence_proxy_async();
-            // SAFETY: ready(s) expects the 128 producer threads once per tile.
-            unsafe { ready(s).arrive() };
-            if tid == CONSUMERS && kt + STAGES - 1 < k_tiles {
-                // Tile kt + STAGES - 1 into the stage of tile kt - 1, which
-                // the consumers release once they issued tile kt (ready above).
-                issue(kt + STAGES - 1);
-            }
-        }
-    } else {
-        // SAFETY: both consumer warpgroups run this branch (rule 1).
-        unsafe { take_registers::<208>() };
-        let (wg, lane) = (tid / 128, tid % 32);
-        // SAFETY: all-zero bits are 0.0 (see step 12).
-        let mut acc: [f32; 128] = unsafe { core::mem::zeroed() };
-        for kt in 0..k_tiles {
-            let s = kt % STAGES;
-            // SAFETY: tile kt landed (full) and was transposed (ready).
-            unsafe {
-                full(s).wait((kt / STAGES % 2) as u32);
-                ready(s).wait((kt / STAGES % 2) as u32);
-            }
-            let (mut a_desc, mut b_desc) = ([0u64; BK / 8], [0u64; BK / 8]);
-            unroll!(BK / 8; 4, |step| {
-                a_desc[step] = descriptor_k_major_sw128(b_box(s, 2 * wg) + 8 * step);
-                b_desc[step] = descriptor_k_major_sw128(a_tile(s) + 8 * step);
-            });
-            // SAFETY: as tr's.
-            unsafe {
-                fence_ss_128(&mut acc, &mut a_desc, &mut b_desc);
-                unroll!(BK / 8; 4, |step| {
-                    mma_m64n256k8_tf32_ss(&mut acc, a_desc[step], b_desc[step]);
-                });
-                commit_group();
+                // Tile kt - 1's group is retired; tile kt's stays in flight.
                 wait_ss_128::<1>(&mut acc);
             }
             if kt >= 1 && lane == 0 {
-                // SAFETY: this warp's arrival for tile kt - 1.
+                // SAFETY: this warp's one arrival for tile kt - 1's stage,
+                // whose wgmmas the wait above retired.
                 unsafe { empty((kt - 1) % STAGES).arrive() };
             }
         }

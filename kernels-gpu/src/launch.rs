@@ -41,13 +41,6 @@ pub struct Launch {
     /// 13). The others go without, because the bound changes ptxas's
     /// register choices (the best FP32 kernel went from 167 to 189).
     pub register_cap: bool,
-    /// Blocks per cluster along x (1: no clusters). A cluster's blocks
-    /// run at the same time on one GPC and can reach each other's shared
-    /// memory (step 18's `_c2` instances: two blocks side by side share A's
-    /// tile through TMA multicast). The grid's x is rounded up to a
-    /// multiple of it, and the host declares it in the entry's PTX
-    /// (`.reqnctapercluster`, `host::with_launch_bounds`).
-    pub cluster_x: u32,
 }
 
 impl Launch {
@@ -56,15 +49,9 @@ impl Launch {
         self.block_threads.0 * self.block_threads.1
     }
 
-    /// Blocks `(x, y)` that cover an `m x n` C: x walks columns, y rows;
-    /// x rounded up to whole clusters (the extra blocks' tiles lie past
-    /// C's last column: they load zeros and store nothing).
+    /// Blocks `(x, y)` that cover an `m x n` C: x walks columns, y rows.
     pub const fn grid(&self, m: usize, n: usize) -> (usize, usize) {
-        (
-            n.div_ceil(self.block_tile.1)
-                .next_multiple_of(self.cluster_x as usize),
-            m.div_ceil(self.block_tile.0),
-        )
+        (n.div_ceil(self.block_tile.1), m.div_ceil(self.block_tile.0))
     }
 }
 

@@ -38,10 +38,6 @@ pub const KERNELS: &[KernelSpec] = &[
     crate::k16_gemv::SPEC,
     crate::k17_wgmma_ss::SPEC_256X128X32_S4,
     crate::k18_wgmma_tr::SPEC_256X128X32_S4,
-    crate::k18_wgmma_tr::SPEC_256X128X32_S4_C2,
-    crate::k18_wgmma_tr::SPEC_256X128X32_S4_A,
-    crate::k18_wgmma_tr::SPEC_256X128X32_S4_C2A,
-    crate::k18_wgmma_tr::SPEC_256X128X32_S4_P,
 ];
 
 /// Kernels that read A or B transposed (`KernelSpec::ops`): the library's

@@ -202,7 +202,6 @@ fn probe(name: &'static str, threads: u32, words: usize, body: fn(Gemm)) -> Kern
             block_tile: (1, threads as usize),
             shared_bytes: words * 4,
             register_cap: false,
-            cluster_x: 1,
         },
         model_reuse: (1, 1),
         module: &modules::LADDER,

@@ -12,10 +12,9 @@
 //!   across a warp);
 //! - [`mma`]: TF32 tensor cores, `mma.sync` m16n8k8 (sm_80+);
 //! - [`async_copy`]: `cp.async` global-to-shared copies in groups (sm_80+);
-//! - [`mbarrier`], [`tma`], [`wgmma`], [`cluster`]: Hopper's transaction
-//!   barriers, copy engine, warpgroup tensor-core instructions and
-//!   thread-block clusters (sm_90a; GPU only: the emulator has no model of
-//!   their asynchronous proxy, nor of blocks that share memory).
+//! - [`mbarrier`], [`tma`], [`wgmma`]: Hopper's transaction barriers, copy
+//!   engine and warpgroup tensor-core instructions (sm_90a; GPU only: the
+//!   emulator has no model of their asynchronous proxy).
 //!
 //! On the host the same functions run the kernel bodies on the CPU
 //! emulator ([`crate::emu`]), which checks every access; only the
@@ -34,8 +33,6 @@
 
 pub mod async_copy;
 pub mod barrier;
-#[cfg(target_arch = "nvptx64")]
-pub mod cluster;
 pub mod global;
 pub mod math;
 #[cfg(target_arch = "nvptx64")]
