@@ -427,54 +427,106 @@ pub fn measure(
     kernel: &dyn Enqueue,
     opts: TimingOptions,
 ) -> Result<Measurement, HostError> {
-    let name = kernel.name().to_string();
-    bufs.poison_c(gpu)?;
-    kernel.enqueue(gpu, bufs)?;
-    gpu.sync(&format!("running {name}"))
-        .map_err(|e| launch_error(&name, e))?;
-    let verification = reference.check(&gpu.download(&bufs.c)?, kernel.precision());
+    let verification = verify(gpu, bufs, reference, kernel)?;
     if !verification.passed || opts.reps == 0 {
         return Ok(Measurement {
             verification,
             timing: None,
         });
     }
-
-    for _ in 0..opts.warmup {
-        kernel.enqueue(gpu, bufs)?;
-    }
-    let reps = match opts.budget_ms {
-        None => opts.reps,
-        Some(budget) => {
-            let start = record(gpu)?;
-            kernel.enqueue(gpu, bufs)?;
-            let end = record(gpu)?;
-            let once = start
-                .elapsed_ms(&end)
-                .map_err(HostError::cuda("reading CUDA event times"))?;
-            ((budget / f64::from(once).max(1e-3)) as usize).clamp(opts.reps, MAX_REPS)
-        }
-    };
-    let mut events = Vec::with_capacity(reps);
-    for rep in 0..reps {
-        if opts.flush_l2 {
-            bufs.flush_l2(gpu, rep as u8)?;
-        }
-        let start = record(gpu)?;
-        kernel.enqueue(gpu, bufs)?;
-        events.push((start, record(gpu)?));
-    }
-    gpu.sync(&format!("timing {name}"))
-        .map_err(|e| launch_error(&name, e))?;
-    let samples = events
-        .iter()
-        .map(|(s, e)| s.elapsed_ms(e).map(f64::from))
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(HostError::cuda("reading CUDA event times"))?;
+    let timing = time_interleaved(gpu, bufs, &[kernel], opts)?.pop();
     Ok(Measurement {
         verification,
-        timing: Some(Timing::from_samples(&samples)),
+        timing,
     })
+}
+
+/// One launch of `kernel` on a poisoned C, checked against `reference`.
+pub fn verify(
+    gpu: &Gpu,
+    bufs: &mut Buffers,
+    reference: &Reference,
+    kernel: &dyn Enqueue,
+) -> Result<Verification, HostError> {
+    let name = kernel.name().to_string();
+    bufs.poison_c(gpu)?;
+    kernel.enqueue(gpu, bufs)?;
+    gpu.sync(&format!("running {name}"))
+        .map_err(|e| launch_error(&name, e))?;
+    Ok(reference.check(&gpu.download(&bufs.c)?, kernel.precision()))
+}
+
+/// Times `kernels` (each verified already) on the same buffers, in
+/// interleaved rounds: round r launches every kernel that still has a
+/// launch to time, starting from kernel `r % len` so that no kernel always
+/// follows the same one. A GPU's clock moves with its power draw: it
+/// boosts after idling and drops once a heavy load has run for some tens
+/// of milliseconds (on the H200, 1.98 GHz idle and 1.5-1.7 GHz under TF32
+/// GEMMs). Timed one after the other, a kernel timed first after a pause
+/// collects more boosted launches than one timed later, and the medians
+/// compare clock states instead of kernels (docs/measurements.md); in
+/// rounds every kernel's launches spread over the same stretch of time.
+/// Each kernel gets `opts.warmup` untimed launches first, and as many
+/// timed ones as its budget buys (judged from one launch).
+pub fn time_interleaved(
+    gpu: &Gpu,
+    bufs: &mut Buffers,
+    kernels: &[&dyn Enqueue],
+    opts: TimingOptions,
+) -> Result<Vec<Timing>, HostError> {
+    let mut reps = Vec::with_capacity(kernels.len());
+    for kernel in kernels {
+        for _ in 0..opts.warmup {
+            kernel.enqueue(gpu, bufs)?;
+        }
+        reps.push(
+            match opts.budget_ms {
+                None => opts.reps,
+                Some(budget) => {
+                    let start = record(gpu)?;
+                    kernel.enqueue(gpu, bufs)?;
+                    let end = record(gpu)?;
+                    let once = start
+                        .elapsed_ms(&end)
+                        .map_err(HostError::cuda("reading CUDA event times"))?;
+                    ((budget / f64::from(once).max(1e-3)) as usize).clamp(opts.reps, MAX_REPS)
+                }
+            }
+            .max(1),
+        );
+    }
+    let rounds = reps.iter().copied().max().unwrap_or(0);
+    let mut events: Vec<Vec<_>> = reps.iter().map(|&r| Vec::with_capacity(r)).collect();
+    for round in 0..rounds {
+        for i in (0..kernels.len()).map(|i| (i + round) % kernels.len()) {
+            if round >= reps[i] {
+                continue;
+            }
+            if opts.flush_l2 {
+                bufs.flush_l2(gpu, round as u8)?;
+            }
+            let start = record(gpu)?;
+            kernels[i].enqueue(gpu, bufs)?;
+            events[i].push((start, record(gpu)?));
+        }
+    }
+    let names: Vec<&str> = kernels.iter().map(|k| k.name()).collect();
+    gpu.sync(&format!("timing {}", names.join(", ")))
+        .map_err(|e| match &names[..] {
+            [one] => launch_error(one, e),
+            _ => e,
+        })?;
+    events
+        .iter()
+        .map(|pairs| {
+            let samples = pairs
+                .iter()
+                .map(|(s, e)| s.elapsed_ms(e).map(f64::from))
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(HostError::cuda("reading CUDA event times"))?;
+            Ok(Timing::from_samples(&samples))
+        })
+        .collect()
 }
 
 fn record(gpu: &Gpu) -> Result<cudarc::driver::CudaEvent, HostError> {

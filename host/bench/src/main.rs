@@ -22,8 +22,10 @@ use rust_gemm::baselines::{self, Cublas};
 use rust_gemm::gpu::Gpu;
 use rust_gemm::model;
 use rust_gemm::reference::Reference;
-use rust_gemm::runner::{self, Buffers, Enqueue, Kernel, TimingOptions};
+use rust_gemm::reference::Verification;
+use rust_gemm::runner::{self, Buffers, Enqueue, Kernel, Measurement, TimingOptions};
 use rust_gemm::shape::Shape;
+use rust_gemm::timing::Timing;
 
 use results::{Kind, Meta, Results, Row, Settings};
 
@@ -370,13 +372,11 @@ fn measure_all(args: &Args) -> Result<Results> {
         let mut bufs = Buffers::new(&gpu, *shape, &a, &b)?;
         drop((a, b));
 
-        let mut one =
-            |v: &dyn Enqueue, kind: Kind, spec: Option<&KernelSpec>, twin: Option<&str>| {
-                bar.set_message(format!("{shape}: {}", v.name()));
-                let row = measure_one(&gpu, &mut bufs, &reference, v, kind, spec, twin, opts);
-                bar.inc(1);
-                row
-            };
+        // Every variant that takes this shape, in table order: verified one
+        // by one, then the ones that passed timed together in interleaved
+        // rounds (`runner::time_interleaved`: the GPU's clock state is
+        // shared out evenly, so the ratios compare kernels).
+        let mut entries: Vec<Entry> = Vec::new();
         for k in variants.rust.iter().chain(&variants.cuda) {
             if let Some(why) = k.unsupported(&shape.params(), 1) {
                 // Visible, and recorded: the table has no row for it.
@@ -401,10 +401,41 @@ fn measure_all(args: &Args) -> Result<Results> {
             } else {
                 (Kind::Cuda, Some(k.spec.name))
             };
-            rows.push(one(k, kind, Some(k.spec), twin)?);
+            entries.push(Entry {
+                v: k,
+                kind,
+                spec: Some(k.spec),
+                twin,
+            });
         }
         for c in &variants.cublas {
-            rows.push(one(c, Kind::Cublas, None, None)?);
+            entries.push(Entry {
+                v: c,
+                kind: Kind::Cublas,
+                spec: None,
+                twin: None,
+            });
+        }
+        let mut checks = Vec::with_capacity(entries.len());
+        for e in &entries {
+            bar.set_message(format!("{shape}: verifying {}", e.v.name()));
+            checks.push(runner::verify(&gpu, &mut bufs, &reference, e.v)?);
+            bar.inc(1);
+        }
+        let passed: Vec<&dyn Enqueue> = entries
+            .iter()
+            .zip(&checks)
+            .filter(|(_, c)| c.passed)
+            .map(|(e, _)| e.v)
+            .collect();
+        bar.set_message(format!(
+            "{shape}: timing {} kernels in rounds",
+            passed.len()
+        ));
+        let mut timings = runner::time_interleaved(&gpu, &mut bufs, &passed, opts)?.into_iter();
+        for (e, check) in entries.into_iter().zip(checks) {
+            let timing = if check.passed { timings.next() } else { None };
+            rows.push(row(&gpu, shape, &e, check, timing));
         }
         if let Some(mhz) = sm_clock_mhz(args.device) {
             clocks.push(mhz);
@@ -441,6 +472,7 @@ fn measure_all(args: &Args) -> Result<Results> {
                 } else {
                     "none".into()
                 },
+                interleaved: true,
             },
             skipped,
             notes,
@@ -455,20 +487,28 @@ fn measure_all(args: &Args) -> Result<Results> {
     Ok(results)
 }
 
-/// Verifies, then times, one variant; a failure becomes a FAIL row, not an abort.
-#[allow(clippy::too_many_arguments)]
-fn measure_one(
-    gpu: &Gpu,
-    bufs: &mut Buffers,
-    reference: &Reference,
-    v: &dyn Enqueue,
+/// A variant that runs at one size, as its row will name it.
+struct Entry<'a> {
+    v: &'a dyn Enqueue,
     kind: Kind,
-    spec: Option<&KernelSpec>,
-    twin: Option<&str>,
-    opts: TimingOptions,
-) -> Result<Row> {
-    let shape = bufs.shape;
-    let m = runner::measure(gpu, bufs, reference, v, opts)?;
+    spec: Option<&'static KernelSpec>,
+    twin: Option<&'static str>,
+}
+
+/// One variant's row: its check (a failure is a FAIL row, not an abort)
+/// and, if it passed, its timing.
+fn row(
+    gpu: &Gpu,
+    shape: &Shape,
+    e: &Entry,
+    verification: Verification,
+    timing: Option<Timing>,
+) -> Row {
+    let (shape, v, kind, spec, twin) = (*shape, e.v, e.kind, e.spec, e.twin);
+    let m = Measurement {
+        verification,
+        timing,
+    };
     let model = spec.map(|s| model::estimate(s, &shape, gpu.info.peaks()));
     let t = m.timing.as_ref();
     let gflops = t.map(|t| t.gflops(shape.flops()));
@@ -476,7 +516,7 @@ fn measure_one(
         Precision::Fp32 => gpu.info.peak_fp32_gflops(),
         Precision::Tf32 => gpu.info.peak_tf32_gflops(),
     };
-    Ok(Row {
+    Row {
         m: shape.m,
         n: shape.n,
         k: shape.k,
@@ -502,7 +542,7 @@ fn measure_one(
         model_intensity: model.map(|m| m.intensity),
         model_ceiling_gflops: model.and_then(|m| m.ceiling_gflops),
         ncu: None,
-    })
+    }
 }
 
 /// The SM clock nvidia-smi reports now, if nvidia-smi is there.

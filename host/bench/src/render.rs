@@ -144,7 +144,7 @@ pub fn readme_markdown(results: &Results, headline: usize, plot: &str) -> String
     let mut s = format!(
         "Measured by `cargo xtask bench` on {} ({} SMs, driver CUDA {}, FP32 peak {} GFLOP/s from the \
          device's clock{tf32_peak}), commit `{}`, {}. Median of timed launches (CUDA events, at least {} and about \
-         {:.0} ms per kernel and size), L2 {} before each launch; every kernel verified before it was timed \
+         {:.0} ms per kernel and size{}), L2 {} before each launch; every kernel verified before it was timed \
          (TF32 kernels: within the TF32 bound of `host/src/reference.rs`, and at most {}x cuBLAS TF32's error on the same inputs).\n\n",
         m.gpu.name,
         m.gpu.sms,
@@ -154,6 +154,11 @@ pub fn readme_markdown(results: &Results, headline: usize, plot: &str) -> String
         m.date.get(..10).unwrap_or(&m.date),
         m.settings.min_reps,
         m.settings.budget_ms,
+        if m.settings.interleaved {
+            "; the kernels of a size timed in interleaved rounds, so that they share the GPU's clock states"
+        } else {
+            ""
+        },
         if m.settings.l2 == "flush" {
             "flushed"
         } else {

@@ -114,6 +114,11 @@ pub struct Settings {
     /// How L2 is kept from helping: "flush" (a 2 x L2 write before each
     /// timed launch) or "none".
     pub l2: String,
+    /// The kernels of a size were timed in interleaved rounds
+    /// (`runner::time_interleaved`); runs before that timed each kernel's
+    /// launches back to back.
+    #[serde(default)]
+    pub interleaved: bool,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
