@@ -495,20 +495,14 @@ pub fn time_interleaved(
             .max(1),
         );
     }
-    let rounds = reps.iter().copied().max().unwrap_or(0);
     let mut events: Vec<Vec<_>> = reps.iter().map(|&r| Vec::with_capacity(r)).collect();
-    for round in 0..rounds {
-        for i in (0..kernels.len()).map(|i| (i + round) % kernels.len()) {
-            if round >= reps[i] {
-                continue;
-            }
-            if opts.flush_l2 {
-                bufs.flush_l2(gpu, round as u8)?;
-            }
-            let start = record(gpu)?;
-            kernels[i].enqueue(gpu, bufs)?;
-            events[i].push((start, record(gpu)?));
+    for (round, i) in rounds(&reps) {
+        if opts.flush_l2 {
+            bufs.flush_l2(gpu, round as u8)?;
         }
+        let start = record(gpu)?;
+        kernels[i].enqueue(gpu, bufs)?;
+        events[i].push((start, record(gpu)?));
     }
     let names: Vec<&str> = kernels.iter().map(|k| k.name()).collect();
     gpu.sync(&format!("timing {}", names.join(", ")))
@@ -529,6 +523,19 @@ pub fn time_interleaved(
         .collect()
 }
 
+/// The timed launches of [`time_interleaved`] in order, as `(round,
+/// kernel)`: kernel `i` has `reps[i]` launches, one per round from round 0;
+/// round `r` takes the kernels still launching from kernel `r % len` on.
+fn rounds(reps: &[usize]) -> impl Iterator<Item = (usize, usize)> + '_ {
+    let len = reps.len();
+    let rounds = reps.iter().copied().max().unwrap_or(0);
+    (0..rounds).flat_map(move |round| {
+        (0..len)
+            .map(move |i| (round, (i + round) % len))
+            .filter(|&(round, i)| round < reps[i])
+    })
+}
+
 fn record(gpu: &Gpu) -> Result<cudarc::driver::CudaEvent, HostError> {
     gpu.stream
         .record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
@@ -543,5 +550,26 @@ fn launch_error(kernel: &str, e: HostError) -> HostError {
             source,
         },
         other => other,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::rounds;
+
+    #[test]
+    fn interleaved_rounds_give_each_kernel_its_launches_and_rotate() {
+        let order: Vec<_> = rounds(&[2, 3, 1]).collect();
+        assert_eq!(
+            order,
+            [(0, 0), (0, 1), (0, 2), (1, 1), (1, 0), (2, 1)],
+            "round 1 starts at kernel 1; kernels out of launches drop out"
+        );
+        for reps in [&[5usize][..], &[3, 3], &[200, 5, 0, 17]] {
+            for (i, &want) in reps.iter().enumerate() {
+                assert_eq!(rounds(reps).filter(|&(_, k)| k == i).count(), want);
+            }
+        }
+        assert_eq!(rounds(&[]).count(), 0);
     }
 }
