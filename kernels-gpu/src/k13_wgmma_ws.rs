@@ -96,14 +96,25 @@ impl Params {
         assert!(self.stage_bytes().is_multiple_of(ALIGN));
         assert!(self.shared_bytes() <= 227 * 1024);
     }
-    const fn spec(self, name: &'static str) -> KernelSpec {
+    /// The spec of an instance of steps 13, 17 and 18, which differ in
+    /// what they say and in B's boxes: `b` (rows, columns) of B (or of B^T
+    /// with `b_transposed`), with the 128-byte swizzle or without.
+    pub(crate) const fn spec(
+        self,
+        name: &'static str,
+        step: u32,
+        summary: &'static str,
+        b: (usize, usize),
+        b_swizzle_128: bool,
+        b_transposed: bool,
+    ) -> KernelSpec {
         self.check();
         KernelSpec {
             name,
-            step: 13,
+            step,
             module: &modules::WGMMA,
             precision: Precision::Tf32,
-            summary: "step 12 with a TMA producer warpgroup; consumer warpgroups hand stages back through mbarriers",
+            summary,
             launch: Launch {
                 block_threads: (THREADS as u32, 1),
                 block_tile: (self.bm, BN),
@@ -114,10 +125,10 @@ impl Params {
             body: Body::GpuOnly(GPU_ONLY),
             operands: Operands::TensorMaps(TmaBoxes {
                 a: (self.bm as u32, BK as u32),
-                b: (BK as u32, B_BOX_COLS as u32),
+                b: (b.0 as u32, b.1 as u32),
                 a_swizzle_128: true,
-                b_swizzle_128: false,
-                b_transposed: false,
+                b_swizzle_128,
+                b_transposed,
             }),
             ops: Ops::NN,
             batches: false,
@@ -125,16 +136,29 @@ impl Params {
     }
 }
 
-/// One instance: `SPEC` for the host, the body `name` and the PTX entry
-/// `name` for the GPU.
-macro_rules! instance {
-    ($name:ident, $spec:ident, $bm:literal, $s:literal) => {
-        pub const $spec: KernelSpec = Params { bm: $bm, stages: $s }.spec(stringify!($name));
+/// Step 13's spec.
+const fn spec(p: Params, name: &'static str) -> KernelSpec {
+    p.spec(
+        name,
+        13,
+        "step 12 with a TMA producer warpgroup; consumer warpgroups hand stages back through mbarriers",
+        (BK, B_BOX_COLS),
+        false,
+        false,
+    )
+}
+
+/// One instance of steps 13, 17 or 18: `$spec`, made by `$make(Params,
+/// name)`, for the host; the body `$name` (step's body `$body` with these
+/// parameters) and the PTX entry `$name` for the GPU.
+macro_rules! wgmma_instance {
+    ($name:ident, $spec:ident, $make:ident, $body:ident, $bm:literal, $s:literal) => {
+        pub const $spec: KernelSpec = $make(Params { bm: $bm, stages: $s }, stringify!($name));
         /// The body of the PTX entry of the same name (inlined into it).
         #[cfg(target_arch = "nvptx64")]
         #[inline(always)]
         pub fn $name(g: Gemm, maps: TensorMaps) {
-            ws::<$bm, $s, { $bm * BK + BK * BN }>(g, maps)
+            $body::<$bm, $s, { $bm * BK + BK * BN }>(g, maps)
         }
         mod $name {
             #[cfg(target_arch = "nvptx64")]
@@ -143,52 +167,164 @@ macro_rules! instance {
         }
     };
 }
+pub(crate) use wgmma_instance;
 
 #[rustfmt::skip]
 mod instances {
     use super::*;
-    instance!(wgmma_ws_256x128x32_s4, SPEC_256X128X32_S4, 256, 4);
+    wgmma_instance!(wgmma_ws_256x128x32_s4, SPEC_256X128X32_S4, spec, ws, 256, 4);
 }
 pub use instances::*;
 
 /// Every instance.
 pub const SPECS: &[KernelSpec] = &[SPEC_256X128X32_S4];
 
+/// Where steps 13, 17 and 18 keep their stages and barriers in shared
+/// memory, and what their producer thread does: the part of the pipeline
+/// the three share. From the first 1024-byte boundary (the 128-byte
+/// swizzle wants it): `STAGES` stages of `STAGE_WORDS` words, A's `BM x
+/// BK` tile then B's part, then two barriers per stage:
+/// - `full(s)`: the producer's arrival and TMA's bytes, once per tile;
+/// - `empty(s)`: one arrival per consumer warp when it is done with the
+///   tile.
+///
+/// Tile `kt` uses stage `kt % STAGES`, in phase `kt / STAGES` of both of
+/// its barriers, whose parity is that phase's low bit: the consumers wait
+/// for phase `kt / STAGES` of `full` ([`Stages::wait_full`]); before
+/// copying tile `kt` into a stage, the producer waits for phase
+/// `kt / STAGES - 1` of `empty`, the release of the stage's previous tile.
+#[cfg(target_arch = "nvptx64")]
+#[derive(Clone, Copy)]
+pub(crate) struct Stages<const BM: usize, const STAGES: usize, const STAGE_WORDS: usize> {
+    /// Word of the first stage.
+    base: usize,
+}
+
+#[cfg(target_arch = "nvptx64")]
+impl<const BM: usize, const STAGES: usize, const STAGE_WORDS: usize> Stages<BM, STAGES, STAGE_WORDS> {
+    /// The layout. Thread 0 prefetches the maps and initialises the
+    /// barriers, then the block meets: every thread calls this once, at
+    /// the top of the kernel.
+    #[inline(always)]
+    pub(crate) fn init(maps: TensorMaps, tid: usize) -> Self {
+        const {
+            Params { bm: BM, stages: STAGES }.check();
+            assert!(STAGE_WORDS == Params { bm: BM, stages: STAGES }.stage_words());
+        };
+        let stages = Self {
+            base: (ALIGN - shared::address(0) as usize % ALIGN) % ALIGN / 4,
+        };
+        if tid == 0 {
+            maps.a().prefetch();
+            maps.b().prefetch();
+            unroll!(STAGES; 8, |s| {
+                // SAFETY: one thread, before the barrier that precedes every use.
+                unsafe {
+                    stages.full(s).init(1);
+                    stages.empty(s).init((CONSUMERS / 32) as u32);
+                }
+            });
+            fence_init();
+        }
+        sync_threads();
+        stages
+    }
+
+    /// First word of stage `s`: A's tile, 1024-byte aligned.
+    #[inline(always)]
+    pub(crate) fn a_tile(self, s: usize) -> usize {
+        self.base + s * STAGE_WORDS
+    }
+
+    /// First word of B's part of stage `s` (1024-byte aligned: A's tile is
+    /// a multiple of 1024 bytes).
+    #[inline(always)]
+    pub(crate) fn b_tile(self, s: usize) -> usize {
+        self.a_tile(s) + BM * BK
+    }
+
+    #[inline(always)]
+    fn full(self, s: usize) -> MBarrier {
+        MBarrier::at(self.base + STAGES * STAGE_WORDS + 2 * s)
+    }
+
+    #[inline(always)]
+    fn empty(self, s: usize) -> MBarrier {
+        MBarrier::at(self.base + STAGES * STAGE_WORDS + 2 * (STAGES + s))
+    }
+
+    /// The producer thread's loop over `k_tiles` tiles: for each, wait
+    /// until the consumers released the stage's previous tile, announce
+    /// the stage's bytes, copy A's box (rows from `row0`, columns from
+    /// `k0`) and have `load_b(word, k0, barrier)` copy B's part of the
+    /// stage (at `word`) completing on `barrier`.
+    ///
+    /// # Safety
+    /// One thread calls it, after [`Self::init`]; the maps' A box is `BM x
+    /// BK` with the 128-byte swizzle, and `load_b`'s copies bring exactly
+    /// the rest of the stage's bytes into B's part, each box aligned as
+    /// its swizzle needs (TMA's rules, [`crate::device::tma`]).
+    #[inline(always)]
+    pub(crate) unsafe fn produce(
+        self,
+        maps: TensorMaps,
+        k_tiles: usize,
+        row0: usize,
+        load_b: impl Fn(usize, u32, MBarrier),
+    ) {
+        for kt in 0..k_tiles {
+            let s = kt % STAGES;
+            let k0 = (kt * BK) as u32;
+            // SAFETY: the barriers were initialised (init). Tile kt -
+            // STAGES, the stage's previous tile, was released in phase
+            // kt / STAGES - 1 of empty(s); after it no consumer reads the
+            // stage until full(s) completes the phase this arrival opens.
+            // A's box is 1024-aligned; with B's (the caller's) the boxes
+            // total stage_bytes().
+            unsafe {
+                if kt >= STAGES {
+                    self.empty(s).wait(((kt / STAGES + 1) % 2) as u32);
+                }
+                self.full(s).arrive_expect_tx(Params { bm: BM, stages: STAGES }.stage_bytes() as u32);
+                maps.a().load_2d(self.a_tile(s), k0, row0 as u32, self.full(s));
+            }
+            load_b(self.b_tile(s), k0, self.full(s));
+        }
+    }
+
+    /// Waits until tile `kt`'s copies have landed: phase `kt / STAGES` of
+    /// its stage's `full` barrier. The stage then stays as it is until
+    /// every consumer warp has released it ([`Self::release`]).
+    #[inline(always)]
+    pub(crate) fn wait_full(self, kt: usize) {
+        // SAFETY: the barrier was initialised (init); the producer opens
+        // phase kt / STAGES + 1 only after every consumer warp released
+        // tile kt, which each does after this wait, once per tile.
+        unsafe { self.full(kt % STAGES).wait((kt / STAGES % 2) as u32) }
+    }
+
+    /// This warp's release of tile `kt`'s stage.
+    ///
+    /// # Safety
+    /// Lane 0 of each consumer warp calls it once per tile, in tile order,
+    /// after the warp's last read of the stage (its `wgmma`s retired).
+    #[inline(always)]
+    pub(crate) unsafe fn release(self, kt: usize) {
+        // SAFETY: empty expects one arrival per consumer warp per tile.
+        unsafe { self.empty(kt % STAGES).arrive() }
+    }
+}
+
 /// Block `(blockIdx.y, blockIdx.x)` computes the BM x BN tile of C at
 /// `(row0, col0)`; STAGE_WORDS = BM * BK + BK * BN.
 #[cfg(target_arch = "nvptx64")]
 #[inline(always)]
 fn ws<const BM: usize, const STAGES: usize, const STAGE_WORDS: usize>(g: Gemm, maps: TensorMaps) {
-    const {
-        Params { bm: BM, stages: STAGES }.check();
-        assert!(STAGE_WORDS == BM * BK + BK * BN);
-    };
     let tid = thread_idx_x();
     let (row0, col0) = (block_idx_y() * BM, block_idx_x() * BN);
-
     // Shared memory as step 12's, with a second barrier per stage.
-    let base = (ALIGN - shared::address(0) as usize % ALIGN) % ALIGN / 4;
-    let a_tile = |s: usize| base + s * STAGE_WORDS;
-    let barriers = base + STAGES * STAGE_WORDS;
-    // `full(s)`: the producer's arrival and TMA's bytes, once per tile.
-    let full = |s: usize| MBarrier::at(barriers + 2 * s);
-    // `empty(s)`: one arrival per consumer warp when it is done with the tile.
-    let empty = |s: usize| MBarrier::at(barriers + 2 * (STAGES + s));
+    let stages = Stages::<BM, STAGES, STAGE_WORDS>::init(maps, tid);
     let k_tiles = g.k.div_ceil(BK);
-
-    if tid == 0 {
-        maps.a().prefetch();
-        maps.b().prefetch();
-        unroll!(STAGES; 8, |s| {
-            // SAFETY: one thread, before the barrier that precedes every use.
-            unsafe {
-                full(s).init(1);
-                empty(s).init((CONSUMERS / 32) as u32);
-            }
-        });
-        fence_init();
-    }
-    sync_threads();
 
     if tid >= CONSUMERS {
         // The producer warpgroup; one thread issues everything.
@@ -196,32 +332,22 @@ fn ws<const BM: usize, const STAGES: usize, const STAGE_WORDS: usize>(g: Gemm, m
         // multiple of 8.
         unsafe { release_registers::<PRODUCER_REGISTERS>() };
         if tid == CONSUMERS {
-            for kt in 0..k_tiles {
-                let s = kt % STAGES;
-                let k0 = (kt * BK) as u32;
-                // SAFETY: the barriers were initialised (barrier above).
-                // Tile kt - STAGES, the stage's previous tile, was
-                // released in phase kt / STAGES - 1 of empty(s); after it,
-                // no consumer reads the stage until full(s) completes the
-                // phase this arrival opens. The boxes are SPEC's (host),
-                // A's 1024-aligned, and total stage_bytes().
-                unsafe {
-                    if kt >= STAGES {
-                        empty(s).wait(((kt / STAGES + 1) % 2) as u32);
-                    }
-                    full(s).arrive_expect_tx(Params { bm: BM, stages: STAGES }.stage_bytes() as u32);
-                    maps.a().load_2d(a_tile(s), k0, row0 as u32, full(s));
+            // SAFETY: one thread, after init; B's part is BN / 8 boxes of
+            // BK x 8 (SPEC's, unswizzled: 128-byte alignment), the rest of
+            // stage_bytes().
+            unsafe {
+                stages.produce(maps, k_tiles, row0, |word, k0, full| {
                     unroll!(BN / B_BOX_COLS; 16, |j| {
-                        let word = a_tile(s) + BM * BK + j * BK * B_BOX_COLS;
-                        maps.b().load_2d(word, (col0 + j * B_BOX_COLS) as u32, k0, full(s));
+                        // SAFETY: as produce's contract, above.
+                        unsafe { maps.b().load_2d(word + j * BK * B_BOX_COLS, (col0 + j * B_BOX_COLS) as u32, k0, full) };
                     });
-                }
+                });
             }
         }
     } else {
         // SAFETY: both consumer warpgroups run this branch (rule 1).
         unsafe { take_registers::<CONSUMER_REGISTERS>() };
-        consume::<BM, STAGES, STAGE_WORDS>(g, row0, col0, base, tid, k_tiles);
+        consume(stages, g, row0, col0, tid, k_tiles);
     }
 }
 
@@ -230,18 +356,14 @@ fn ws<const BM: usize, const STAGES: usize, const STAGE_WORDS: usize>(g: Gemm, m
 #[cfg(target_arch = "nvptx64")]
 #[inline(always)]
 fn consume<const BM: usize, const STAGES: usize, const STAGE_WORDS: usize>(
+    stages: Stages<BM, STAGES, STAGE_WORDS>,
     g: Gemm,
     row0: usize,
     col0: usize,
-    base: usize,
     tid: usize,
     k_tiles: usize,
 ) {
-    let a_tile = |s: usize| base + s * STAGE_WORDS;
-    let b_tile = |s: usize| SharedTile::<{ BN / B_BOX_COLS * BK }, B_BOX_COLS>::at(a_tile(s) + BM * BK);
-    let barriers = base + STAGES * STAGE_WORDS;
-    let full = |s: usize| MBarrier::at(barriers + 2 * s);
-    let empty = |s: usize| MBarrier::at(barriers + 2 * (STAGES + s));
+    let b_tile = |s: usize| SharedTile::<{ BN / B_BOX_COLS * BK }, B_BOX_COLS>::at(stages.b_tile(s));
 
     // Step 12's place in the tile.
     let (wg, warp, lane) = (tid / 128, tid % 128 / 32, tid % 32);
@@ -254,11 +376,7 @@ fn consume<const BM: usize, const STAGES: usize, const STAGE_WORDS: usize>(
     let mut frag = [[0u32; 4]; BK / 8];
     for kt in 0..k_tiles {
         let s = kt % STAGES;
-        // SAFETY: phase kt / STAGES of full(s) is the one tile kt
-        // completes: the producer refills the stage only after all 8
-        // consumer warps released it (empty), which they do after this
-        // wait, once per tile.
-        unsafe { full(s).wait((kt / STAGES % 2) as u32) };
+        stages.wait_full(kt);
 
         let b = b_tile(s);
         unroll!(BK / 8; 4, |step| {
@@ -271,7 +389,7 @@ fn consume<const BM: usize, const STAGES: usize, const STAGE_WORDS: usize>(
         });
         let mut desc = [0u64; BK / 8];
         unroll!(BK / 8; 4, |step| {
-            desc[step] = descriptor_k_major_sw128(a_tile(s) + 8 * step);
+            desc[step] = descriptor_k_major_sw128(stages.a_tile(s) + 8 * step);
         });
         // SAFETY: as step 12's: both warpgroups run every call (the
         // producer warp left above, whole); operands through the fence
@@ -287,9 +405,8 @@ fn consume<const BM: usize, const STAGES: usize, const STAGE_WORDS: usize>(
         // This warp's reads of stage s (its fragment loads and its part
         // of the wgmmas) are over: release it.
         if lane == 0 {
-            // SAFETY: empty(s) expects one arrival per consumer warp per
-            // tile of this stage; this is this warp's for tile kt.
-            unsafe { empty(s).arrive() };
+            // SAFETY: once per tile, in order, after the wait above.
+            unsafe { stages.release(kt) };
         }
     }
 

@@ -35,8 +35,6 @@
 //! bench`). GPU only, like steps 12-13.
 
 #[cfg(target_arch = "nvptx64")]
-use crate::device::mbarrier::{MBarrier, fence_init};
-#[cfg(target_arch = "nvptx64")]
 use crate::device::tma::TensorMaps;
 #[cfg(target_arch = "nvptx64")]
 use crate::device::wgmma::{
@@ -44,75 +42,38 @@ use crate::device::wgmma::{
     release_registers, take_registers, wait_ss_128,
 };
 #[cfg(target_arch = "nvptx64")]
-use crate::device::{block_idx_x, block_idx_y, shared, sync_threads, thread_idx_x};
+use crate::device::{block_idx_x, block_idx_y, thread_idx_x};
 #[cfg(target_arch = "nvptx64")]
 use crate::gemm::Gemm;
 #[cfg(target_arch = "nvptx64")]
 use crate::k12_wgmma::store_tile;
-use crate::k12_wgmma::{ALIGN, BK, BN, GPU_ONLY};
+use crate::k12_wgmma::{ALIGN, BK, BN};
 #[cfg(target_arch = "nvptx64")]
-use crate::k13_wgmma_ws::{CONSUMER_REGISTERS, CONSUMERS, PRODUCER_REGISTERS};
-use crate::k13_wgmma_ws::{Params, THREADS};
-use crate::launch::{Body, KernelSpec, Launch, Operands, Ops, Precision, TmaBoxes};
-use crate::modules;
+use crate::k13_wgmma_ws::{CONSUMER_REGISTERS, CONSUMERS, PRODUCER_REGISTERS, Stages};
+use crate::k13_wgmma_ws::{Params, wgmma_instance};
+use crate::launch::KernelSpec;
 #[cfg(target_arch = "nvptx64")]
 use crate::unroll::unroll;
 
 /// One parameter set: step 13's (`BM`, stages; the same stage and
 /// barrier layout, B's tile `[BN][BK]` in place of its boxes).
 const fn spec(p: Params, name: &'static str) -> KernelSpec {
-    p.check();
     // B^T's box starts 1024-byte aligned too (after A's tile).
     assert!((p.bm * BK * 4).is_multiple_of(ALIGN));
-    KernelSpec {
+    p.spec(
         name,
-        step: 17,
-        module: &modules::WGMMA,
-        precision: Precision::Tf32,
-        summary: "step 13 with B transposed before the kernel: wgmma from shared memory only, one group in flight",
-        launch: Launch {
-            block_threads: (THREADS as u32, 1),
-            block_tile: (p.bm, BN),
-            shared_bytes: p.shared_bytes(),
-            register_cap: true,
-        },
-        model_reuse: (p.bm, BN),
-        body: Body::GpuOnly(GPU_ONLY),
-        operands: Operands::TensorMaps(TmaBoxes {
-            a: (p.bm as u32, BK as u32),
-            b: (BN as u32, BK as u32),
-            a_swizzle_128: true,
-            b_swizzle_128: true,
-            b_transposed: true,
-        }),
-        ops: Ops::NN,
-        batches: false,
-    }
-}
-
-/// One instance: `SPEC` for the host, the body `name` and the PTX entry
-/// `name` for the GPU.
-macro_rules! instance {
-    ($name:ident, $spec:ident, $bm:literal, $s:literal) => {
-        pub const $spec: KernelSpec = spec(Params { bm: $bm, stages: $s }, stringify!($name));
-        /// The body of the PTX entry of the same name (inlined into it).
-        #[cfg(target_arch = "nvptx64")]
-        #[inline(always)]
-        pub fn $name(g: Gemm, maps: TensorMaps) {
-            ss::<$bm, $s, { $bm * BK + BN * BK }>(g, maps)
-        }
-        mod $name {
-            #[cfg(target_arch = "nvptx64")]
-            use super::$name;
-            crate::gemm_kernel!($name, tensor_maps);
-        }
-    };
+        17,
+        "step 13 with B transposed before the kernel: wgmma from shared memory only, one group in flight",
+        (BN, BK),
+        true,
+        true,
+    )
 }
 
 #[rustfmt::skip]
 mod instances {
     use super::*;
-    instance!(wgmma_ss_256x128x32_s4, SPEC_256X128X32_S4, 256, 4);
+    wgmma_instance!(wgmma_ss_256x128x32_s4, SPEC_256X128X32_S4, spec, ss, 256, 4);
 }
 pub use instances::*;
 
@@ -124,38 +85,11 @@ pub const SPECS: &[KernelSpec] = &[SPEC_256X128X32_S4];
 #[cfg(target_arch = "nvptx64")]
 #[inline(always)]
 fn ss<const BM: usize, const STAGES: usize, const STAGE_WORDS: usize>(g: Gemm, maps: TensorMaps) {
-    const {
-        Params { bm: BM, stages: STAGES }.check();
-        assert!(STAGE_WORDS == BM * BK + BN * BK);
-    };
     let tid = thread_idx_x();
     let (row0, col0) = (block_idx_y() * BM, block_idx_x() * BN);
-
-    // Shared memory from the first 1024-byte boundary: STAGES stages (A's
-    // tile, then B's transposed), then the barriers.
-    let base = (ALIGN - shared::address(0) as usize % ALIGN) % ALIGN / 4;
-    let a_tile = |s: usize| base + s * STAGE_WORDS;
-    let bt_tile = |s: usize| a_tile(s) + BM * BK;
-    let barriers = base + STAGES * STAGE_WORDS;
-    // `full(s)`: the producer's arrival and TMA's bytes, once per tile.
-    let full = |s: usize| MBarrier::at(barriers + 2 * s);
-    // `empty(s)`: one arrival per consumer warp when it is done with the tile.
-    let empty = |s: usize| MBarrier::at(barriers + 2 * (STAGES + s));
+    // Step 13's stages and barriers; B's part of a stage is B^T's tile.
+    let stages = Stages::<BM, STAGES, STAGE_WORDS>::init(maps, tid);
     let k_tiles = g.k.div_ceil(BK);
-
-    if tid == 0 {
-        maps.a().prefetch();
-        maps.b().prefetch();
-        unroll!(STAGES; 8, |s| {
-            // SAFETY: one thread, before the barrier that precedes every use.
-            unsafe {
-                full(s).init(1);
-                empty(s).init((CONSUMERS / 32) as u32);
-            }
-        });
-        fence_init();
-    }
-    sync_threads();
 
     if tid >= CONSUMERS {
         // The producer warpgroup; one thread issues everything.
@@ -163,66 +97,78 @@ fn ss<const BM: usize, const STAGES: usize, const STAGE_WORDS: usize>(g: Gemm, m
         // multiple of 8.
         unsafe { release_registers::<PRODUCER_REGISTERS>() };
         if tid == CONSUMERS {
-            for kt in 0..k_tiles {
-                let s = kt % STAGES;
-                let k0 = (kt * BK) as u32;
-                // SAFETY: the barriers were initialised (barrier above).
-                // Tile kt - STAGES, the stage's previous tile, was
-                // released in phase kt / STAGES - 1 of empty(s), after
-                // the consumers' wait that retired its wgmmas; no consumer
-                // reads the stage until full(s) completes the phase this
-                // arrival opens. The boxes are SPEC's (host), both tiles
-                // 1024-aligned, and total stage_bytes().
-                unsafe {
-                    if kt >= STAGES {
-                        empty(s).wait(((kt / STAGES + 1) % 2) as u32);
-                    }
-                    full(s).arrive_expect_tx(Params { bm: BM, stages: STAGES }.stage_bytes() as u32);
-                    maps.a().load_2d(a_tile(s), k0, row0 as u32, full(s));
-                    maps.b().load_2d(bt_tile(s), k0, col0 as u32, full(s));
-                }
+            // SAFETY: one thread, after init; B's part is one BN x BK box
+            // of B^T with the 128-byte swizzle (SPEC's), 1024-aligned, the
+            // rest of stage_bytes().
+            unsafe {
+                stages.produce(maps, k_tiles, row0, |word, k0, full| {
+                    // SAFETY: as produce's contract, above.
+                    unsafe { maps.b().load_2d(word, k0, col0 as u32, full) };
+                });
             }
         }
     } else {
         // SAFETY: both consumer warpgroups run this branch (rule 1).
         unsafe { take_registers::<CONSUMER_REGISTERS>() };
-        let (wg, lane) = (tid / 128, tid % 32);
-        // SAFETY: all-zero bits are 0.0 (see step 12).
-        let mut acc: [f32; 128] = unsafe { core::mem::zeroed() };
-        for kt in 0..k_tiles {
-            let s = kt % STAGES;
-            // SAFETY: phase kt / STAGES of full(s) is the one tile kt
-            // completes (both boxes landed).
-            unsafe { full(s).wait((kt / STAGES % 2) as u32) };
-            // The wgmma's "A" is this warpgroup's 64 rows of B's transposed
-            // tile (64 columns of C), its "B" A's tile (256 rows of C), as
-            // in steps 12-13: D is the tile of C transposed.
-            let (mut a_desc, mut b_desc) = ([0u64; BK / 8], [0u64; BK / 8]);
-            unroll!(BK / 8; 4, |step| {
-                a_desc[step] = descriptor_k_major_sw128(bt_tile(s) + 64 * wg * BK + 8 * step);
-                b_desc[step] = descriptor_k_major_sw128(a_tile(s) + 8 * step);
-            });
-            // SAFETY: both warpgroups run every call; D and the
-            // descriptors go through the fence, D through the wait; both
-            // tiles are complete (wait above) and stay until this warp
-            // releases the stage, after the wait that retires these.
-            unsafe {
-                fence_ss_128(&mut acc, &mut a_desc, &mut b_desc);
-                unroll!(BK / 8; 4, |step| {
-                    mma_m64n256k8_tf32_ss(&mut acc, a_desc[step], b_desc[step]);
-                });
-                commit_group();
-                // Tile kt - 1's group is retired; tile kt's stays in flight.
-                wait_ss_128::<1>(&mut acc);
-            }
-            if kt >= 1 && lane == 0 {
-                // SAFETY: this warp's one arrival for tile kt - 1's stage,
-                // whose wgmmas the wait above retired.
-                unsafe { empty((kt - 1) % STAGES).arrive() };
-            }
-        }
-        // SAFETY: both warpgroups get here.
-        unsafe { wait_ss_128::<0>(&mut acc) };
-        store_tile::<BM>(g, &acc, row0, col0, tid);
+        consume_ss(stages, g, row0, col0, tid, k_tiles, |_| {});
     }
+}
+
+/// The consumer warpgroups' loop of steps 17 and 18: for each tile, wait
+/// for its stage, run `prepare(kt)` (step 18 makes B's part K-major there;
+/// step 17 has nothing to do), issue its `wgmma`s with both operands in
+/// shared memory, then retire the previous tile's group and release its
+/// stage, so that one group stays in flight across tiles; then the
+/// epilogue. B's part of each stage must hold B^T's `BN x BK` tile,
+/// K-major with the 128-byte swizzle, once `prepare` returns in every
+/// thread of the warpgroup (and, if the threads wrote it, fenced for the
+/// async proxy: `wgmma`'s rule 3).
+#[cfg(target_arch = "nvptx64")]
+#[inline(always)]
+pub(crate) fn consume_ss<const BM: usize, const STAGES: usize, const STAGE_WORDS: usize>(
+    stages: Stages<BM, STAGES, STAGE_WORDS>,
+    g: Gemm,
+    row0: usize,
+    col0: usize,
+    tid: usize,
+    k_tiles: usize,
+    prepare: impl Fn(usize),
+) {
+    let (wg, lane) = (tid / 128, tid % 32);
+    // SAFETY: all-zero bits are 0.0 (see step 12).
+    let mut acc: [f32; 128] = unsafe { core::mem::zeroed() };
+    for kt in 0..k_tiles {
+        let s = kt % STAGES;
+        stages.wait_full(kt);
+        prepare(kt);
+        // The wgmma's "A" is this warpgroup's 64 rows of B^T's tile (64
+        // columns of C), its "B" A's tile (256 rows of C), as in steps
+        // 12-13: D is the tile of C transposed.
+        let (mut a_desc, mut b_desc) = ([0u64; BK / 8], [0u64; BK / 8]);
+        unroll!(BK / 8; 4, |step| {
+            a_desc[step] = descriptor_k_major_sw128(stages.b_tile(s) + 64 * wg * BK + 8 * step);
+            b_desc[step] = descriptor_k_major_sw128(stages.a_tile(s) + 8 * step);
+        });
+        // SAFETY: both warpgroups run every call; D and the descriptors
+        // go through the fence, D through the wait; both tiles are
+        // complete (wait and prepare above) and stay until this warp
+        // releases the stage, after the wait that retires these.
+        unsafe {
+            fence_ss_128(&mut acc, &mut a_desc, &mut b_desc);
+            unroll!(BK / 8; 4, |step| {
+                mma_m64n256k8_tf32_ss(&mut acc, a_desc[step], b_desc[step]);
+            });
+            commit_group();
+            // Tile kt - 1's group is retired; tile kt's stays in flight.
+            wait_ss_128::<1>(&mut acc);
+        }
+        if kt >= 1 && lane == 0 {
+            // SAFETY: once per tile, in order, after the wait that retired
+            // tile kt - 1's wgmmas.
+            unsafe { stages.release(kt - 1) };
+        }
+    }
+    // SAFETY: both warpgroups get here.
+    unsafe { wait_ss_128::<0>(&mut acc) };
+    store_tile::<BM>(g, &acc, row0, col0, tid);
 }

@@ -45,30 +45,22 @@
 #[cfg(target_arch = "nvptx64")]
 use crate::device::barrier::{sync_warp, sync_warps};
 #[cfg(target_arch = "nvptx64")]
-use crate::device::mbarrier::{MBarrier, fence_init};
-#[cfg(target_arch = "nvptx64")]
 use crate::device::mma::to_tf32;
 #[cfg(target_arch = "nvptx64")]
 use crate::device::tma::TensorMaps;
 #[cfg(target_arch = "nvptx64")]
-use crate::device::wgmma::{
-    commit_group, descriptor_k_major_sw128, fence_proxy_async, fence_ss_128,
-    mma_m64n256k8_tf32_ss, release_registers, take_registers, wait_ss_128,
-};
+use crate::device::wgmma::{fence_proxy_async, release_registers, take_registers};
 #[cfg(target_arch = "nvptx64")]
-use crate::device::{SharedTile, block_idx_x, block_idx_y, shared, sync_threads, thread_idx_x};
+use crate::device::{SharedTile, block_idx_x, block_idx_y, thread_idx_x};
 #[cfg(target_arch = "nvptx64")]
 use crate::gemm::Gemm;
+use crate::k12_wgmma::{BK, BN};
 #[cfg(target_arch = "nvptx64")]
-use crate::k12_wgmma::store_tile;
-use crate::k12_wgmma::{BK, BN, GPU_ONLY};
+use crate::k13_wgmma_ws::{CONSUMER_REGISTERS, CONSUMERS, PRODUCER_REGISTERS, Stages};
 #[cfg(target_arch = "nvptx64")]
-use crate::k12_wgmma::ALIGN;
-#[cfg(target_arch = "nvptx64")]
-use crate::k13_wgmma_ws::{CONSUMER_REGISTERS, CONSUMERS, PRODUCER_REGISTERS};
-use crate::k13_wgmma_ws::{Params, THREADS};
-use crate::launch::{Body, KernelSpec, Launch, Operands, Ops, Precision, TmaBoxes};
-use crate::modules;
+use crate::k17_wgmma_ss::consume_ss;
+use crate::k13_wgmma_ws::{Params, wgmma_instance};
+use crate::launch::KernelSpec;
 #[cfg(target_arch = "nvptx64")]
 use crate::unroll::unroll;
 
@@ -80,56 +72,20 @@ const _: () = assert!(BK == BOX && BN.is_multiple_of(2 * BOX));
 /// One parameter set: step 13's (`BM`, stages; the same stage and
 /// barrier layout, B's tile as `BN / 32` boxes of `[BK][32]`).
 const fn spec(p: Params, name: &'static str) -> KernelSpec {
-    p.check();
-    KernelSpec {
+    p.spec(
         name,
-        step: 18,
-        module: &modules::WGMMA,
-        precision: Precision::Tf32,
-        summary: "step 17 with B transposed in shared memory by the consumers, no copy kernel",
-        launch: Launch {
-            block_threads: (THREADS as u32, 1),
-            block_tile: (p.bm, BN),
-            shared_bytes: p.shared_bytes(),
-            register_cap: true,
-        },
-        model_reuse: (p.bm, BN),
-        body: Body::GpuOnly(GPU_ONLY),
-        operands: Operands::TensorMaps(TmaBoxes {
-            a: (p.bm as u32, BK as u32),
-            b: (BK as u32, BOX as u32),
-            a_swizzle_128: true,
-            b_swizzle_128: true,
-            b_transposed: false,
-        }),
-        ops: Ops::NN,
-        batches: false,
-    }
-}
-
-/// One instance: `SPEC` for the host, the body `name` and the PTX entry
-/// `name` for the GPU.
-macro_rules! instance {
-    ($name:ident, $spec:ident, $bm:literal, $s:literal) => {
-        pub const $spec: KernelSpec = spec(Params { bm: $bm, stages: $s }, stringify!($name));
-        /// The body of the PTX entry of the same name (inlined into it).
-        #[cfg(target_arch = "nvptx64")]
-        #[inline(always)]
-        pub fn $name(g: Gemm, maps: TensorMaps) {
-            tr::<$bm, $s, { $bm * BK + BN * BK }>(g, maps)
-        }
-        mod $name {
-            #[cfg(target_arch = "nvptx64")]
-            use super::$name;
-            crate::gemm_kernel!($name, tensor_maps);
-        }
-    };
+        18,
+        "step 17 with B transposed in shared memory by the consumers, no copy kernel",
+        (BK, BOX),
+        true,
+        false,
+    )
 }
 
 #[rustfmt::skip]
 mod instances {
     use super::*;
-    instance!(wgmma_tr_256x128x32_s4, SPEC_256X128X32_S4, 256, 4);
+    wgmma_instance!(wgmma_tr_256x128x32_s4, SPEC_256X128X32_S4, spec, tr, 256, 4);
 }
 pub use instances::*;
 
@@ -141,39 +97,13 @@ pub const SPECS: &[KernelSpec] = &[SPEC_256X128X32_S4];
 #[cfg(target_arch = "nvptx64")]
 #[inline(always)]
 fn tr<const BM: usize, const STAGES: usize, const STAGE_WORDS: usize>(g: Gemm, maps: TensorMaps) {
-    const {
-        Params { bm: BM, stages: STAGES }.check();
-        assert!(STAGE_WORDS == BM * BK + BN * BK);
-    };
     let tid = thread_idx_x();
     let (row0, col0) = (block_idx_y() * BM, block_idx_x() * BN);
-
-    // Shared memory from the first 1024-byte boundary: STAGES stages (A's
-    // tile, then B's BN / BOX boxes, each transposed in place before
-    // use), then the barriers.
-    let base = (ALIGN - shared::address(0) as usize % ALIGN) % ALIGN / 4;
-    let a_tile = |s: usize| base + s * STAGE_WORDS;
-    let b_box = |s: usize, j: usize| a_tile(s) + BM * BK + j * BK * BOX;
-    let barriers = base + STAGES * STAGE_WORDS;
-    // `full(s)`: the producer's arrival and TMA's bytes, once per tile.
-    let full = |s: usize| MBarrier::at(barriers + 2 * s);
-    // `empty(s)`: one arrival per consumer warp when it is done with the tile.
-    let empty = |s: usize| MBarrier::at(barriers + 2 * (STAGES + s));
+    // Step 13's stages and barriers; B's part of a stage is BN / BOX boxes,
+    // each transposed in place before use.
+    let stages = Stages::<BM, STAGES, STAGE_WORDS>::init(maps, tid);
+    let b_box = |s: usize, j: usize| stages.b_tile(s) + j * BK * BOX;
     let k_tiles = g.k.div_ceil(BK);
-
-    if tid == 0 {
-        maps.a().prefetch();
-        maps.b().prefetch();
-        unroll!(STAGES; 8, |s| {
-            // SAFETY: one thread, before the barrier that precedes every use.
-            unsafe {
-                full(s).init(1);
-                empty(s).init((CONSUMERS / 32) as u32);
-            }
-        });
-        fence_init();
-    }
-    sync_threads();
 
     if tid >= CONSUMERS {
         // The producer warpgroup; one thread issues everything.
@@ -181,81 +111,36 @@ fn tr<const BM: usize, const STAGES: usize, const STAGE_WORDS: usize>(g: Gemm, m
         // multiple of 8.
         unsafe { release_registers::<PRODUCER_REGISTERS>() };
         if tid == CONSUMERS {
-            for kt in 0..k_tiles {
-                let s = kt % STAGES;
-                let k0 = (kt * BK) as u32;
-                // SAFETY: the barriers were initialised (barrier above).
-                // Tile kt - STAGES, the stage's previous tile, was
-                // released in phase kt / STAGES - 1 of empty(s), after
-                // the consumers' wait that retired its wgmmas and their
-                // proxy fence after transposing it; no consumer touches
-                // the stage until full(s) completes the phase this arrival
-                // opens. The boxes are SPEC's (host), each 1024-aligned
-                // (A's tile and every box are multiples of 1024 bytes),
-                // and total stage_bytes().
-                unsafe {
-                    if kt >= STAGES {
-                        empty(s).wait(((kt / STAGES + 1) % 2) as u32);
-                    }
-                    full(s).arrive_expect_tx(Params { bm: BM, stages: STAGES }.stage_bytes() as u32);
-                    maps.a().load_2d(a_tile(s), k0, row0 as u32, full(s));
+            // SAFETY: one thread, after init; B's part is BN / BOX boxes of
+            // BK x BOX with the 128-byte swizzle (SPEC's), each 4 KB, so
+            // 1024-aligned, the rest of stage_bytes(). The consumers'
+            // writes of the stage's previous tile were fenced for the
+            // async proxy before they released it.
+            unsafe {
+                stages.produce(maps, k_tiles, row0, |word, k0, full| {
                     unroll!(BN / BOX; 4, |j| {
-                        maps.b().load_2d(b_box(s, j), (col0 + j * BOX) as u32, k0, full(s));
+                        // SAFETY: as produce's contract, above.
+                        unsafe { maps.b().load_2d(word + j * BK * BOX, (col0 + j * BOX) as u32, k0, full) };
                     });
-                }
+                });
             }
         }
     } else {
         // SAFETY: both consumer warpgroups run this branch (rule 1).
         unsafe { take_registers::<CONSUMER_REGISTERS>() };
         let (wg, warp, lane) = (tid / 128, tid % 128 / 32, tid % 32);
-        // SAFETY: all-zero bits are 0.0 (see step 12).
-        let mut acc: [f32; 128] = unsafe { core::mem::zeroed() };
-        for kt in 0..k_tiles {
+        // Step 17's loop; before each tile's wgmmas this warpgroup makes
+        // its 64 columns of B (boxes 2 wg and 2 wg + 1; warps 0-1 of the
+        // warpgroup the first, 2-3 the second) K-major in place. The
+        // wgmmas still in flight read another stage.
+        consume_ss(stages, g, row0, col0, tid, k_tiles, |kt| {
             let s = kt % STAGES;
-            // SAFETY: phase kt / STAGES of full(s) is the one tile kt
-            // completes (all boxes landed).
-            unsafe { full(s).wait((kt / STAGES % 2) as u32) };
-            // This warpgroup's 64 columns of C are boxes 2 wg and 2 wg + 1;
-            // warps 0-1 of the warpgroup transpose the first, 2-3 the second.
-            // Tile kt - 1's wgmmas, still in flight, read another stage.
             transpose_box(SharedTile::at(b_box(s, 2 * wg + warp / 2)), warp % 2, lane);
             // The tensor cores read the boxes through the async proxy:
             // every writer fences, then the warpgroup meets (rule 3).
             fence_proxy_async();
             sync_warps::<128>(1 + wg as u32);
-            // As in step 17: the wgmma's "A" is this warpgroup's 64 rows
-            // of B^T (64 columns of C), its "B" A's tile (256 rows of C);
-            // D is the tile of C transposed.
-            let (mut a_desc, mut b_desc) = ([0u64; BK / 8], [0u64; BK / 8]);
-            unroll!(BK / 8; 4, |step| {
-                a_desc[step] = descriptor_k_major_sw128(b_box(s, 2 * wg) + 8 * step);
-                b_desc[step] = descriptor_k_major_sw128(a_tile(s) + 8 * step);
-            });
-            // SAFETY: both warpgroups run every call; D and the
-            // descriptors go through the fence, D through the wait; A's
-            // tile landed (wait above), the boxes were written, fenced and
-            // met at the warpgroup's barrier (rule 3); both stay until
-            // this warp releases the stage, after the wait that retires
-            // these.
-            unsafe {
-                fence_ss_128(&mut acc, &mut a_desc, &mut b_desc);
-                unroll!(BK / 8; 4, |step| {
-                    mma_m64n256k8_tf32_ss(&mut acc, a_desc[step], b_desc[step]);
-                });
-                commit_group();
-                // Tile kt - 1's group is retired; tile kt's stays in flight.
-                wait_ss_128::<1>(&mut acc);
-            }
-            if kt >= 1 && lane == 0 {
-                // SAFETY: this warp's one arrival for tile kt - 1's stage,
-                // whose wgmmas the wait above retired.
-                unsafe { empty((kt - 1) % STAGES).arrive() };
-            }
-        }
-        // SAFETY: both warpgroups get here.
-        unsafe { wait_ss_128::<0>(&mut acc) };
-        store_tile::<BM>(g, &acc, row0, col0, tid);
+        });
     }
 }
 
