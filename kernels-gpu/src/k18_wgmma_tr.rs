@@ -28,11 +28,13 @@
 //!
 //! Shared-memory traffic, the cost: per 256 x 128 x 32 tile the `wgmma`s
 //! read 80 KB (each warpgroup A's 32 KB tile and its 8 KB of B^T); the
-//! transposition adds 16 KB read and 16 KB written, with no bank
+//! transposition adds 16 KB read and 16 KB written, planned without bank
 //! conflicts (each quarter-warp's eight 16-byte accesses fall in eight
-//! different 16-byte bank groups, for the loads and for the stores). That
-//! is about 110 of the 128 bytes per clock the SM's shared memory serves
-//! while the tensor cores run at their peak.
+//! different 16-byte bank groups, for the loads and for the stores; ncu
+//! agrees for the loads but counts about one extra wavefront per store,
+//! not explained yet: docs/measurements.md). That is about 110 of the 128
+//! bytes per clock the SM's shared memory serves while the tensor cores
+//! run at their peak.
 //!
 //! Prediction (H200, n = 4096): step 17's kernel time without its copy
 //! (about 10 % of its launch), less what the transposition's shared
