@@ -78,7 +78,8 @@ pub(crate) struct Params {
 
 impl Params {
     /// Words of one stage: A's tile `[BM][BK]`, then B's boxes `[BN / 8][BK][8]`
-    /// (step 17: B's transposed tile `[BN][BK]`, as many words).
+    /// (step 17: B's transposed tile `[BN][BK]`; step 18: boxes
+    /// `[BN / 32][BK][32]`; as many words).
     pub(crate) const fn stage_words(self) -> usize {
         self.bm * BK + BK * BN
     }
@@ -94,6 +95,9 @@ impl Params {
         assert!(self.bm == 256, "the wgmma helper is m64n256k8");
         assert!(self.stages >= 2 && self.stages <= 8);
         assert!(self.stage_bytes().is_multiple_of(ALIGN));
+        // B's part of a stage starts 1024-byte aligned too (after A's tile):
+        // steps 17 and 18 copy swizzled boxes there.
+        assert!((self.bm * BK * 4).is_multiple_of(ALIGN));
         assert!(self.shared_bytes() <= 227 * 1024);
     }
     /// The spec of an instance of steps 13, 17 and 18, which differ in

@@ -47,7 +47,7 @@ use crate::device::{block_idx_x, block_idx_y, thread_idx_x};
 use crate::gemm::Gemm;
 #[cfg(target_arch = "nvptx64")]
 use crate::k12_wgmma::store_tile;
-use crate::k12_wgmma::{ALIGN, BK, BN};
+use crate::k12_wgmma::{BK, BN};
 #[cfg(target_arch = "nvptx64")]
 use crate::k13_wgmma_ws::{CONSUMER_REGISTERS, CONSUMERS, PRODUCER_REGISTERS, Stages};
 use crate::k13_wgmma_ws::{Params, wgmma_instance};
@@ -58,8 +58,6 @@ use crate::unroll::unroll;
 /// One parameter set: step 13's (`BM`, stages; the same stage and
 /// barrier layout, B's tile `[BN][BK]` in place of its boxes).
 const fn spec(p: Params, name: &'static str) -> KernelSpec {
-    // B^T's box starts 1024-byte aligned too (after A's tile).
-    assert!((p.bm * BK * 4).is_multiple_of(ALIGN));
     p.spec(
         name,
         17,

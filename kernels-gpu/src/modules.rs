@@ -130,7 +130,7 @@ pub const MMA: PtxModule = PtxModule {
     utility_entries: &[],
 };
 
-/// Steps 12-13: Hopper's `wgmma` fed by TMA (architecture-specific PTX).
+/// Steps 12-13 and 17-18: Hopper's `wgmma` fed by TMA (architecture-specific PTX).
 pub const WGMMA: PtxModule = PtxModule {
     name: "wgmma",
     arch: Arch::SM90A,

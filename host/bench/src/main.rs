@@ -21,9 +21,8 @@ use kernels_gpu::registry::KERNELS;
 use rust_gemm::baselines::{self, Cublas};
 use rust_gemm::gpu::Gpu;
 use rust_gemm::model;
-use rust_gemm::reference::Reference;
-use rust_gemm::reference::Verification;
-use rust_gemm::runner::{self, Buffers, Enqueue, Kernel, Measurement, TimingOptions};
+use rust_gemm::reference::{Reference, Verification};
+use rust_gemm::runner::{self, Buffers, Enqueue, Kernel, TimingOptions};
 use rust_gemm::shape::Shape;
 use rust_gemm::timing::Timing;
 
@@ -505,12 +504,8 @@ fn row(
     timing: Option<Timing>,
 ) -> Row {
     let (shape, v, kind, spec, twin) = (*shape, e.v, e.kind, e.spec, e.twin);
-    let m = Measurement {
-        verification,
-        timing,
-    };
     let model = spec.map(|s| model::estimate(s, &shape, gpu.info.peaks()));
-    let t = m.timing.as_ref();
+    let t = timing.as_ref();
     let gflops = t.map(|t| t.gflops(shape.flops()));
     let peak = match v.precision() {
         Precision::Fp32 => gpu.info.peak_fp32_gflops(),
@@ -525,8 +520,8 @@ fn row(
         precision: v.precision().name().into(),
         step: spec.map(|s| s.step),
         twin: twin.map(String::from),
-        verified: m.verification.passed,
-        max_error: m.verification.max_error,
+        verified: verification.passed,
+        max_error: verification.max_error,
         reps: t.map_or(0, |t| t.reps),
         median_ms: t.map(|t| t.median_ms),
         p20_ms: t.map(|t| t.p20_ms),

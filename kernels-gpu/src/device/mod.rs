@@ -4,7 +4,8 @@
 //! Kernels are written against this module, one concept per submodule:
 //!
 //! - [`thread`]: where a thread is (thread, block and grid indices);
-//! - [`barrier`]: `sync_threads`, the block-wide barrier;
+//! - [`barrier`]: `sync_threads`, the block-wide barrier (and, GPU only,
+//!   a warpgroup's named barrier and the warp barrier);
 //! - [`shared`]: tiles carved out of the block's launch-sized shared memory;
 //! - [`global`]: typed views of the kernel's global-memory buffers;
 //! - [`math`]: fused multiply-add (rustc never contracts `a * b + c`);
