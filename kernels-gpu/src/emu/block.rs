@@ -174,8 +174,11 @@ impl Pool {
         let mut threads = Vec::with_capacity(count);
         for tid in 0..count {
             let serving = Arc::clone(&block);
-            let spawned =
-                thread::Builder::new().spawn_scoped(scope, move || serve(&serving, tid, body));
+            let spawned = if refused_by_a_test(tid) {
+                Err(io::Error::other("refused by a test"))
+            } else {
+                thread::Builder::new().spawn_scoped(scope, move || serve(&serving, tid, body))
+            };
             match spawned {
                 Ok(handle) => threads.push(handle.thread().clone()),
                 Err(error) => {
@@ -245,6 +248,18 @@ impl Drop for Pool {
         self.block.starts.fetch_add(1, Release);
         self.block.wake_threads();
     }
+}
+
+/// Whether a unit test asked [`Pool::new`] to act as if the OS refused
+/// thread `tid` (always false outside `cargo test`).
+fn refused_by_a_test(tid: usize) -> bool {
+    #[cfg(test)]
+    return tests::REFUSE_THREAD.get() == Some(tid);
+    #[cfg(not(test))]
+    return {
+        let _ = tid;
+        false
+    };
 }
 
 /// Parks the calling thread until `ready()`. Whoever makes it true
@@ -529,4 +544,35 @@ fn run_thread(block: &Arc<Block>, job: &Job, tid: usize, body: fn(Gemm)) {
         launch.findings(|f| Findings::keep(&mut f.unwaited_copies, &mut f.omitted, unwaited));
     }
     block.exit(tid, thread.log, launch);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::cell::Cell;
+    use std::sync::mpsc;
+    use std::time::Duration;
+
+    thread_local! {
+        /// The thread [`Pool::new`] pretends the OS refused, if any.
+        pub(super) static REFUSE_THREAD: Cell<Option<usize>> = const { Cell::new(None) };
+    }
+
+    /// The OS refuses thread 200 of 256: `Pool::new` returns the error and
+    /// the 200 threads already running stop, so the scope ends (a thread
+    /// left waiting for a block would make it wait forever).
+    #[test]
+    fn refused_thread_stops_the_threads_already_spawned() {
+        let (done, finished) = mpsc::channel();
+        thread::spawn(move || {
+            REFUSE_THREAD.set(Some(200));
+            let refused =
+                thread::scope(|scope| Pool::new(scope, (256, 1), 16, |_| {}).map(|_| ()).is_err());
+            let _ = done.send(refused);
+        });
+        match finished.recv_timeout(Duration::from_secs(30)) {
+            Ok(refused) => assert!(refused, "Pool::new did not return the refusal"),
+            Err(_) => panic!("the threads spawned before the refusal never stopped"),
+        }
+    }
 }
