@@ -31,7 +31,7 @@ pub struct Buffers {
     pub b: CudaSlice<f32>,
     pub c: CudaSlice<f32>,
     /// Written between timed launches to evict A, B and C from L2.
-    flush: CudaSlice<u8>,
+    flush: L2Flush,
     /// A's, B's and C's device addresses, read once here, so that
     /// launches do not ask cudarc again inside a timed region.
     addresses: (CUdeviceptr, CUdeviceptr, CUdeviceptr),
@@ -40,25 +40,17 @@ pub struct Buffers {
 impl Buffers {
     /// Bytes of device memory [`Buffers::new`] will allocate.
     pub fn device_bytes(gpu: &Gpu, shape: &Shape) -> usize {
-        shape.bytes() + flush_bytes(gpu)
+        shape.bytes() + L2Flush::bytes(gpu)
     }
 
     /// Uploads A and B and allocates C, after checking they fit.
     pub fn new(gpu: &Gpu, shape: Shape, a: &[f32], b: &[f32]) -> Result<Self, HostError> {
         gpu.check_fits(&shape.to_string(), Self::device_bytes(gpu, &shape))?;
         let c_len = shape.m * shape.n;
-        // SAFETY: C is poisoned before every verified launch; the flush
-        // buffer's contents are never read.
-        let (c, flush) = unsafe {
-            (
-                gpu.stream
-                    .alloc::<f32>(c_len)
-                    .map_err(HostError::cuda("allocating C"))?,
-                gpu.stream
-                    .alloc::<u8>(flush_bytes(gpu))
-                    .map_err(HostError::cuda("allocating the L2 flush buffer"))?,
-            )
-        };
+        // SAFETY: C is poisoned before every verified launch.
+        let c =
+            unsafe { gpu.stream.alloc::<f32>(c_len) }.map_err(HostError::cuda("allocating C"))?;
+        let flush = L2Flush::new(gpu)?;
         let (a, b) = (gpu.upload(a)?, gpu.upload(b)?);
         let addresses = (
             device_address(gpu, &a),
@@ -92,15 +84,31 @@ impl Buffers {
     pub fn poison_c(&mut self, gpu: &Gpu) -> Result<(), HostError> {
         memset(gpu, &mut self.c, 0xFF).map_err(HostError::cuda("poisoning C"))
     }
-
-    fn flush_l2(&mut self, gpu: &Gpu, round: u8) -> Result<(), HostError> {
-        memset(gpu, &mut self.flush, round).map_err(HostError::cuda("flushing L2"))
-    }
 }
 
-/// Twice the L2 size (at least 64 MB): writing it evicts whatever L2 held.
-fn flush_bytes(gpu: &Gpu) -> usize {
-    (2 * gpu.info.l2_bytes.max(0) as usize).max(64 << 20)
+/// A buffer of twice the L2's size (at least 64 MB): writing it before a
+/// timed launch evicts whatever L2 held, so no launch finds the previous
+/// one's data on chip.
+pub struct L2Flush(CudaSlice<u8>);
+
+impl L2Flush {
+    /// Bytes of device memory [`L2Flush::new`] allocates.
+    pub fn bytes(gpu: &Gpu) -> usize {
+        (2 * gpu.info.l2_bytes.max(0) as usize).max(64 << 20)
+    }
+
+    pub fn new(gpu: &Gpu) -> Result<Self, HostError> {
+        // SAFETY: the buffer's contents are never read.
+        let buf = unsafe { gpu.stream.alloc::<u8>(Self::bytes(gpu)) }
+            .map_err(HostError::cuda("allocating the L2 flush buffer"))?;
+        Ok(Self(buf))
+    }
+
+    /// Writes the whole buffer (with a byte that changes from round to
+    /// round), on the GPU's stream.
+    pub fn run(&mut self, gpu: &Gpu, round: usize) -> Result<(), HostError> {
+        memset(gpu, &mut self.0, round as u8).map_err(HostError::cuda("flushing L2"))
+    }
 }
 
 fn memset<T>(gpu: &Gpu, buf: &mut CudaSlice<T>, byte: u8) -> Result<(), DriverError> {
@@ -457,34 +465,60 @@ pub fn verify(
 }
 
 /// Times `kernels` (each verified already) on the same buffers, in
-/// interleaved rounds: round r launches every kernel that still has a
-/// launch to time, starting from kernel `r % len` so that no kernel always
-/// follows the same one. A GPU's clock moves with its power draw: it
-/// boosts after idling and drops once a heavy load has run for some tens
-/// of milliseconds (on the H200, 1.98 GHz idle and 1.5-1.7 GHz under TF32
-/// GEMMs). Timed one after the other, a kernel timed first after a pause
-/// collects more boosted launches than one timed later, and the medians
-/// compare clock states instead of kernels (docs/measurements.md); in
-/// rounds every kernel's launches spread over the same stretch of time.
-/// Each kernel gets `opts.warmup` untimed launches first, and as many
-/// timed ones as its budget buys (judged from one launch).
+/// interleaved rounds ([`time_rounds`]).
 pub fn time_interleaved(
     gpu: &Gpu,
     bufs: &mut Buffers,
     kernels: &[&dyn Enqueue],
     opts: TimingOptions,
 ) -> Result<Vec<Timing>, HostError> {
-    let mut reps = Vec::with_capacity(kernels.len());
-    for kernel in kernels {
+    let names: Vec<&str> = kernels.iter().map(|k| k.name()).collect();
+    time_rounds(
+        gpu,
+        bufs,
+        &names,
+        opts,
+        |bufs| &mut bufs.flush,
+        |bufs, i| kernels[i].enqueue(gpu, bufs),
+    )
+}
+
+/// Times the launches `launch(ctx, i)`, one per name in `names`, in
+/// interleaved rounds: round r launches every one that still has a launch
+/// to time, starting from launch `r % len` so that none always follows
+/// the same one. A GPU's clock moves with its power draw: it boosts after
+/// idling and drops once a heavy load has run for some tens of
+/// milliseconds (on the H200, 1.98 GHz idle and 1.5-1.7 GHz under TF32
+/// GEMMs). Timed one after the other, a launch timed first after a pause
+/// collects more boosted runs than one timed later, and the medians
+/// compare clock states instead of kernels (docs/measurements.md); in
+/// rounds every launch's runs spread over the same stretch of time.
+///
+/// Each gets `opts.warmup` untimed runs first, and as many timed ones as
+/// its budget buys (judged from one run). With `opts.flush_l2`, the
+/// buffer `flush(ctx)` is written before each timed run. `launch` may
+/// only enqueue work on the GPU's stream (the events around it time
+/// whatever it enqueued). The bench's kernels (through
+/// [`time_interleaved`]) and its library suite are timed here.
+pub fn time_rounds<C, E: From<HostError>>(
+    gpu: &Gpu,
+    ctx: &mut C,
+    names: &[&str],
+    opts: TimingOptions,
+    flush: impl Fn(&mut C) -> &mut L2Flush,
+    mut launch: impl FnMut(&mut C, usize) -> Result<(), E>,
+) -> Result<Vec<Timing>, E> {
+    let mut reps = Vec::with_capacity(names.len());
+    for i in 0..names.len() {
         for _ in 0..opts.warmup {
-            kernel.enqueue(gpu, bufs)?;
+            launch(ctx, i)?;
         }
         reps.push(
             match opts.budget_ms {
                 None => opts.reps,
                 Some(budget) => {
                     let start = record(gpu)?;
-                    kernel.enqueue(gpu, bufs)?;
+                    launch(ctx, i)?;
                     let end = record(gpu)?;
                     let once = start
                         .elapsed_ms(&end)
@@ -498,34 +532,31 @@ pub fn time_interleaved(
     let mut events: Vec<Vec<_>> = reps.iter().map(|&r| Vec::with_capacity(r)).collect();
     for (round, i) in rounds(&reps) {
         if opts.flush_l2 {
-            bufs.flush_l2(gpu, round as u8)?;
+            flush(ctx).run(gpu, round)?;
         }
         let start = record(gpu)?;
-        kernels[i].enqueue(gpu, bufs)?;
+        launch(ctx, i)?;
         events[i].push((start, record(gpu)?));
     }
-    let names: Vec<&str> = kernels.iter().map(|k| k.name()).collect();
     gpu.sync(&format!("timing {}", names.join(", ")))
-        .map_err(|e| match &names[..] {
+        .map_err(|e| match names {
             [one] => launch_error(one, e),
             _ => e,
         })?;
-    events
-        .iter()
-        .map(|pairs| {
-            let samples = pairs
-                .iter()
-                .map(|(s, e)| s.elapsed_ms(e).map(f64::from))
-                .collect::<Result<Vec<_>, _>>()
-                .map_err(HostError::cuda("reading CUDA event times"))?;
-            Ok(Timing::from_samples(&samples))
-        })
-        .collect()
+    let timings = events.iter().map(|pairs| {
+        let samples = pairs
+            .iter()
+            .map(|(s, e)| s.elapsed_ms(e).map(f64::from))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(HostError::cuda("reading CUDA event times"))?;
+        Ok(Timing::from_samples(&samples))
+    });
+    Ok(timings.collect::<Result<_, HostError>>()?)
 }
 
-/// The timed launches of [`time_interleaved`] in order, as `(round,
-/// kernel)`: kernel `i` has `reps[i]` launches, one per round from round 0;
-/// round `r` takes the kernels still launching from kernel `r % len` on.
+/// The timed launches of [`time_rounds`] in order, as `(round,
+/// launch)`: launch `i` has `reps[i]` runs, one per round from round 0;
+/// round `r` takes the launches still running from launch `r % len` on.
 fn rounds(reps: &[usize]) -> impl Iterator<Item = (usize, usize)> + '_ {
     let len = reps.len();
     let rounds = reps.iter().copied().max().unwrap_or(0);

@@ -2,7 +2,9 @@
 //! shapes, next to cuBLAS SGEMM in the same process. For each call:
 //! `Auto`, every registered kernel (and split) that could compute it, and
 //! cuBLAS, each verified against the f64 reference on the same inputs,
-//! then timed (CUDA events, L2 flushed before each launch, median). The
+//! then all that passed timed together in interleaved rounds
+//! (`runner::time_rounds`, the bench's own timing: CUDA events, L2
+//! flushed before each launch, median). The
 //! table gives Auto / cuBLAS per call and its geometric mean, and Auto
 //! against the fastest registered choice (the 5 % rule of issue 11).
 //! Also the library's host-side cost per call.
@@ -11,8 +13,7 @@ use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
 use comfy_table::{Table, presets::ASCII_MARKDOWN};
-use cudarc::driver::sys::CUevent_flags;
-use cudarc::driver::{CudaSlice, CudaStream, DevicePtrMut};
+use cudarc::driver::CudaSlice;
 use kernels_gpu::launch::Precision;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -20,6 +21,7 @@ use rust_gemm::baselines::Cublas;
 use rust_gemm::blas::{self, Algorithm, AutoEntry, Choice, GemmConfig, Op, Sgemm};
 use rust_gemm::gpu::Gpu;
 use rust_gemm::reference::check_gemm;
+use rust_gemm::runner::{self, L2Flush, TimingOptions};
 use serde::{Deserialize, Serialize};
 
 /// One call of the suite.
@@ -129,6 +131,11 @@ pub struct SuiteResults {
     pub call_overhead_us: f64,
     /// The same for `blas::plan` and `Sgemm::choose` alone.
     pub plan_and_choose_us: f64,
+    /// The variants of a call were timed together in interleaved rounds
+    /// (`runner::time_rounds`); runs before that timed each variant's
+    /// launches in one stretch (absent in their JSON: false).
+    #[serde(default)]
+    pub interleaved: bool,
 }
 
 impl SuiteResults {
@@ -215,9 +222,7 @@ fn splits(cfg: &GemmConfig, choice_tile: (usize, usize), sms: usize) -> Vec<usiz
 pub fn run(gpu: &Gpu, budget: &Budget, only: Option<&[String]>) -> Result<SuiteResults> {
     let sgemm = Sgemm::new(gpu.stream.clone()).context("loading the library")?;
     let cublas = Cublas::load(gpu, Precision::Fp32).map_err(anyhow::Error::msg)?;
-    let flush_len = (2 * gpu.info.l2_bytes.max(0) as usize).max(64 << 20);
-    // SAFETY: the flush buffer's contents are never read.
-    let mut flush = unsafe { gpu.stream.alloc::<u8>(flush_len) }.context("allocating")?;
+    let mut flush = L2Flush::new(gpu)?;
     let sms = gpu.info.sms.max(1) as usize;
     let mut results = Vec::new();
     for case in cases() {
@@ -237,6 +242,7 @@ pub fn run(gpu: &Gpu, budget: &Budget, only: Option<&[String]>) -> Result<SuiteR
         cases: results,
         call_overhead_us,
         plan_and_choose_us,
+        interleaved: true,
     })
 }
 
@@ -249,14 +255,21 @@ fn random(len: usize, rng: &mut SmallRng) -> Vec<f32> {
     (0..len).map(|_| rng.random_range(-1.0f32..1.0)).collect()
 }
 
-#[allow(clippy::too_many_arguments)]
+/// One way to compute a call.
+enum Variant {
+    Auto,
+    Cublas,
+    /// A registered kernel and split, named (`Algorithm::Kernel`).
+    Named(GemmConfig),
+}
+
 fn run_case(
     gpu: &Gpu,
     sgemm: &Sgemm,
     cublas: &Cublas,
     case: &Case,
     budget: &Budget,
-    flush: &mut CudaSlice<u8>,
+    flush: &mut L2Flush,
     sms: usize,
 ) -> Result<CaseResult> {
     let cfg = &case.cfg;
@@ -273,29 +286,11 @@ fn run_case(
     let flops = 2.0 * (cfg.m * cfg.n * cfg.k * cfg.batch) as f64;
 
     let auto_choice = sgemm.choose(cfg, (la, lb, lc))?;
-    let mut measure = |variant: String, run: &mut dyn FnMut(&mut CudaSlice<f32>) -> Result<()>| {
-        measure_one(
-            stream,
-            variant,
-            run,
-            (&a_host, &b_host, &c_host),
-            &mut c,
-            cfg,
-            budget,
-            flush,
-            flops,
-        )
-    };
-    let auto = measure("Auto".into(), &mut |c| {
-        sgemm.gemm(cfg, &a, &b, c)?;
-        Ok(())
-    })?;
-    let cublas_m = measure("cuBLAS SGEMM".into(), &mut |c| {
-        cublas.sgemm(cfg, &a, &b, c)?;
-        Ok(())
-    })?;
     let plan = blas::plan(cfg, (la, lb, lc))?;
-    let mut registered = Vec::new();
+    let mut variants = vec![
+        ("Auto".to_string(), Variant::Auto),
+        ("cuBLAS SGEMM".to_string(), Variant::Cublas),
+    ];
     for cand in sgemm.candidates().iter().filter(|c| c.spec.ops == plan.ops) {
         for split in splits(cfg, cand.spec.launch.block_tile, sms) {
             let choice = Choice {
@@ -306,12 +301,72 @@ fn run_case(
                 name: cand.spec.name.into(),
                 split_k: split,
             });
-            registered.push(measure(choice.to_string(), &mut |c| {
-                sgemm.gemm(&named, &a, &b, c)?;
-                Ok(())
-            })?);
+            variants.push((choice.to_string(), Variant::Named(named)));
         }
     }
+    let call = |variant: &Variant, c: &mut CudaSlice<f32>| -> Result<()> {
+        match variant {
+            Variant::Auto => {
+                sgemm.gemm(cfg, &a, &b, c)?;
+            }
+            Variant::Cublas => cublas.sgemm(cfg, &a, &b, c)?,
+            Variant::Named(named) => {
+                sgemm.gemm(named, &a, &b, c)?;
+            }
+        }
+        Ok(())
+    };
+
+    // Every variant verified first (C reset to the inputs' C before each),
+    // then those that passed timed together, in interleaved rounds.
+    let mut measured = Vec::with_capacity(variants.len());
+    for (name, variant) in &variants {
+        stream.memcpy_htod(&c_host, &mut c)?;
+        call(variant, &mut c)?;
+        let after = stream.clone_dtoh(&c)?;
+        let v = check_gemm(
+            cfg,
+            (&a_host, &b_host),
+            (&c_host, &after),
+            Precision::Fp32,
+            2048,
+            budget.seed,
+        );
+        if !v.passed {
+            eprintln!("suite: {name} FAILED verification: {v:?}");
+        }
+        measured.push(Measured {
+            variant: name.clone(),
+            passed: v.passed,
+            max_error: v.max_error,
+            median_ms: None,
+            gflops: None,
+        });
+    }
+    let passed: Vec<usize> = (0..variants.len())
+        .filter(|&i| measured[i].passed)
+        .collect();
+    let names: Vec<&str> = passed.iter().map(|&i| variants[i].0.as_str()).collect();
+    let opts = TimingOptions {
+        warmup: budget.warmup,
+        reps: budget.min_reps,
+        flush_l2: true,
+        budget_ms: Some(budget.ms),
+    };
+    let timings = runner::time_rounds(
+        gpu,
+        &mut (&mut c, flush),
+        &names,
+        opts,
+        |ctx| &mut *ctx.1,
+        |ctx, i| call(&variants[passed[i]].1, &mut *ctx.0),
+    )?;
+    for (&i, t) in passed.iter().zip(timings) {
+        measured[i].median_ms = Some(t.median_ms);
+        measured[i].gflops = Some(t.gflops(flops));
+    }
+    let mut measured = measured.into_iter();
+    let (auto, cublas_m) = (measured.next(), measured.next());
     Ok(CaseResult {
         name: case.name.clone(),
         m: cfg.m,
@@ -320,85 +375,9 @@ fn run_case(
         batch: cfg.batch,
         ops: plan.ops.suffix().into(),
         auto_choice: auto_choice.to_string(),
-        auto,
-        cublas: cublas_m,
-        registered,
-    })
-}
-
-/// Verifies one variant (C reset to the inputs' C first), then times it.
-#[allow(clippy::too_many_arguments)]
-fn measure_one(
-    stream: &std::sync::Arc<CudaStream>,
-    variant: String,
-    run: &mut dyn FnMut(&mut CudaSlice<f32>) -> Result<()>,
-    (a, b, c0): (&[f32], &[f32], &[f32]),
-    c: &mut CudaSlice<f32>,
-    cfg: &GemmConfig,
-    budget: &Budget,
-    flush: &mut CudaSlice<u8>,
-    flops: f64,
-) -> Result<Measured> {
-    stream.memcpy_htod(c0, c)?;
-    run(c)?;
-    let after = stream.clone_dtoh(c)?;
-    let v = check_gemm(
-        cfg,
-        (a, b),
-        (c0, &after),
-        Precision::Fp32,
-        2048,
-        budget.seed,
-    );
-    if !v.passed {
-        eprintln!("suite: {variant} FAILED verification: {v:?}");
-        return Ok(Measured {
-            variant,
-            passed: false,
-            max_error: v.max_error,
-            median_ms: None,
-            gflops: None,
-        });
-    }
-    for _ in 0..budget.warmup {
-        run(c)?;
-    }
-    let once = {
-        let start = stream.record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))?;
-        run(c)?;
-        let end = stream.record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))?;
-        end.synchronize()?;
-        start.elapsed_ms(&end)? as f64
-    };
-    let reps = ((budget.ms / once.max(1e-3)) as usize).clamp(budget.min_reps, 200);
-    let mut events = Vec::with_capacity(reps);
-    for rep in 0..reps {
-        let bytes = flush.len();
-        let (ptr, _sync) = flush.device_ptr_mut(stream);
-        // SAFETY: writes exactly the flush buffer's bytes, on its stream.
-        unsafe {
-            cudarc::driver::result::memset_d8_async(ptr, rep as u8, bytes, stream.cu_stream())
-        }?;
-        let start = stream.record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))?;
-        run(c)?;
-        events.push((
-            start,
-            stream.record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))?,
-        ));
-    }
-    stream.synchronize()?;
-    let mut times = events
-        .iter()
-        .map(|(s, e)| s.elapsed_ms(e).map(f64::from))
-        .collect::<Result<Vec<_>, _>>()?;
-    times.sort_by(f64::total_cmp);
-    let median = times[times.len() / 2];
-    Ok(Measured {
-        variant,
-        passed: true,
-        max_error: v.max_error,
-        median_ms: Some(median),
-        gflops: Some(flops / (median * 1e-3) / 1e9),
+        auto: auto.context("Auto is the first variant")?,
+        cublas: cublas_m.context("cuBLAS is the second variant")?,
+        registered: measured.collect(),
     })
 }
 
@@ -490,11 +469,17 @@ pub fn markdown(results: &SuiteResults) -> String {
     let mut s = format!(
         "{} (commit {}, {}): `rust_gemm::blas` with `Algorithm::Auto` next to cuBLAS SGEMM \
          on the same inputs, in one process; every variant verified against the f64 reference, \
-         then timed (median, L2 flushed before each launch). \"Fastest registered\" is the \
+         then timed (median, L2 flushed before each launch{}). \"Fastest registered\" is the \
          quickest of every kernel (and split) the library can run for the call.\n\n{}\n\n",
         results.gpu,
         results.git_commit,
         results.date,
+        if results.interleaved {
+            "; a call's variants timed together in interleaved rounds, so that they share the \
+             GPU's clock states"
+        } else {
+            ""
+        },
         table(results)
     );
     s += &format!(
