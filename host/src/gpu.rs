@@ -82,6 +82,7 @@ impl DeviceInfo {
     pub fn peaks(&self) -> Option<Peaks> {
         Some(Peaks {
             fp32_gflops: self.peak_fp32_gflops()?,
+            tf32_gflops: self.peak_tf32_gflops(),
             dram_gbs: self.peak_dram_gbs()?,
         })
     }

@@ -6,7 +6,7 @@
 //! the model were right; when that exceeds the GPU's peak, the caches are
 //! doing work the model does not count.
 
-use kernels_gpu::launch::KernelSpec;
+use kernels_gpu::launch::{KernelSpec, Precision};
 use serde::Serialize;
 
 use crate::shape::Shape;
@@ -17,7 +17,10 @@ pub struct ModelEstimate {
     pub bytes: f64,
     /// FLOP per model byte.
     pub intensity: f64,
-    /// min(FP32 peak, intensity x DRAM bandwidth), GFLOP/s: the model's roofline.
+    /// min(peak of the kernel's precision, intensity x DRAM bandwidth),
+    /// GFLOP/s: the model's roofline (the FP32 pipes' peak for FP32
+    /// kernels, the TF32 tensor cores' for TF32 ones; none when that peak
+    /// is unknown).
     pub ceiling_gflops: Option<f64>,
 }
 
@@ -31,7 +34,13 @@ pub fn estimate(kernel: &KernelSpec, shape: &Shape, peaks: Option<Peaks>) -> Mod
     let b_loads = k * n * (m / reuse_m as f64).ceil();
     let bytes = 4.0 * (a_loads + b_loads + m * n);
     let intensity = shape.flops() / bytes;
-    let ceiling_gflops = peaks.map(|p| (intensity * p.dram_gbs).min(p.fp32_gflops));
+    let ceiling_gflops = peaks.and_then(|p| {
+        let compute = match kernel.precision {
+            Precision::Fp32 => Some(p.fp32_gflops),
+            Precision::Tf32 => p.tf32_gflops,
+        };
+        compute.map(|c| (intensity * p.dram_gbs).min(c))
+    });
     ModelEstimate {
         bytes,
         intensity,
@@ -39,10 +48,13 @@ pub fn estimate(kernel: &KernelSpec, shape: &Shape, peaks: Option<Peaks>) -> Mod
     }
 }
 
-/// The GPU's two ceilings, computed from its own attributes.
+/// The GPU's ceilings, computed from its own attributes.
 #[derive(Clone, Copy, Debug, Serialize)]
 pub struct Peaks {
     pub fp32_gflops: f64,
+    /// Dense TF32 tensor-core peak; None where the rate is unknown or
+    /// there are no TF32 tensor cores.
+    pub tf32_gflops: Option<f64>,
     pub dram_gbs: f64,
 }
 
@@ -69,14 +81,41 @@ mod tests {
         );
         assert!((naive.intensity - 0.25).abs() < 1e-3);
         assert!((tiled.intensity - 4.0).abs() < 1e-2);
-        let roof = estimate(
-            &kernels_gpu::k02_tiled16::SPEC,
-            &shape,
-            Some(Peaks {
-                fp32_gflops: 67_000.0,
-                dram_gbs: 4_800.0,
-            }),
-        );
+        let peaks = Peaks {
+            fp32_gflops: 67_000.0,
+            tf32_gflops: Some(535_000.0),
+            dram_gbs: 4_800.0,
+        };
+        let roof = estimate(&kernels_gpu::k02_tiled16::SPEC, &shape, Some(peaks));
         assert!((roof.ceiling_gflops.unwrap() - 4.0 * 4_800.0).abs() < 200.0);
+    }
+
+    /// A kernel's roofline stops at its own precision's peak: the FP32
+    /// pipes for FP32 kernels, the tensor cores for TF32 ones (none when
+    /// the GPU's TF32 rate is unknown).
+    #[test]
+    fn the_ceiling_is_the_peak_of_the_kernels_precision() {
+        let shape = Shape::square(4096).unwrap();
+        let peaks = Peaks {
+            fp32_gflops: 67_000.0,
+            tf32_gflops: Some(535_000.0),
+            dram_gbs: 4_800.0,
+        };
+        let fp32 = &kernels_gpu::k10_tuned::SPECS[0];
+        let tf32 = &kernels_gpu::k18_wgmma_tr::SPEC_256X128X32_S4;
+        assert_eq!(fp32.precision, Precision::Fp32);
+        assert_eq!(tf32.precision, Precision::Tf32);
+        assert_eq!(
+            estimate(fp32, &shape, Some(peaks)).ceiling_gflops,
+            Some(67_000.0)
+        );
+        let t = estimate(tf32, &shape, Some(peaks));
+        assert_eq!(t.ceiling_gflops, Some(t.intensity * 4_800.0));
+        assert!(t.ceiling_gflops.unwrap() > 67_000.0);
+        let unknown = Peaks {
+            tf32_gflops: None,
+            ..peaks
+        };
+        assert_eq!(estimate(tf32, &shape, Some(unknown)).ceiling_gflops, None);
     }
 }
