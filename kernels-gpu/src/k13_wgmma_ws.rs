@@ -319,14 +319,29 @@ impl<const BM: usize, const STAGES: usize, const STAGE_WORDS: usize> Stages<BM, 
     }
 }
 
-/// Block `(blockIdx.y, blockIdx.x)` computes the BM x BN tile of C at
-/// `(row0, col0)`; STAGE_WORDS = BM * BK + BK * BN.
+/// The block of steps 13, 17 and 18, which differ only in how B reaches
+/// a stage and in what the consumers do with it. Block `(blockIdx.y,
+/// blockIdx.x)` computes the BM x BN tile of C at `(row0, col0)`. Every
+/// thread sets up the stages ([`Stages::init`]); then the producer
+/// warpgroup gives most of its registers back and its first thread runs
+/// [`Stages::produce`] with `load_b(word, k0, full, col0)` for B's part of
+/// each stage, while the two consumer warpgroups take the registers and
+/// run `consume(stages, row0, col0, tid, k_tiles)`.
+///
+/// # Safety
+/// `load_b` keeps [`Stages::produce`]'s contract for the kernel's maps:
+/// its copies bring exactly B's part of the stage, each box aligned as
+/// its swizzle needs.
 #[cfg(target_arch = "nvptx64")]
 #[inline(always)]
-fn ws<const BM: usize, const STAGES: usize, const STAGE_WORDS: usize>(g: Gemm, maps: TensorMaps) {
+pub(crate) unsafe fn warp_specialized<const BM: usize, const STAGES: usize, const STAGE_WORDS: usize>(
+    g: Gemm,
+    maps: TensorMaps,
+    load_b: impl Fn(usize, u32, MBarrier, usize),
+    consume: impl FnOnce(Stages<BM, STAGES, STAGE_WORDS>, usize, usize, usize, usize),
+) {
     let tid = thread_idx_x();
     let (row0, col0) = (block_idx_y() * BM, block_idx_x() * BN);
-    // Shared memory as step 12's, with a second barrier per stage.
     let stages = Stages::<BM, STAGES, STAGE_WORDS>::init(maps, tid);
     let k_tiles = g.k.div_ceil(BK);
 
@@ -336,22 +351,40 @@ fn ws<const BM: usize, const STAGES: usize, const STAGE_WORDS: usize>(g: Gemm, m
         // multiple of 8.
         unsafe { release_registers::<PRODUCER_REGISTERS>() };
         if tid == CONSUMERS {
-            // SAFETY: one thread, after init; B's part is BN / 8 boxes of
-            // BK x 8 (SPEC's, unswizzled: 128-byte alignment), the rest of
-            // stage_bytes().
-            unsafe {
-                stages.produce(maps, k_tiles, row0, |word, k0, full| {
-                    unroll!(BN / B_BOX_COLS; 16, |j| {
-                        // SAFETY: as produce's contract, above.
-                        unsafe { maps.b().load_2d(word + j * BK * B_BOX_COLS, (col0 + j * B_BOX_COLS) as u32, k0, full) };
-                    });
-                });
-            }
+            // SAFETY: one thread, after init; A's box is SPEC's (BM x BK,
+            // 128-byte swizzle) and B's copies keep the contract (this
+            // function's caller vouches for load_b).
+            unsafe { stages.produce(maps, k_tiles, row0, |word, k0, full| load_b(word, k0, full, col0)) };
         }
     } else {
         // SAFETY: both consumer warpgroups run this branch (rule 1).
         unsafe { take_registers::<CONSUMER_REGISTERS>() };
-        consume(stages, g, row0, col0, tid, k_tiles);
+        consume(stages, row0, col0, tid, k_tiles);
+    }
+}
+
+/// Step 13: B's part of a stage is BN / 8 boxes of BK x 8 (SPEC's,
+/// unswizzled), loaded as fragments by [`consume`]. Shared memory as step
+/// 12's, with a second barrier per stage. STAGE_WORDS = BM * BK + BK * BN.
+#[cfg(target_arch = "nvptx64")]
+#[inline(always)]
+fn ws<const BM: usize, const STAGES: usize, const STAGE_WORDS: usize>(g: Gemm, maps: TensorMaps) {
+    // SAFETY: BN / 8 boxes of BK x 8 words (unswizzled: 128-byte
+    // alignment; each box is 1 KB), the rest of stage_bytes().
+    unsafe {
+        warp_specialized::<BM, STAGES, STAGE_WORDS>(
+            g,
+            maps,
+            #[inline(always)]
+            |word, k0, full, col0| {
+                unroll!(BN / B_BOX_COLS; 16, |j| {
+                    // SAFETY: as warp_specialized's contract, above.
+                    unsafe { maps.b().load_2d(word + j * BK * B_BOX_COLS, (col0 + j * B_BOX_COLS) as u32, k0, full) };
+                });
+            },
+            #[inline(always)]
+            |stages, row0, col0, tid, k_tiles| consume(stages, g, row0, col0, tid, k_tiles),
+        );
     }
 }
 

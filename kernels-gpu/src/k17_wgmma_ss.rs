@@ -39,17 +39,15 @@ use crate::device::tma::TensorMaps;
 #[cfg(target_arch = "nvptx64")]
 use crate::device::wgmma::{
     commit_group, descriptor_k_major_sw128, fence_ss_128, mma_m64n256k8_tf32_ss,
-    release_registers, take_registers, wait_ss_128,
+    wait_ss_128,
 };
-#[cfg(target_arch = "nvptx64")]
-use crate::device::{block_idx_x, block_idx_y, thread_idx_x};
 #[cfg(target_arch = "nvptx64")]
 use crate::gemm::Gemm;
 #[cfg(target_arch = "nvptx64")]
 use crate::k12_wgmma::store_tile;
 use crate::k12_wgmma::{BK, BN};
 #[cfg(target_arch = "nvptx64")]
-use crate::k13_wgmma_ws::{CONSUMER_REGISTERS, CONSUMERS, PRODUCER_REGISTERS, Stages};
+use crate::k13_wgmma_ws::{Stages, warp_specialized};
 use crate::k13_wgmma_ws::{Params, wgmma_instance};
 use crate::launch::KernelSpec;
 #[cfg(target_arch = "nvptx64")]
@@ -78,37 +76,23 @@ pub use instances::*;
 /// Every instance.
 pub const SPECS: &[KernelSpec] = &[SPEC_256X128X32_S4];
 
-/// Block `(blockIdx.y, blockIdx.x)` computes the BM x BN tile of C at
-/// `(row0, col0)`; STAGE_WORDS = BM * BK + BN * BK.
+/// Step 13's block ([`warp_specialized`]); B's part of a stage is B^T's
+/// tile, one box. STAGE_WORDS = BM * BK + BN * BK.
 #[cfg(target_arch = "nvptx64")]
 #[inline(always)]
 fn ss<const BM: usize, const STAGES: usize, const STAGE_WORDS: usize>(g: Gemm, maps: TensorMaps) {
-    let tid = thread_idx_x();
-    let (row0, col0) = (block_idx_y() * BM, block_idx_x() * BN);
-    // Step 13's stages and barriers; B's part of a stage is B^T's tile.
-    let stages = Stages::<BM, STAGES, STAGE_WORDS>::init(maps, tid);
-    let k_tiles = g.k.div_ceil(BK);
-
-    if tid >= CONSUMERS {
-        // The producer warpgroup; one thread issues everything.
-        // SAFETY: the whole warpgroup runs this branch (rule 1); 40 is a
-        // multiple of 8.
-        unsafe { release_registers::<PRODUCER_REGISTERS>() };
-        if tid == CONSUMERS {
-            // SAFETY: one thread, after init; B's part is one BN x BK box
-            // of B^T with the 128-byte swizzle (SPEC's), 1024-aligned, the
-            // rest of stage_bytes().
-            unsafe {
-                stages.produce(maps, k_tiles, row0, |word, k0, full| {
-                    // SAFETY: as produce's contract, above.
-                    unsafe { maps.b().load_2d(word, k0, col0 as u32, full) };
-                });
-            }
-        }
-    } else {
-        // SAFETY: both consumer warpgroups run this branch (rule 1).
-        unsafe { take_registers::<CONSUMER_REGISTERS>() };
-        consume_ss(stages, g, row0, col0, tid, k_tiles, |_| {});
+    // SAFETY: B's part is one BN x BK box of B^T with the 128-byte swizzle
+    // (SPEC's), 1024-aligned, the rest of stage_bytes().
+    unsafe {
+        warp_specialized::<BM, STAGES, STAGE_WORDS>(
+            g,
+            maps,
+            // SAFETY: as warp_specialized's contract, above.
+            #[inline(always)]
+            |word, k0, full, col0| unsafe { maps.b().load_2d(word, k0, col0 as u32, full) },
+            #[inline(always)]
+            |stages, row0, col0, tid, k_tiles| consume_ss(stages, g, row0, col0, tid, k_tiles, |_| {}),
+        );
     }
 }
 

@@ -51,14 +51,14 @@ use crate::device::mma::to_tf32;
 #[cfg(target_arch = "nvptx64")]
 use crate::device::tma::TensorMaps;
 #[cfg(target_arch = "nvptx64")]
-use crate::device::wgmma::{fence_proxy_async, release_registers, take_registers};
+use crate::device::wgmma::fence_proxy_async;
 #[cfg(target_arch = "nvptx64")]
-use crate::device::{SharedTile, block_idx_x, block_idx_y, thread_idx_x};
+use crate::device::SharedTile;
 #[cfg(target_arch = "nvptx64")]
 use crate::gemm::Gemm;
 use crate::k12_wgmma::{BK, BN};
 #[cfg(target_arch = "nvptx64")]
-use crate::k13_wgmma_ws::{CONSUMER_REGISTERS, CONSUMERS, PRODUCER_REGISTERS, Stages};
+use crate::k13_wgmma_ws::warp_specialized;
 #[cfg(target_arch = "nvptx64")]
 use crate::k17_wgmma_ss::consume_ss;
 use crate::k13_wgmma_ws::{Params, wgmma_instance};
@@ -94,55 +94,46 @@ pub use instances::*;
 /// Every instance.
 pub const SPECS: &[KernelSpec] = &[SPEC_256X128X32_S4];
 
-/// Block `(blockIdx.y, blockIdx.x)` computes the BM x BN tile of C at
-/// `(row0, col0)`; STAGE_WORDS = BM * BK + BN * BK.
+/// Step 13's block ([`warp_specialized`]); B's part of a stage is BN /
+/// BOX boxes, each transposed in place before use. STAGE_WORDS = BM * BK +
+/// BN * BK.
 #[cfg(target_arch = "nvptx64")]
 #[inline(always)]
 fn tr<const BM: usize, const STAGES: usize, const STAGE_WORDS: usize>(g: Gemm, maps: TensorMaps) {
-    let tid = thread_idx_x();
-    let (row0, col0) = (block_idx_y() * BM, block_idx_x() * BN);
-    // Step 13's stages and barriers; B's part of a stage is BN / BOX boxes,
-    // each transposed in place before use.
-    let stages = Stages::<BM, STAGES, STAGE_WORDS>::init(maps, tid);
-    let b_box = |s: usize, j: usize| stages.b_tile(s) + j * BK * BOX;
-    let k_tiles = g.k.div_ceil(BK);
-
-    if tid >= CONSUMERS {
-        // The producer warpgroup; one thread issues everything.
-        // SAFETY: the whole warpgroup runs this branch (rule 1); 40 is a
-        // multiple of 8.
-        unsafe { release_registers::<PRODUCER_REGISTERS>() };
-        if tid == CONSUMERS {
-            // SAFETY: one thread, after init; B's part is BN / BOX boxes of
-            // BK x BOX with the 128-byte swizzle (SPEC's), each 4 KB, so
-            // 1024-aligned, the rest of stage_bytes(). The consumers'
-            // writes of the stage's previous tile were fenced for the
-            // async proxy before they released it.
-            unsafe {
-                stages.produce(maps, k_tiles, row0, |word, k0, full| {
-                    unroll!(BN / BOX; 4, |j| {
-                        // SAFETY: as produce's contract, above.
-                        unsafe { maps.b().load_2d(word + j * BK * BOX, (col0 + j * BOX) as u32, k0, full) };
-                    });
+    // SAFETY: B's part is BN / BOX boxes of BK x BOX with the 128-byte
+    // swizzle (SPEC's), each 4 KB, so 1024-aligned, the rest of
+    // stage_bytes(). The consumers' writes of the stage's previous tile
+    // were fenced for the async proxy before they released it.
+    unsafe {
+        warp_specialized::<BM, STAGES, STAGE_WORDS>(
+            g,
+            maps,
+            #[inline(always)]
+            |word, k0, full, col0| {
+                unroll!(BN / BOX; 4, |j| {
+                    // SAFETY: as warp_specialized's contract, above.
+                    unsafe { maps.b().load_2d(word + j * BK * BOX, (col0 + j * BOX) as u32, k0, full) };
                 });
-            }
-        }
-    } else {
-        // SAFETY: both consumer warpgroups run this branch (rule 1).
-        unsafe { take_registers::<CONSUMER_REGISTERS>() };
-        let (wg, warp, lane) = (tid / 128, tid % 128 / 32, tid % 32);
-        // Step 17's loop; before each tile's wgmmas this warpgroup makes
-        // its 64 columns of B (boxes 2 wg and 2 wg + 1; warps 0-1 of the
-        // warpgroup the first, 2-3 the second) K-major in place. The
-        // wgmmas still in flight read another stage.
-        consume_ss(stages, g, row0, col0, tid, k_tiles, |kt| {
-            let s = kt % STAGES;
-            transpose_box(SharedTile::at(b_box(s, 2 * wg + warp / 2)), warp % 2, lane);
-            // The tensor cores read the boxes through the async proxy:
-            // every writer fences, then the warpgroup meets (rule 3).
-            fence_proxy_async();
-            sync_warps::<128>(1 + wg as u32);
-        });
+            },
+            #[inline(always)]
+            |stages, row0, col0, tid, k_tiles| {
+                let b_box = |s: usize, j: usize| stages.b_tile(s) + j * BK * BOX;
+                let (wg, warp, lane) = (tid / 128, tid % 128 / 32, tid % 32);
+                // Step 17's loop; before each tile's wgmmas this warpgroup
+                // makes its 64 columns of B (boxes 2 wg and 2 wg + 1; warps
+                // 0-1 of the warpgroup the first, 2-3 the second) K-major in
+                // place. The wgmmas still in flight read another stage.
+                consume_ss(stages, g, row0, col0, tid, k_tiles, |kt| {
+                    let s = kt % STAGES;
+                    transpose_box(SharedTile::at(b_box(s, 2 * wg + warp / 2)), warp % 2, lane);
+                    // The tensor cores read the boxes through the async
+                    // proxy: every writer fences, then the warpgroup meets
+                    // (rule 3).
+                    fence_proxy_async();
+                    sync_warps::<128>(1 + wg as u32);
+                });
+            },
+        );
     }
 }
 

@@ -32,10 +32,15 @@
 //! with race, barrier and bank-conflict checks).
 //! Only [`device`] touches `core::arch::nvptx` and shared memory.
 #![cfg_attr(target_arch = "nvptx64", no_std)]
-// `#[inline(always)]` on the closures of step 11's body (the modules
-// without it would call the feature unused).
+// `#[inline(always)]` on the closures of step 11's body and of the
+// Hopper steps' blocks (the modules without them would call the feature
+// unused).
 #![cfg_attr(
-    any(not(target_arch = "nvptx64"), gemm_module = "mma"),
+    any(
+        not(target_arch = "nvptx64"),
+        gemm_module = "mma",
+        gemm_module = "wgmma"
+    ),
     feature(stmt_expr_attributes)
 )]
 #![cfg_attr(
