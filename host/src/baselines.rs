@@ -10,7 +10,8 @@ use cudarc::cublas::sys::{cublasMath_t, cublasOperation_t};
 use cudarc::cublas::{CudaBlas, Gemm, GemmConfig, StridedBatchedConfig};
 use cudarc::driver::CudaSlice;
 use cudarc::nvrtc::CompileOptions;
-use kernels_gpu::launch::{KernelSpec, Precision};
+use kernels_gpu::elem::{Elem, Elems, Math};
+use kernels_gpu::launch::KernelSpec;
 use kernels_gpu::registry;
 
 use crate::HostError;
@@ -20,6 +21,18 @@ use crate::runner::{Buffers, Enqueue, Kernel};
 /// The baselines' names in reports.
 pub const CUBLAS_FP32: &str = "cuBLAS SGEMM";
 pub const CUBLAS_TF32: &str = "cuBLAS TF32";
+pub const CUBLAS_BF16: &str = "cuBLAS BF16";
+pub const CUBLAS_FP16: &str = "cuBLAS FP16";
+
+/// cuBLAS's name for a stored type (`cublasGemmEx`'s `cudaDataType`).
+fn cuda_data_type(elem: Elem) -> cudarc::cublas::sys::cudaDataType {
+    use cudarc::cublas::sys::cudaDataType::*;
+    match elem {
+        Elem::F32 => CUDA_R_32F,
+        Elem::Bf16 => CUDA_R_16BF,
+        Elem::F16 => CUDA_R_16F,
+    }
+}
 
 /// A CUDA C++ file of twins: kernels with the same algorithm, tiles,
 /// launch shape and edge guards as the Rust kernels of the same names,
@@ -180,15 +193,40 @@ fn load_source(gpu: &Gpu, src: &TwinSource, names: &[&str]) -> Result<Vec<Kernel
         .collect()
 }
 
-/// cuBLAS SGEMM: in plain FP32 (TF32 tensor cores off), or with TF32
-/// tensor cores allowed (the baseline of the TF32 kernels).
+/// cuBLAS for one set of element types: SGEMM in plain FP32 (TF32 tensor
+/// cores off) or with TF32 tensor cores allowed (the baseline of the TF32
+/// kernels), or `cublasGemmEx` on BF16 or FP16 A and B with f32
+/// accumulation (compute 32F), C in f32 or in the input type.
 pub struct Cublas {
     blas: CudaBlas,
-    precision: Precision,
+    elems: Elems,
 }
 
 impl Cublas {
-    pub fn load(gpu: &Gpu, precision: Precision) -> Result<Self, String> {
+    /// f32 A, B and C, computed in `math` (FP32 or TF32).
+    pub fn load(gpu: &Gpu, math: Math) -> Result<Self, String> {
+        Self::load_elems(gpu, Elems::new(Elem::F32, Elem::F32, Elem::F32, math))
+    }
+
+    /// cuBLAS for `elems`: f32 storage with FP32 or TF32 math, or A and B
+    /// both BF16 (math BF16) or both FP16 (math FP16) with C in f32 or in
+    /// their type.
+    pub fn load_elems(gpu: &Gpu, elems: Elems) -> Result<Self, String> {
+        let served = match elems.math {
+            Math::Fp32 | Math::Tf32 => elems.storage() == kernels_gpu::elem::Storage::F32,
+            Math::Bf16 | Math::F16 => {
+                let input = if elems.math == Math::Bf16 {
+                    Elem::Bf16
+                } else {
+                    Elem::F16
+                };
+                elems.a == input && elems.b == input && (elems.c == Elem::F32 || elems.c == input)
+            }
+        };
+        if !served {
+            return Err(format!("no cuBLAS baseline for {}", elems.describe()));
+        }
+        let precision = elems.math;
         // SAFETY: only tries to dlopen libcublas under its known names.
         if !unsafe { cudarc::cublas::sys::is_culib_present() } {
             return Err(
@@ -197,8 +235,7 @@ impl Cublas {
                     .into(),
             );
         }
-        if precision == Precision::Fp32
-            && std::env::var("NVIDIA_TF32_OVERRIDE").is_ok_and(|v| v != "0")
+        if precision == Math::Fp32 && std::env::var("NVIDIA_TF32_OVERRIDE").is_ok_and(|v| v != "0")
         {
             return Err("NVIDIA_TF32_OVERRIDE is set: cuBLAS would use TF32; unset it".into());
         }
@@ -206,8 +243,8 @@ impl Cublas {
         // Default math: SGEMM never uses TF32 tensor cores unless asked;
         // TF32 tensor-op math lets it round A and B to TF32.
         let mode = match precision {
-            Precision::Fp32 => cublasMath_t::CUBLAS_DEFAULT_MATH,
-            Precision::Tf32 => cublasMath_t::CUBLAS_TF32_TENSOR_OP_MATH,
+            Math::Fp32 | Math::Bf16 | Math::F16 => cublasMath_t::CUBLAS_DEFAULT_MATH,
+            Math::Tf32 => cublasMath_t::CUBLAS_TF32_TENSOR_OP_MATH,
         };
         // SAFETY: the handle is live; the mode is a valid enum value.
         let status = unsafe { cudarc::cublas::sys::cublasSetMathMode(*blas.handle(), mode) };
@@ -217,7 +254,7 @@ impl Cublas {
                 precision.name()
             ));
         }
-        Ok(Self { blas, precision })
+        Ok(Self { blas, elems })
     }
 }
 
@@ -291,17 +328,23 @@ impl Cublas {
 
 impl Enqueue for Cublas {
     fn name(&self) -> &str {
-        match self.precision {
-            Precision::Fp32 => CUBLAS_FP32,
-            Precision::Tf32 => CUBLAS_TF32,
+        match self.elems.math {
+            Math::Fp32 => CUBLAS_FP32,
+            Math::Tf32 => CUBLAS_TF32,
+            Math::Bf16 => CUBLAS_BF16,
+            Math::F16 => CUBLAS_FP16,
         }
     }
 
-    fn precision(&self) -> Precision {
-        self.precision
+    fn elems(&self) -> Elems {
+        self.elems
     }
 
-    fn enqueue(&self, _gpu: &Gpu, bufs: &mut Buffers) -> Result<(), HostError> {
+    fn enqueue(&self, gpu: &Gpu, bufs: &mut Buffers) -> Result<(), HostError> {
+        bufs.check_storage(self.name(), self.elems)?;
+        if !matches!(self.elems.math, Math::Fp32 | Math::Tf32) {
+            return self.gemm_ex(gpu, bufs);
+        }
         let (m, n, k) = (
             bufs.shape.m as i32,
             bufs.shape.n as i32,
@@ -321,9 +364,65 @@ impl Enqueue for Cublas {
             beta: 0.0f32,
             ldc: n,
         };
+        let failed =
+            |e| HostError::BadShape(format!("{} failed on {}: {e:?}", self.name(), bufs.shape));
+        let (Some(a), Some(b)) = (bufs.a.as_f32(), bufs.b.as_f32()) else {
+            unreachable!("check_storage: f32 buffers");
+        };
+        let c = bufs.c.as_f32_mut().expect("check_storage: f32 buffers");
         // SAFETY: dimensions and leading dimensions describe exactly the
         // buffers' m*k, k*n and m*n floats.
-        unsafe { self.blas.gemm(cfg, &bufs.b, &bufs.a, &mut bufs.c) }.map_err(|e| {
+        unsafe { self.blas.gemm(cfg, b, a, c) }.map_err(failed)
+    }
+}
+
+impl Cublas {
+    /// `cublasGemmEx` on the buffers' 16-bit A and B, f32 accumulation
+    /// (`CUBLAS_COMPUTE_32F`), alpha 1 and beta 0 as f32, C of its type;
+    /// row-major as column-major `C^T = B^T A^T`, as for SGEMM.
+    fn gemm_ex(&self, gpu: &Gpu, bufs: &mut Buffers) -> Result<(), HostError> {
+        use cudarc::cublas::sys::{cublasComputeType_t, cublasGemmAlgo_t};
+        let (m, n, k) = (
+            bufs.shape.m as i32,
+            bufs.shape.n as i32,
+            bufs.shape.k as i32,
+        );
+        let (alpha, beta) = (1.0f32, 0.0f32);
+        let (a, b, c) = (
+            bufs.a.address(gpu),
+            bufs.b.address(gpu),
+            bufs.c.address(gpu),
+        );
+        let s = bufs.storage;
+        // SAFETY: the handle is live and on the GPU's stream; the sizes and
+        // leading dimensions describe exactly the buffers' m*k, k*n and m*n
+        // elements of the types given; alpha and beta are f32, as compute
+        // 32F takes them, and outlive the call (cuBLAS reads them before
+        // returning, host pointer mode).
+        unsafe {
+            cudarc::cublas::result::gemm_ex(
+                *self.blas.handle(),
+                cublasOperation_t::CUBLAS_OP_N,
+                cublasOperation_t::CUBLAS_OP_N,
+                n,
+                m,
+                k,
+                (&alpha as *const f32).cast(),
+                b as *const std::ffi::c_void,
+                cuda_data_type(s.b),
+                n,
+                a as *const std::ffi::c_void,
+                cuda_data_type(s.a),
+                k,
+                (&beta as *const f32).cast(),
+                c as *mut std::ffi::c_void,
+                cuda_data_type(s.c),
+                n,
+                cublasComputeType_t::CUBLAS_COMPUTE_32F,
+                cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT,
+            )
+        }
+        .map_err(|e| {
             HostError::BadShape(format!("{} failed on {}: {e:?}", self.name(), bufs.shape))
         })
     }

@@ -49,9 +49,10 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut};
+use kernels_gpu::elem::Elems;
 use kernels_gpu::gemm::GemmParams;
 use kernels_gpu::k14_split_k::REDUCE;
-use kernels_gpu::launch::{KernelSpec, Operands, Ops, Precision};
+use kernels_gpu::launch::{KernelSpec, Operands, Ops};
 use kernels_gpu::registry;
 
 pub use kernels_gpu::launch::Op;
@@ -522,7 +523,7 @@ pub fn auto_candidates(ops: Ops) -> impl Iterator<Item = &'static KernelSpec> {
     registry::all().filter(move |k| {
         matches!(k.step, 10 | 15 | 16)
             && k.ops == ops
-            && k.precision == Precision::Fp32
+            && k.elems == Elems::FP32
             && k.operands == Operands::Pointers
     })
 }
@@ -822,7 +823,7 @@ impl Sgemm {
                             why: "split-K takes one product per call (batch = 1)".into(),
                         });
                     }
-                    if spec.operands != Operands::Pointers || spec.precision != Precision::Fp32 {
+                    if spec.operands != Operands::Pointers || spec.elems != Elems::FP32 {
                         return Err(GemmError::BadSplit {
                             split_k: *split_k,
                             why: format!(

@@ -38,7 +38,8 @@ pub fn run(
     for line in skipped {
         eprintln!("{line}");
     }
-    let (a, b) = inputs::random_inputs(shape, seed)?;
+    // The emulator runs f32 bodies (`Body::Emulated(fn(Gemm))`).
+    let (a, b) = inputs::random_inputs(shape, kernels_gpu::elem::Storage::F32, seed)?;
     let reference = Reference::new(*shape, &a, &b, seed);
     if !as_json {
         println!(
@@ -56,7 +57,7 @@ pub fn run(
             .emulated()
             .map_err(|why| anyhow!("{}: {why}", spec.name))?;
         let report = emu::run_gemm(spec, body, &a, &b, shape.m, shape.n, shape.k);
-        let v = reference.check(&report.c, spec.precision);
+        let v = reference.check(&report.c, spec.elems);
         let ok = v.passed && report.is_clean();
         all_ok &= ok;
         if as_json {

@@ -5,6 +5,7 @@
 //! buffers, module and context free themselves on drop, so every error
 //! path leaves the GPU clean.
 
+use kernels_gpu::elem::Math;
 use std::sync::{Arc, Mutex};
 
 use cudarc::driver::sys::{CUdevice_attribute, CUfunction_attribute};
@@ -46,8 +47,7 @@ impl DeviceInfo {
 
     /// FP32 peak: SMs x lanes x 2 FLOP per FMA x clock.
     pub fn peak_fp32_gflops(&self) -> Option<f64> {
-        self.clock_mhz
-            .map(|mhz| self.sms as f64 * self.fp32_lanes_per_sm() as f64 * 2.0 * mhz / 1e3)
+        self.peak_gflops(Math::Fp32)
     }
 
     /// Dense TF32 tensor-core FLOP per clock per SM, by architecture: the
@@ -66,9 +66,38 @@ impl DeviceInfo {
 
     /// Dense TF32 tensor-core peak: SMs x the rate above x clock.
     pub fn peak_tf32_gflops(&self) -> Option<f64> {
-        let per_sm = self.tf32_flops_per_clock_per_sm()?;
+        self.peak_gflops(Math::Tf32)
+    }
+
+    /// Dense BF16 and FP16 tensor-core FLOP per clock per SM (f32
+    /// accumulation), by architecture: the datasheets' dense rate divided
+    /// by SMs and boost clock (A100: 312 TFLOP/s -> 2048; H100/H200 SXM:
+    /// 989 TFLOP/s, 132 SMs, 1830 MHz -> 4096). None where unknown (the
+    /// GeForce parts halve the rate with f32 accumulation) or before sm_80.
+    pub fn half_flops_per_clock_per_sm(&self) -> Option<i32> {
+        match self.compute_capability {
+            (8, 0) => Some(2048),
+            (9, 0) => Some(4096),
+            _ => None,
+        }
+    }
+
+    /// The peak of `math` on this GPU, GFLOP/s: the FP32 pipe, or the
+    /// dense tensor-core rate of that math ([`Self::flops_per_clock_per_sm`]).
+    pub fn peak_gflops(&self, math: Math) -> Option<f64> {
+        let per_sm = self.flops_per_clock_per_sm(math)?;
         self.clock_mhz
             .map(|mhz| self.sms as f64 * per_sm as f64 * mhz / 1e3)
+    }
+
+    /// FLOP per clock per SM of `math`, keyed by architecture: FP32 lanes
+    /// x 2, or the tensor cores' dense rate.
+    pub fn flops_per_clock_per_sm(&self, math: Math) -> Option<i32> {
+        match math {
+            Math::Fp32 => Some(self.fp32_lanes_per_sm() * 2),
+            Math::Tf32 => self.tf32_flops_per_clock_per_sm(),
+            Math::Bf16 | Math::F16 => self.half_flops_per_clock_per_sm(),
+        }
     }
 
     /// DRAM peak: two transfers per memory clock over the bus.
@@ -83,6 +112,7 @@ impl DeviceInfo {
         Some(Peaks {
             fp32_gflops: self.peak_fp32_gflops()?,
             tf32_gflops: self.peak_tf32_gflops(),
+            half_gflops: self.peak_gflops(Math::Bf16),
             dram_gbs: self.peak_dram_gbs()?,
         })
     }

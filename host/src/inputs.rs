@@ -6,6 +6,7 @@ use rand::{Rng, SeedableRng};
 
 use crate::HostError;
 use crate::shape::Shape;
+use kernels_gpu::elem::Storage;
 
 /// `len` floats uniform in [-1, 1), from `seed`; an error (not an abort)
 /// when the host cannot hold them.
@@ -23,11 +24,18 @@ pub fn random_matrix(len: usize, seed: u64) -> Result<Vec<f32>, HostError> {
     Ok(v)
 }
 
-/// A and B for one problem; B's stream is independent of A's.
-pub fn random_inputs(shape: &Shape, seed: u64) -> Result<(Vec<f32>, Vec<f32>), HostError> {
+/// A and B for one problem, stored as `storage` says: the same f32 draws
+/// for every type, rounded to nearest values of A's and B's types (so the
+/// reference multiplies what the GPU reads); B's stream is independent of A's.
+pub fn random_inputs(
+    shape: &Shape,
+    storage: Storage,
+    seed: u64,
+) -> Result<(Vec<f32>, Vec<f32>), HostError> {
     let (a_len, b_len, _) = shape.elems();
-    Ok((
-        random_matrix(a_len, seed)?,
-        random_matrix(b_len, seed ^ 0x9E37_79B9_7F4A_7C15)?,
-    ))
+    let mut a = random_matrix(a_len, seed)?;
+    let mut b = random_matrix(b_len, seed ^ 0x9E37_79B9_7F4A_7C15)?;
+    crate::matrix::round_to(storage.a, &mut a);
+    crate::matrix::round_to(storage.b, &mut b);
+    Ok((a, b))
 }

@@ -13,6 +13,7 @@ pub mod cli;
 pub mod error;
 pub mod gpu;
 pub mod inputs;
+pub mod matrix;
 pub mod model;
 pub mod reference;
 pub mod report;

@@ -8,6 +8,7 @@ use std::process::ExitCode;
 
 use anyhow::{Result, bail};
 use clap::Parser;
+use kernels_gpu::elem::{Math, Storage};
 use kernels_gpu::launch::{KernelSpec, Operands, Ops};
 use kernels_gpu::registry::{self, KERNELS};
 use rust_gemm::gpu::Gpu;
@@ -213,7 +214,7 @@ fn for_shape(
             last_why = Some(why);
             continue;
         }
-        if let Some(copies) = spec.operands.copies(&shape.params()) {
+        if let Some(copies) = spec.copies(&shape.params()) {
             eprintln!("{}: {copies}", spec.name);
         }
         out.push(spec);
@@ -236,7 +237,8 @@ fn list_kernels(json: bool) -> Result<()> {
                     "name": k.name,
                     "step": k.step,
                     "summary": k.summary,
-                    "precision": k.precision.name(),
+                    "precision": k.elems.math.name(),
+                    "elems": k.elems.storage().to_string(),
                     "module": k.module.name,
                     "target": arch.target_cpu,
                     "min_capability": format!("{}.{}", arch.capability.0, arch.capability.1),
@@ -260,13 +262,32 @@ fn list_kernels(json: bool) -> Result<()> {
             k.step,
             k.name,
             k.summary,
-            k.precision.name(),
+            k.elems.label(),
             k.module.name,
             k.module.arch.target_cpu,
             k.launch.shared_bytes
         );
     }
     Ok(())
+}
+
+/// `f32` when every set of stored types is f32's, else each set
+/// (`f32, bf16 x bf16 -> f32`): the header's word for the inputs.
+fn storage_label(storages: impl Iterator<Item = Storage>) -> String {
+    let labels: Vec<String> = storages
+        .map(|s| {
+            if s == Storage::F32 {
+                "f32".to_string()
+            } else {
+                s.to_string()
+            }
+        })
+        .collect();
+    if labels.is_empty() {
+        "f32".into()
+    } else {
+        labels.join(", ")
+    }
 }
 
 /// Runs everything; Ok(false) when a kernel failed verification.
@@ -310,38 +331,60 @@ fn run(args: &Args) -> Result<bool> {
         }
     };
     let kernels = runnable(&gpu, kernels, asks_for_all(&args.kernel))?;
+    // The kernels by the stored types of A, B and C: each set of types
+    // gets its own inputs (the same draws, rounded to the types), reference
+    // and buffers, one set at a time.
+    let mut groups: Vec<(Storage, Vec<&'static KernelSpec>)> = Vec::new();
+    for spec in &kernels {
+        let storage = spec.elems.storage();
+        match groups.iter_mut().find(|(s, _)| *s == storage) {
+            Some((_, specs)) => specs.push(*spec),
+            None => groups.push((storage, vec![*spec])),
+        }
+    }
     // Check the size against free memory before making inputs on the host
     // (first: a problem too large for the GPU is that, whatever the kernels).
-    gpu.check_fits(&shape.to_string(), Buffers::device_bytes(&gpu, &shape))?;
+    for (storage, _) in &groups {
+        gpu.check_fits(
+            &shape.to_string(),
+            Buffers::device_bytes(&gpu, &shape, *storage),
+        )?;
+    }
     let kernels = for_shape(kernels, &shape, asks_for_all(&args.kernel))?;
-    let (a, b) = inputs::random_inputs(&shape, args.seed)?;
-    let reference = Reference::new(shape, &a, &b, args.seed);
-    let mut bufs = Buffers::new(&gpu, shape, &a, &b)?;
-    drop((a, b));
-
+    for (_, specs) in &mut groups {
+        specs.retain(|s| kernels.iter().any(|k| k.name == s.name));
+    }
     let mut report = RunReport {
         peak_fp32_gflops: gpu.info.peak_fp32_gflops(),
         peak_tf32_gflops: gpu.info.peak_tf32_gflops(),
+        peak_bf16_gflops: gpu.info.peak_gflops(Math::Bf16),
         peak_dram_gbs: gpu.info.peak_dram_gbs(),
+        storage: storage_label(groups.iter().map(|(s, _)| *s)),
         gpu: gpu.info.clone(),
         ptx: gpu.ptx_description(),
         shape,
         seed: args.seed,
         timing: opts,
-        reference: reference.mode(),
+        reference: Reference::mode_for(&shape),
         kernels: Vec::new(),
     };
     if !args.json {
         print!("{}", report.header());
     }
-    for spec in kernels {
-        let kernel = Kernel::load(&gpu, spec)?;
-        let measurement = runner::measure(&gpu, &mut bufs, &reference, &kernel, opts)?;
-        let r = KernelReport::new(spec, &shape, &gpu.info, measurement);
-        if !args.json {
-            print!("{}", report.kernel_text(&r));
+    for (storage, specs) in groups.into_iter().filter(|(_, specs)| !specs.is_empty()) {
+        let (a, b) = inputs::random_inputs(&shape, storage, args.seed)?;
+        let reference = Reference::new(shape, &a, &b, args.seed);
+        let mut bufs = Buffers::new(&gpu, shape, storage, &a, &b)?;
+        drop((a, b));
+        for spec in specs {
+            let kernel = Kernel::load(&gpu, spec)?;
+            let measurement = runner::measure(&gpu, &mut bufs, &reference, &kernel, opts)?;
+            let r = KernelReport::new(spec, &shape, &gpu.info, measurement);
+            if !args.json {
+                print!("{}", report.kernel_text(&r));
+            }
+            report.kernels.push(r);
         }
-        report.kernels.push(r);
     }
     let all_passed = report.kernels.iter().all(KernelReport::passed);
     if args.json {

@@ -6,7 +6,8 @@
 //! the model were right; when that exceeds the GPU's peak, the caches are
 //! doing work the model does not count.
 
-use kernels_gpu::launch::{KernelSpec, Precision};
+use kernels_gpu::elem::Math;
+use kernels_gpu::launch::KernelSpec;
 use serde::Serialize;
 
 use crate::shape::Shape;
@@ -17,10 +18,10 @@ pub struct ModelEstimate {
     pub bytes: f64,
     /// FLOP per model byte.
     pub intensity: f64,
-    /// min(peak of the kernel's precision, intensity x DRAM bandwidth),
+    /// min(peak of the kernel's math, intensity x DRAM bandwidth),
     /// GFLOP/s: the model's roofline (the FP32 pipes' peak for FP32
-    /// kernels, the TF32 tensor cores' for TF32 ones; none when that peak
-    /// is unknown).
+    /// kernels, the tensor cores' of their math for the others; none when
+    /// that peak is unknown).
     pub ceiling_gflops: Option<f64>,
 }
 
@@ -32,14 +33,13 @@ pub fn estimate(kernel: &KernelSpec, shape: &Shape, peaks: Option<Peaks>) -> Mod
     // `reuse_n` columns of C), each element of B once per block row.
     let a_loads = m * k * (n / reuse_n as f64).ceil();
     let b_loads = k * n * (m / reuse_m as f64).ceil();
-    let bytes = 4.0 * (a_loads + b_loads + m * n);
+    let e = kernel.elems;
+    let bytes =
+        a_loads * e.a.bytes() as f64 + b_loads * e.b.bytes() as f64 + m * n * e.c.bytes() as f64;
     let intensity = shape.flops() / bytes;
     let ceiling_gflops = peaks.and_then(|p| {
-        let compute = match kernel.precision {
-            Precision::Fp32 => Some(p.fp32_gflops),
-            Precision::Tf32 => p.tf32_gflops,
-        };
-        compute.map(|c| (intensity * p.dram_gbs).min(c))
+        p.compute_gflops(kernel.elems.math)
+            .map(|c| (intensity * p.dram_gbs).min(c))
     });
     ModelEstimate {
         bytes,
@@ -55,7 +55,20 @@ pub struct Peaks {
     /// Dense TF32 tensor-core peak; None where the rate is unknown or
     /// there are no TF32 tensor cores.
     pub tf32_gflops: Option<f64>,
+    /// Dense BF16/FP16 tensor-core peak (f32 accumulation); None where unknown.
+    pub half_gflops: Option<f64>,
     pub dram_gbs: f64,
+}
+
+impl Peaks {
+    /// The compute ceiling of `math`.
+    pub fn compute_gflops(&self, math: Math) -> Option<f64> {
+        match math {
+            Math::Fp32 => Some(self.fp32_gflops),
+            Math::Tf32 => self.tf32_gflops,
+            Math::Bf16 | Math::F16 => self.half_gflops,
+        }
+    }
 }
 
 #[cfg(test)]
@@ -84,6 +97,7 @@ mod tests {
         let peaks = Peaks {
             fp32_gflops: 67_000.0,
             tf32_gflops: Some(535_000.0),
+            half_gflops: Some(1_070_000.0),
             dram_gbs: 4_800.0,
         };
         let roof = estimate(&kernels_gpu::k02_tiled16::SPEC, &shape, Some(peaks));
@@ -99,12 +113,13 @@ mod tests {
         let peaks = Peaks {
             fp32_gflops: 67_000.0,
             tf32_gflops: Some(535_000.0),
+            half_gflops: Some(1_070_000.0),
             dram_gbs: 4_800.0,
         };
         let fp32 = &kernels_gpu::k10_tuned::SPECS[0];
         let tf32 = &kernels_gpu::k18_wgmma_tr::SPEC_256X128X32_S4;
-        assert_eq!(fp32.precision, Precision::Fp32);
-        assert_eq!(tf32.precision, Precision::Tf32);
+        assert_eq!(fp32.elems.math, Math::Fp32);
+        assert_eq!(tf32.elems.math, Math::Tf32);
         assert_eq!(
             estimate(fp32, &shape, Some(peaks)).ceiling_gflops,
             Some(67_000.0)

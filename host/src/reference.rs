@@ -9,11 +9,12 @@
 //!
 //! The error of one element is `|c - ref| / sum_k |a_ik * b_kj|`: the
 //! quantity rounding-error bounds are stated in, and well defined where
-//! `ref` is close to zero. The tolerance depends on the kernel's precision
-//! ([`tolerance`]).
+//! `ref` is close to zero. The tolerance depends on the kernel's element
+//! types ([`tolerance`]): the inputs are the values A and B hold in their
+//! stored types, so the reference multiplies exactly what the GPU reads.
 
 use crate::shape::Shape;
-use kernels_gpu::launch::Precision;
+use kernels_gpu::elem::{Elem, Elems, Math};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use serde::Serialize;
@@ -31,40 +32,73 @@ pub const TOLERANCE: f64 = 1e-5;
 /// and 13 read A that way). The bound takes the larger.
 pub const TF32_UNIT_ROUNDOFF: f64 = 1.0 / 1024.0;
 
-/// Largest scaled error accepted for a kernel of `precision` with `k`
-/// terms per element of C.
+/// Largest relative error of a factor the tensor cores take in a format
+/// narrower than its stored one (an f32 read as TF32), and 0 where the
+/// stored type is what they multiply (BF16 and FP16 read as they are).
+/// TF32: [`TF32_UNIT_ROUNDOFF`] (truncation, the larger of the two
+/// conversions the kernels meet).
+fn factor_roundoff(stored: Elem, math: Math) -> f64 {
+    if stored.precision_bits() <= math.precision_bits() {
+        0.0
+    } else if math == Math::Tf32 {
+        TF32_UNIT_ROUNDOFF
+    } else {
+        // Truncation to `p` significant bits: 2^(1 - p).
+        2f64.powi(1 - math.precision_bits())
+    }
+}
+
+/// Largest scaled error accepted for a kernel of element types `elems`
+/// with `k` terms per element of C.
 ///
-/// FP32: [`TOLERANCE`].
+/// FP32 math on f32 (the FMA pipe): [`TOLERANCE`].
 ///
-/// TF32, derived as a worst-case bound (so a correct kernel never fails
-/// it): A and B are converted to TF32, so each factor carries a relative
-/// error of at most `u = 2^-10` ([`TF32_UNIT_ROUNDOFF`]) and each product
-/// `a * b` one of at most `2u + u^2`; the products are exact in f32 (11 x
-/// 11 significant bits), and their sum of `k` terms is accumulated in f32.
-/// NVIDIA's tensor cores truncate in their internal additions (Fasi,
+/// Tensor-core math, derived as a worst-case bound (so a correct kernel
+/// never fails it). Each factor that the tensor cores take in a format
+/// narrower than its stored one carries a relative error of at most `u_a`
+/// (A) and `u_b` (B) ([`factor_roundoff`]: TF32 from f32, `u = 2^-10`;
+/// 0 for BF16 and FP16 stored as such), so each product `a * b` one of at
+/// most `u_a + u_b + u_a u_b`; the products are exact in f32 (11 x 11
+/// significant bits at most), and their sum of `k` terms is accumulated in
+/// f32. NVIDIA's tensor cores truncate in their internal additions (Fasi,
 /// Higham, Mikaitis, Pranesh, "Numerical behavior of NVIDIA tensor
 /// cores", 2021), so take the f32 unit roundoff of truncation, `v = 2^-23`,
 /// and the classical bound `gamma_k = k v / (1 - k v)` on a sum of `k`
 /// terms. With `S = sum |a * b|`:
 ///
-/// `|c - ref| <= (2u + u^2) S + gamma_k (1 + 2u + u^2) S`
+/// `|acc - ref| <= (u_a + u_b + u_a u_b) S + gamma_k (1 + u_a)(1 + u_b) S`
 ///
-/// so the scaled error is at most `2u + u^2 + gamma_k (1 + u)^2`: 1.95e-3
-/// plus 1.2e-7 per unit of k (2.44e-3 at k = 4096). Real errors are far
-/// smaller (rounding errors of random sign cancel), which is why the bench
-/// also shows each TF32 kernel's error next to cuBLAS TF32's on the same
-/// inputs; a wrong index or a missing tile is still far above the bound.
-pub fn tolerance(precision: Precision, k: usize) -> f64 {
-    match precision {
-        Precision::Fp32 => TOLERANCE,
-        Precision::Tf32 => {
-            let u = TF32_UNIT_ROUNDOFF;
-            let v = 2f64.powi(-23);
-            let kv = k as f64 * v;
-            // Beyond k = 2^23 the classical bound says nothing.
-            let gamma = if kv < 1.0 { kv / (1.0 - kv) } else { 1.0 };
-            2.0 * u + u * u + gamma * (1.0 + u) * (1.0 + u)
-        }
+/// TF32 (`u_a = u_b = u`): at most `2u + u^2 + gamma_k (1 + u)^2`, 1.95e-3
+/// plus 1.2e-7 per unit of k (2.44e-3 at k = 4096). BF16 and FP16 stored
+/// as such: `gamma_k (1 + 0)`, 4.9e-4 at k = 4096.
+///
+/// Then C: an accumulator stored in a narrower type than its own (C in
+/// BF16 or FP16) is rounded to nearest once, a relative error of at most
+/// that type's unit roundoff `u_c` (2^-8, 2^-11) of `|acc| <= S (1 +
+/// e)`, where `e` is the bound above: the bound becomes `e + u_c (1 + e)`.
+/// Real errors are far smaller (rounding errors of random sign cancel),
+/// which is why the bench also shows each tensor-core kernel's error next
+/// to cuBLAS's on the same inputs; a wrong index or a missing tile is
+/// still far above the bound.
+pub fn tolerance(elems: Elems, k: usize) -> f64 {
+    let accumulated = if elems.math == Math::Fp32 {
+        TOLERANCE
+    } else {
+        let (ua, ub) = (
+            factor_roundoff(elems.a, elems.math),
+            factor_roundoff(elems.b, elems.math),
+        );
+        let v = 2f64.powi(-23);
+        let kv = k as f64 * v;
+        // Beyond k = 2^23 the classical bound says nothing.
+        let gamma = if kv < 1.0 { kv / (1.0 - kv) } else { 1.0 };
+        ua + ub + ua * ub + gamma * (1.0 + ua) * (1.0 + ub)
+    };
+    if elems.c.precision_bits() < elems.acc.precision_bits() {
+        let uc = elems.c.unit_roundoff();
+        accumulated + uc * (1.0 + accumulated)
+    } else {
+        accumulated
     }
 }
 /// Problems up to this many multiply-adds get a full f64 product.
@@ -118,11 +152,20 @@ pub struct Verification {
 impl Reference {
     /// The reference for `a * b`; `seed` picks the sample when one is used.
     pub fn new(shape: Shape, a: &[f32], b: &[f32], seed: u64) -> Self {
+        match Self::mode_for(&shape) {
+            Mode::Full => Self::full(shape, a, b),
+            Mode::Sampled => Self::sampled(shape, a, b, seed),
+        }
+    }
+
+    /// How [`Self::new`] checks a problem of `shape`: in full up to
+    /// [`FULL_LIMIT_MACS`] multiply-adds, else on a sample.
+    pub fn mode_for(shape: &Shape) -> Mode {
         let macs = shape.m as f64 * shape.n as f64 * shape.k as f64;
         if macs <= FULL_LIMIT_MACS {
-            Self::full(shape, a, b)
+            Mode::Full
         } else {
-            Self::sampled(shape, a, b, seed)
+            Mode::Sampled
         }
     }
 
@@ -225,10 +268,10 @@ impl Reference {
         }
     }
 
-    /// Checks a GPU result `c` (row-major, m x n) against the reference,
-    /// for a kernel computing in `precision`.
-    pub fn check(&self, c: &[f32], precision: Precision) -> Verification {
-        let tolerance = tolerance(precision, self.shape.k);
+    /// Checks a GPU result `c` (row-major, m x n, as f32) against the
+    /// reference, for a kernel of element types `elems`.
+    pub fn check(&self, c: &[f32], elems: Elems) -> Verification {
+        let tolerance = tolerance(elems, self.shape.k);
         assert_eq!(
             c.len(),
             self.shape.m * self.shape.n,
@@ -284,7 +327,7 @@ pub fn check_gemm(
     cfg: &crate::blas::GemmConfig,
     (a, b): (&[f32], &[f32]),
     (before, after): (&[f32], &[f32]),
-    precision: Precision,
+    elems: Elems,
     samples: usize,
     seed: u64,
 ) -> Verification {
@@ -311,7 +354,7 @@ pub fn check_gemm(
             }
     };
     let c_at = |z: usize, i: usize, j: usize| z * cfg.stride_c + at(i, j, cfg.ldc);
-    let tolerance = tolerance(precision, cfg.k);
+    let tolerance = tolerance(elems, cfg.k);
     let mut owned = vec![false; after.len()];
     let mut rng = SmallRng::seed_from_u64(seed);
     let (mut checked, mut nonfinite, mut max_error, mut worst) = (0, 0, 0.0f64, None);
@@ -408,7 +451,7 @@ mod tests {
 
     impl Reference {
         fn check_fp32(&self, c: &[f32]) -> Verification {
-            self.check(c, Precision::Fp32)
+            self.check(c, Elems::FP32)
         }
     }
 
@@ -451,7 +494,8 @@ mod tests {
     #[test]
     fn sampled_reference_agrees_with_full() {
         let shape = Shape::new(37, 41, 29).unwrap();
-        let (a, b) = crate::inputs::random_inputs(&shape, 7).unwrap();
+        let (a, b) =
+            crate::inputs::random_inputs(&shape, kernels_gpu::elem::Storage::F32, 7).unwrap();
         let full = Reference::full(shape, &a, &b);
         let sampled = Reference::sampled(shape, &a, &b, 7);
         assert_eq!(sampled.mode(), Mode::Sampled);
@@ -474,7 +518,8 @@ mod tests {
     #[test]
     fn tolerance_separates_rounding_from_a_dropped_term() {
         let shape = Shape::new(4, 4, 8192).unwrap();
-        let (a, b) = crate::inputs::random_inputs(&shape, 3).unwrap();
+        let (a, b) =
+            crate::inputs::random_inputs(&shape, kernels_gpu::elem::Storage::F32, 3).unwrap();
         let r = Reference::new(shape, &a, &b, 3);
         let product = |drop: Option<usize>| -> Vec<f32> {
             let mut c = vec![0.0f32; 16];
@@ -507,8 +552,8 @@ mod tests {
     /// The TF32 bound at a few k, by hand: 2u + u^2 + gamma_k (1 + u)^2.
     #[test]
     fn tf32_tolerance_follows_its_derivation() {
-        assert_eq!(tolerance(Precision::Fp32, 4096), TOLERANCE);
-        let at = |k| tolerance(Precision::Tf32, k);
+        assert_eq!(tolerance(Elems::FP32, 4096), TOLERANCE);
+        let at = |k| tolerance(Elems::TF32, k);
         // k = 1: only the input conversion, 2^-9 + 2^-20, and one term's 2^-23.
         let one = 2f64.powi(-9)
             + 2f64.powi(-20)
@@ -520,12 +565,48 @@ mod tests {
         assert!(at(1) > 50.0 * TOLERANCE);
     }
 
+    #[test]
+    fn sixteen_bit_tolerances_follow_the_same_derivation() {
+        use kernels_gpu::elem::{Elem, Math};
+        let gamma = |k: f64| k * 2f64.powi(-23) / (1.0 - k * 2f64.powi(-23));
+        // BF16 and FP16 stored as such: no factor rounding, only the sum.
+        for (e, m) in [(Elem::Bf16, Math::Bf16), (Elem::F16, Math::F16)] {
+            let f32_out = Elems::new(e, e, Elem::F32, m);
+            approx::assert_relative_eq!(
+                tolerance(f32_out, 4096),
+                gamma(4096.0),
+                max_relative = 1e-12
+            );
+            // C in the input type: one rounding to nearest on top.
+            let same_out = Elems::new(e, e, e, m);
+            let acc = gamma(4096.0);
+            approx::assert_relative_eq!(
+                tolerance(same_out, 4096),
+                acc + e.unit_roundoff() * (1.0 + acc),
+                max_relative = 1e-12
+            );
+        }
+        // An f32 operand multiplied in BF16 would be truncated to 8 bits.
+        let mixed = Elems::new(Elem::F32, Elem::Bf16, Elem::F32, Math::Bf16);
+        assert!(tolerance(mixed, 1) > 2f64.powi(-7));
+        // BF16 in and out is looser than FP16 (8 vs 11 bits), both looser
+        // than f32 out.
+        let bf = Elems::new(Elem::Bf16, Elem::Bf16, Elem::Bf16, Math::Bf16);
+        let hf = Elems::new(Elem::F16, Elem::F16, Elem::F16, Math::F16);
+        assert!(tolerance(bf, 64) > tolerance(hf, 64));
+        assert!(
+            tolerance(hf, 64)
+                > tolerance(Elems::new(Elem::F16, Elem::F16, Elem::F32, Math::F16), 64)
+        );
+    }
+
     /// Products of inputs rounded to TF32 and summed in f32 stay inside the
     /// TF32 bound; a wrong term does not.
     #[test]
     fn tf32_rounded_products_pass_and_a_wrong_term_fails() {
         let shape = Shape::new(3, 5, 4096).unwrap();
-        let (a, b) = crate::inputs::random_inputs(&shape, 9).unwrap();
+        let (a, b) =
+            crate::inputs::random_inputs(&shape, kernels_gpu::elem::Storage::F32, 9).unwrap();
         let r = Reference::new(shape, &a, &b, 9);
         let tf32 = |x: f32| f32::from_bits((x.to_bits() + 0x1000) & !0x1fff);
         let product = |swap: bool| -> Vec<f32> {
@@ -547,9 +628,9 @@ mod tests {
             }
             c
         };
-        let good = r.check(&product(false), Precision::Tf32);
+        let good = r.check(&product(false), Elems::TF32);
         assert!(good.passed, "TF32 rounding flagged: {:e}", good.max_error);
-        let wrong = r.check(&product(true), Precision::Tf32);
+        let wrong = r.check(&product(true), Elems::TF32);
         assert!(
             !wrong.passed,
             "256 wrong terms passed: {:e}",

@@ -1,6 +1,6 @@
 //! What a run found, as text for people and as one JSON object for programs.
 
-use kernels_gpu::launch::{KernelSpec, Precision};
+use kernels_gpu::launch::KernelSpec;
 use serde::Serialize;
 
 use crate::gpu::DeviceInfo;
@@ -14,14 +14,17 @@ use crate::shape::Shape;
 pub struct KernelReport {
     pub kernel: String,
     pub summary: String,
-    /// "FP32" or "TF32": what the result was verified as, and which peak
-    /// the rate is compared with.
+    /// The math ("FP32", "TF32", "BF16", "FP16"): which peak the rate is
+    /// compared with.
     pub precision: &'static str,
+    /// A, B and C as stored (`f32 x f32 -> f32`): with the math, what the
+    /// result was verified as.
+    pub elems: String,
     #[serde(flatten)]
     pub measurement: Measurement,
     pub gflops: Option<f64>,
-    /// Percent of the peak of the kernel's precision (FP32 pipe or TF32
-    /// tensor cores), from the device's own clock and SM count.
+    /// Percent of the peak of the kernel's math (FP32 pipe or the tensor
+    /// cores), from the device's own clock and SM count.
     pub percent_of_peak: Option<f64>,
     pub model: ModelEstimate,
     /// Model bytes / median time: the DRAM bandwidth the model implies, GB/s.
@@ -38,14 +41,12 @@ impl KernelReport {
         let model = model::estimate(spec, shape, info.peaks());
         let median_s = measurement.timing.as_ref().map(|t| t.median_ms * 1e-3);
         let gflops = median_s.map(|s| shape.flops() / s / 1e9);
-        let peak = match spec.precision {
-            Precision::Fp32 => info.peak_fp32_gflops(),
-            Precision::Tf32 => info.peak_tf32_gflops(),
-        };
+        let peak = info.peak_gflops(spec.elems.math);
         Self {
             kernel: spec.name.into(),
             summary: spec.summary.into(),
-            precision: spec.precision.name(),
+            precision: spec.elems.math.name(),
+            elems: spec.elems.storage().to_string(),
             percent_of_peak: gflops.zip(peak).map(|(g, p)| 100.0 * g / p),
             model_gbs: median_s.map(|s| model.bytes / s / 1e9),
             measurement,
@@ -65,7 +66,12 @@ pub struct RunReport {
     pub gpu: DeviceInfo,
     pub peak_fp32_gflops: Option<f64>,
     pub peak_tf32_gflops: Option<f64>,
+    /// Dense BF16/FP16 tensor peak, where known.
+    pub peak_bf16_gflops: Option<f64>,
     pub peak_dram_gbs: Option<f64>,
+    /// The stored types the kernels ran on (`f32`, or each set of A, B
+    /// and C types, `bf16 x bf16 -> f32`), for the header.
+    pub storage: String,
     /// The PTX modules loaded, and their architectures.
     pub ptx: String,
     pub shape: Shape,
@@ -102,6 +108,9 @@ impl RunReport {
         if let Some(p) = self.peak_tf32_gflops {
             peak += &format!(", TF32 tensor peak {} GFLOP/s", thousands(p));
         }
+        if let Some(p) = self.peak_bf16_gflops.filter(|_| self.storage != "f32") {
+            peak += &format!(", BF16/FP16 tensor peak {} GFLOP/s", thousands(p));
+        }
         let dram = self
             .peak_dram_gbs
             .map_or(String::new(), |b| format!(", DRAM {} GB/s", thousands(b)));
@@ -110,13 +119,14 @@ impl RunReport {
         format!(
             "GPU      {} (sm_{major}{minor}, {} SMs at {clock}{peak}{dram}; driver CUDA {}.{})\n\
              PTX      rustc nvptx64, modules {} (JIT-compiled by the driver for sm_{major}{minor})\n\
-             Problem  C[{m}x{n}] = A[{m}x{k}] * B[{k}x{n}], f32 row-major, inputs uniform in [-1, 1) from seed {}\n\
+             Problem  C[{m}x{n}] = A[{m}x{k}] * B[{k}x{n}], {} row-major, inputs uniform in [-1, 1) from seed {}\n\
              Timing   {} warm-up + {} timed launches per kernel, CUDA events, median; L2 {}\n",
             g.name,
             g.sms,
             g.driver_cuda_version / 1000,
             g.driver_cuda_version % 1000 / 10,
             self.ptx,
+            self.storage,
             self.seed,
             t.warmup,
             t.reps,

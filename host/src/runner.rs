@@ -13,23 +13,27 @@ use cudarc::driver::{
     CudaFunction, CudaSlice, DevicePtr, DevicePtrMut, DeviceRepr, DriverError, LaunchConfig,
     PushKernelArg,
 };
+use kernels_gpu::elem::{Elems, Storage};
 use kernels_gpu::gemm::GemmParams;
-use kernels_gpu::launch::{KernelSpec, Operands, Precision};
+use kernels_gpu::launch::{KernelSpec, Operands};
 use serde::Serialize;
 
 use crate::HostError;
 use crate::gpu::Gpu;
+use crate::matrix::DeviceMatrix;
 use crate::reference::{Reference, Verification};
 use crate::shape::Shape;
 use crate::timing::Timing;
 use crate::tma::{DeviceMaps, Operand, Padded};
 
-/// A, B and C on the device.
+/// A, B and C on the device, in the stored types of the kernels that
+/// run on them.
 pub struct Buffers {
     pub shape: Shape,
-    pub a: CudaSlice<f32>,
-    pub b: CudaSlice<f32>,
-    pub c: CudaSlice<f32>,
+    pub storage: Storage,
+    pub a: DeviceMatrix,
+    pub b: DeviceMatrix,
+    pub c: DeviceMatrix,
     /// Written between timed launches to evict A, B and C from L2.
     flush: L2Flush,
     /// A's, B's and C's device addresses, read once here, so that
@@ -39,26 +43,29 @@ pub struct Buffers {
 
 impl Buffers {
     /// Bytes of device memory [`Buffers::new`] will allocate.
-    pub fn device_bytes(gpu: &Gpu, shape: &Shape) -> usize {
-        shape.bytes() + L2Flush::bytes(gpu)
+    pub fn device_bytes(gpu: &Gpu, shape: &Shape, storage: Storage) -> usize {
+        shape.bytes(storage) + L2Flush::bytes(gpu)
     }
 
-    /// Uploads A and B and allocates C, after checking they fit.
-    pub fn new(gpu: &Gpu, shape: Shape, a: &[f32], b: &[f32]) -> Result<Self, HostError> {
-        gpu.check_fits(&shape.to_string(), Self::device_bytes(gpu, &shape))?;
-        let c_len = shape.m * shape.n;
+    /// Uploads A and B (values of `storage`'s types: `inputs::random_inputs`)
+    /// and allocates C, after checking they fit.
+    pub fn new(
+        gpu: &Gpu,
+        shape: Shape,
+        storage: Storage,
+        a: &[f32],
+        b: &[f32],
+    ) -> Result<Self, HostError> {
+        gpu.check_fits(&shape.to_string(), Self::device_bytes(gpu, &shape, storage))?;
         // SAFETY: C is poisoned before every verified launch.
-        let c =
-            unsafe { gpu.stream.alloc::<f32>(c_len) }.map_err(HostError::cuda("allocating C"))?;
+        let c = unsafe { DeviceMatrix::alloc(gpu, storage.c, shape.m * shape.n) }?;
         let flush = L2Flush::new(gpu)?;
-        let (a, b) = (gpu.upload(a)?, gpu.upload(b)?);
-        let addresses = (
-            device_address(gpu, &a),
-            device_address(gpu, &b),
-            device_address(gpu, &c),
-        );
+        let a = DeviceMatrix::upload(gpu, storage.a, a)?;
+        let b = DeviceMatrix::upload(gpu, storage.b, b)?;
+        let addresses = (a.address(gpu), b.address(gpu), c.address(gpu));
         Ok(Self {
             shape,
+            storage,
             a,
             b,
             c,
@@ -82,7 +89,19 @@ impl Buffers {
 
     /// Fills C with NaN (all bytes 0xFF), so an element no thread writes fails verification.
     pub fn poison_c(&mut self, gpu: &Gpu) -> Result<(), HostError> {
-        memset(gpu, &mut self.c, 0xFF).map_err(HostError::cuda("poisoning C"))
+        self.c.poison(gpu)
+    }
+
+    /// The error for a kernel whose stored types are not these buffers'.
+    pub fn check_storage(&self, name: &str, elems: Elems) -> Result<(), HostError> {
+        if elems.storage() == self.storage {
+            return Ok(());
+        }
+        Err(HostError::BadShape(format!(
+            "{name} takes {} but the buffers hold {}: run it on buffers of its own types",
+            elems.storage(),
+            self.storage
+        )))
     }
 }
 
@@ -111,7 +130,7 @@ impl L2Flush {
     }
 }
 
-fn memset<T>(gpu: &Gpu, buf: &mut CudaSlice<T>, byte: u8) -> Result<(), DriverError> {
+pub(crate) fn memset<T>(gpu: &Gpu, buf: &mut CudaSlice<T>, byte: u8) -> Result<(), DriverError> {
     let bytes = buf.num_bytes();
     let (ptr, _sync) = buf.device_ptr_mut(&gpu.stream);
     // SAFETY: writes exactly the buffer's own bytes, on the stream that owns it.
@@ -128,8 +147,9 @@ pub fn device_address<T>(gpu: &Gpu, buf: &CudaSlice<T>) -> CUdeviceptr {
 pub trait Enqueue {
     /// Name in reports.
     fn name(&self) -> &str;
-    /// The arithmetic it does (what its result is verified against).
-    fn precision(&self) -> Precision;
+    /// Its element types: what buffers it runs on, and what its result
+    /// is verified against.
+    fn elems(&self) -> Elems;
     /// Enqueues one product into `bufs.c`; returns without waiting.
     fn enqueue(&self, gpu: &Gpu, bufs: &mut Buffers) -> Result<(), HostError>;
 }
@@ -247,16 +267,18 @@ impl Kernel {
         // Where the tensor maps point: the caller's A and B, or padded
         // copies of them when TMA cannot describe them.
         let mut padded = self.padded.lock().unwrap_or_else(|e| e.into_inner());
-        let (a_op, b_op, call) = match self.spec.operands.padded(p, aligned16) {
+        let (a_op, b_op, call) = match self.spec.padded(p, aligned16) {
             None => (
                 Operand {
                     ptr: call.a,
+                    elem: self.spec.elems.a,
                     rows: m,
                     cols: k,
                     ld: p.lda as usize,
                 },
                 Operand {
                     ptr: call.b,
+                    elem: self.spec.elems.b,
                     rows: k,
                     cols: n,
                     ld: p.ldb as usize,
@@ -264,8 +286,14 @@ impl Kernel {
                 *call,
             ),
             Some(sizes) => {
-                let mut pad =
-                    Padded::for_problem(padded.take(), gpu, (m, n, k), sizes, boxes.b_transposed)?;
+                let mut pad = Padded::for_problem(
+                    padded.take(),
+                    gpu,
+                    (m, n, k),
+                    sizes,
+                    boxes.b_transposed,
+                    self.spec.elems.storage(),
+                )?;
                 let copied = pad.copy_in(gpu, call);
                 *padded = Some(pad);
                 copied?
@@ -359,11 +387,12 @@ impl Enqueue for Kernel {
         &self.label
     }
 
-    fn precision(&self) -> Precision {
-        self.spec.precision
+    fn elems(&self) -> Elems {
+        self.spec.elems
     }
 
     fn enqueue(&self, gpu: &Gpu, bufs: &mut Buffers) -> Result<(), HostError> {
+        bufs.check_storage(&self.label, self.spec.elems)?;
         let call = bufs.dense_call();
         // SAFETY: the buffers hold a dense m x k A, k x n B and m x n C
         // (Buffers::new), C apart from both; they outlive the launch
@@ -461,7 +490,7 @@ pub fn verify(
     kernel.enqueue(gpu, bufs)?;
     gpu.sync(&format!("running {name}"))
         .map_err(|e| launch_error(&name, e))?;
-    Ok(reference.check(&gpu.download(&bufs.c)?, kernel.precision()))
+    Ok(reference.check(&bufs.c.download(gpu)?, kernel.elems()))
 }
 
 /// Times `kernels` (each verified already) on the same buffers, in

@@ -49,10 +49,10 @@ impl Shape {
         (self.m * self.k, self.k * self.n, self.m * self.n)
     }
 
-    /// Bytes of A, B and C together.
-    pub fn bytes(&self) -> usize {
+    /// Bytes of A, B and C together, stored as `storage` says.
+    pub fn bytes(&self, storage: kernels_gpu::elem::Storage) -> usize {
         let (a, b, c) = self.elems();
-        (a + b + c) * 4
+        a * storage.a.bytes() + b * storage.b.bytes() + c * storage.c.bytes()
     }
 
     /// The dense product `C = A * B` of this shape, as the kernels take it.

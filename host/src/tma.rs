@@ -13,6 +13,7 @@ use cudarc::driver::sys::{
     CUtensorMapInterleave, CUtensorMapL2promotion, CUtensorMapSwizzle,
 };
 use cudarc::driver::{CudaFunction, CudaSlice, LaunchConfig, PushKernelArg};
+use kernels_gpu::elem::Elem;
 use kernels_gpu::launch::{TENSOR_MAP_BYTES, TmaBoxes};
 
 use crate::HostError;
@@ -20,14 +21,25 @@ use crate::gpu::Gpu;
 use crate::runner::GemmCall;
 use kernels_gpu::gemm::GemmParams;
 
-/// A row-major f32 matrix in device memory, as a tensor map describes it.
+/// A row-major matrix in device memory, as a tensor map describes it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Operand {
     pub ptr: CUdeviceptr,
+    /// The stored type of its elements.
+    pub elem: Elem,
     pub rows: usize,
     pub cols: usize,
-    /// Elements between rows (a multiple of 4: TMA's 16-byte strides).
+    /// Elements between rows (16 bytes' worth a multiple: TMA's strides).
     pub ld: usize,
+}
+
+/// TMA's name for a stored type.
+pub fn tma_data_type(elem: Elem) -> CUtensorMapDataType {
+    match elem {
+        Elem::F32 => CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_FLOAT32,
+        Elem::Bf16 => CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
+        Elem::F16 => CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
+    }
 }
 
 /// The bytes of A's map followed by B's, as the kernel expects them.
@@ -72,7 +84,7 @@ fn encode_2d(
     // Innermost dimension first: columns, then rows.
     let dims = [cols, rows];
     // Byte stride of every dimension but the first.
-    let strides = [op.ld as u64 * 4];
+    let strides = [(op.ld * op.elem.bytes()) as u64];
     let box_dims = [box_.1, box_.0];
     let element_strides = [1u32, 1];
     let mut map = CUtensorMap { opaque: [0; 16] };
@@ -81,7 +93,7 @@ fn encode_2d(
     unsafe {
         sys::cuTensorMapEncodeTiled(
             &mut map,
-            CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_FLOAT32,
+            tma_data_type(op.elem),
             2,
             ptr as *mut std::ffi::c_void,
             dims.as_ptr(),
@@ -96,8 +108,10 @@ fn encode_2d(
     }
     .result()
     .map_err(HostError::cuda(&format!(
-        "making {which}'s tensor map ({rows} x {cols} floats, boxes of {} x {})",
-        box_.0, box_.1
+        "making {which}'s tensor map ({rows} x {cols} {}, boxes of {} x {})",
+        op.elem.name(),
+        box_.0,
+        box_.1
     )))?;
     Ok(map)
 }
@@ -146,6 +160,9 @@ impl DeviceMaps {
 /// For a kernel that reads B transposed (`TmaBoxes::b_transposed`, step
 /// 17), B's copy is B^T (n x k4, rounded to TF32) at every shape, and A
 /// is copied only when TMA cannot read it as it is.
+///
+/// The copy kernels are those of the f32 TMA kernels: A and B stored as
+/// f32 ([`Padded::for_problem`] refuses other types).
 pub struct Padded {
     /// `(m, n, k)` of the problem it was made for.
     dims: (usize, usize, usize),
@@ -182,7 +199,15 @@ impl Padded {
         dims: (usize, usize, usize),
         (k4, n4): (usize, usize),
         transpose_b: bool,
+        storage: kernels_gpu::elem::Storage,
     ) -> Result<Padded, HostError> {
+        if storage.a != Elem::F32 || storage.b != Elem::F32 {
+            return Err(HostError::BadShape(format!(
+                "TMA cannot read A and B ({storage}) as they are (rows must be 16-byte \
+                 multiples), and the padded copies are made for f32 only: give k and n as \
+                 multiples of 8"
+            )));
+        }
         if let Some(cached) = cached
             && cached.dims == dims
             && cached.transpose_b == transpose_b
@@ -235,6 +260,7 @@ impl Padded {
         let a_op = if a_as_is {
             Operand {
                 ptr: call.a,
+                elem: Elem::F32,
                 rows: m,
                 cols: k,
                 ld: p.lda as usize,
@@ -252,6 +278,7 @@ impl Padded {
             self.pad_rows(gpu, (call.a, a_ptr), (m, k, p.lda as usize), k4, "A")?;
             Operand {
                 ptr: a_ptr,
+                elem: Elem::F32,
                 rows: m,
                 cols: k4,
                 ld: k4,
@@ -261,6 +288,7 @@ impl Padded {
             self.transpose_b(gpu, transpose, call.b, (k, n, p.ldb as usize))?;
             Operand {
                 ptr: self.b.1,
+                elem: Elem::F32,
                 rows: n,
                 cols: k4,
                 ld: k4,
@@ -275,6 +303,7 @@ impl Padded {
             )?;
             Operand {
                 ptr: self.b.1,
+                elem: Elem::F32,
                 rows: k4,
                 cols: self.n4,
                 ld: self.n4,

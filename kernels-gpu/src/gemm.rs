@@ -2,6 +2,7 @@
 //! body into a PTX entry point.
 
 use crate::device::{GlobalIn, GlobalOut};
+use crate::elem::Element;
 
 /// The kernel ABI: every GEMM entry takes `(A, B, C, params)` (and TMA
 /// kernels one more pointer, their tensor maps), `params` by value. The
@@ -89,13 +90,16 @@ impl GemmParams {
 }
 
 /// What a kernel body receives: one product of the batch, its operands as
-/// views of global memory, and the shape, strides and scalars of
-/// [`GemmParams`] (as `usize`, so the ladder files index with them).
+/// views of global memory holding the stored types `A`, `B` and `C`
+/// ([`crate::elem`]; f32 unless a kernel says otherwise), and the shape,
+/// strides and scalars of [`GemmParams`] (as `usize`, so the ladder files
+/// index with them). Addressing is the same for every type; the vector
+/// loads and the epilogue below are those of the f32 kernels.
 #[derive(Clone, Copy, Debug)]
-pub struct Gemm {
-    pub a: GlobalIn,
-    pub b: GlobalIn,
-    pub c: GlobalOut,
+pub struct Gemm<A: Element = f32, B: Element = f32, C: Element = f32> {
+    pub a: GlobalIn<A>,
+    pub b: GlobalIn<B>,
+    pub c: GlobalOut<C>,
     pub m: usize,
     pub n: usize,
     pub k: usize,
@@ -134,7 +138,7 @@ impl Gemm {
 }
 
 #[cfg(target_arch = "nvptx64")]
-impl Gemm {
+impl<A: Element, B: Element, C: Element> Gemm<A, B, C> {
     /// Builds the arguments from a kernel's raw parameters, for a launch
     /// of one product (`gridDim.z == 1`): A, B and C are the parameters
     /// themselves (PTX entries only; on the host the emulator builds
@@ -146,7 +150,7 @@ impl Gemm {
     /// the whole launch (with split-K, `k` the slice's depth, and
     /// `k_slice < k` unless it is 0); C overlaps neither input.
     #[inline(always)]
-    pub unsafe fn from_raw(a: *const f32, b: *const f32, c: *mut f32, p: GemmParams) -> Self {
+    pub unsafe fn from_raw(a: *const A, b: *const B, c: *mut C, p: GemmParams) -> Self {
         // SAFETY: forwarded from this function's contract.
         unsafe {
             Self::new(
@@ -173,12 +177,7 @@ impl Gemm {
     /// moved by `z * stride_*`; no product's C overlaps an input or
     /// another product's C.
     #[inline(always)]
-    pub unsafe fn from_raw_batched(
-        a: *const f32,
-        b: *const f32,
-        c: *mut f32,
-        p: GemmParams,
-    ) -> Self {
+    pub unsafe fn from_raw_batched(a: *const A, b: *const B, c: *mut C, p: GemmParams) -> Self {
         let z = crate::device::block_idx_z() as u64;
         let (a, b, c) = (
             a.wrapping_add((z * p.stride_a) as usize),
@@ -198,12 +197,18 @@ impl Gemm {
     }
 }
 
-impl Gemm {
+impl<A: Element, B: Element, C: Element> Gemm<A, B, C> {
     /// Product `z`'s arguments on the views `a`, `b`, `c` (already at
     /// that product): with split-K its depth is what is left of K from
     /// slice `z` on, at most `k_slice`.
     #[inline(always)]
-    pub(crate) fn new(a: GlobalIn, b: GlobalIn, c: GlobalOut, p: GemmParams, z: u32) -> Self {
+    pub(crate) fn new(
+        a: GlobalIn<A>,
+        b: GlobalIn<B>,
+        c: GlobalOut<C>,
+        p: GemmParams,
+        z: u32,
+    ) -> Self {
         let k = p.depth(z);
         Self {
             a,
@@ -238,7 +243,7 @@ pub const fn span(rows: u32, cols: u32, ld: u32) -> u64 {
     (rows as u64 - 1) * ld as u64 + cols as u64
 }
 
-impl Gemm {
+impl<A: Element, B: Element, C: Element> Gemm<A, B, C> {
     /// `(m, n, k)` as `u32`, the type of the offset helpers' coordinates
     /// (the parameters are `u32`, so nothing is lost).
     #[inline(always)]
@@ -442,17 +447,37 @@ impl Gemm {
 }
 
 /// Exports a kernel body `fn name(Gemm)` as the PTX entry `name` with the
-/// parameters `(const float* A, const float* B, float* C, GemmParams p)`,
-/// which runs the body on `Gemm::from_raw` for one product and on
+/// parameters `(const A* A, const B* B, C* C, GemmParams p)`, which runs
+/// the body on `Gemm::from_raw` for one product and on
 /// `Gemm::from_raw_batched` for a batch; `gemm_kernel!(name, one_product)`
 /// only the first (`KernelSpec::batches` false);
 /// `gemm_kernel!(name, tensor_maps)` a body `fn name(Gemm, TensorMaps)`
 /// with one more parameter, `const u8* maps`.
+///
+/// The stored types are f32 in these forms; a kernel of other element
+/// types names them after its kind, `gemm_kernel!(name, tensor_maps,
+/// elems(Bf16, Bf16, f32))` (A, B, C: [`Element`] types, which must be its
+/// spec's `elems`). Pointer parameters are untyped in PTX, so the types
+/// change the body, never the ABI.
 #[macro_export]
 macro_rules! gemm_kernel {
     ($name:ident) => {
+        $crate::gemm_kernel!($name, batched, elems(f32, f32, f32));
+    };
+    ($name:ident, one_product) => {
+        $crate::gemm_kernel!($name, one_product, elems(f32, f32, f32));
+    };
+    ($name:ident, tensor_maps) => {
+        $crate::gemm_kernel!($name, tensor_maps, elems(f32, f32, f32));
+    };
+    ($name:ident, batched, elems($a:ty, $b:ty, $c:ty)) => {
         #[cfg(target_arch = "nvptx64")]
         mod entry {
+            // The 16-bit types by name, for `elems(Bf16, ...)` (the types
+            // are resolved in this module, not in the kernel's).
+            #[allow(unused_imports)]
+            use $crate::elem::{Bf16, F16};
+
             /// PTX entry point; see the body of the same name in the parent module.
             ///
             /// # Safety
@@ -460,9 +485,9 @@ macro_rules! gemm_kernel {
             /// and buffers as [`Gemm::from_raw`](crate::gemm::Gemm::from_raw) requires.
             #[unsafe(no_mangle)]
             pub unsafe extern "ptx-kernel" fn $name(
-                a: *const f32,
-                b: *const f32,
-                c: *mut f32,
+                a: *const $a,
+                b: *const $b,
+                c: *mut $c,
                 p: $crate::gemm::GemmParams,
             ) {
                 // Uniform: one product, or a batch (split-K included).
@@ -478,9 +503,14 @@ macro_rules! gemm_kernel {
     };
     // A kernel that computes one product per launch (`KernelSpec::batches`
     // false; the host never launches it with gridDim.z > 1).
-    ($name:ident, one_product) => {
+    ($name:ident, one_product, elems($a:ty, $b:ty, $c:ty)) => {
         #[cfg(target_arch = "nvptx64")]
         mod entry {
+            // The 16-bit types by name, for `elems(Bf16, ...)` (the types
+            // are resolved in this module, not in the kernel's).
+            #[allow(unused_imports)]
+            use $crate::elem::{Bf16, F16};
+
             /// PTX entry point; see the body of the same name in the parent module.
             ///
             /// # Safety
@@ -489,9 +519,9 @@ macro_rules! gemm_kernel {
             /// [`Gemm::from_raw`](crate::gemm::Gemm::from_raw) requires.
             #[unsafe(no_mangle)]
             pub unsafe extern "ptx-kernel" fn $name(
-                a: *const f32,
-                b: *const f32,
-                c: *mut f32,
+                a: *const $a,
+                b: *const $b,
+                c: *mut $c,
                 p: $crate::gemm::GemmParams,
             ) {
                 // SAFETY: the host upholds the launch contract above.
@@ -501,9 +531,14 @@ macro_rules! gemm_kernel {
     };
     // A TMA kernel (`Operands::TensorMaps`): one more parameter, the
     // address of A's and B's tensor maps in device memory.
-    ($name:ident, tensor_maps) => {
+    ($name:ident, tensor_maps, elems($a:ty, $b:ty, $c:ty)) => {
         #[cfg(target_arch = "nvptx64")]
         mod entry {
+            // The 16-bit types by name, for `elems(Bf16, ...)` (the types
+            // are resolved in this module, not in the kernel's).
+            #[allow(unused_imports)]
+            use $crate::elem::{Bf16, F16};
+
             /// PTX entry point; see the body of the same name in the parent module.
             ///
             /// # Safety
@@ -513,9 +548,9 @@ macro_rules! gemm_kernel {
             /// [`TensorMaps::from_raw`](crate::device::tma::TensorMaps::from_raw) requires.
             #[unsafe(no_mangle)]
             pub unsafe extern "ptx-kernel" fn $name(
-                a: *const f32,
-                b: *const f32,
-                c: *mut f32,
+                a: *const $a,
+                b: *const $b,
+                c: *mut $c,
                 p: $crate::gemm::GemmParams,
                 maps: *const u8,
             ) {

@@ -25,7 +25,8 @@
 
 use crate::device::{block_idx_x, block_idx_y, fma, thread_idx_x, thread_idx_y};
 use crate::gemm::Gemm;
-use crate::launch::{KernelSpec, Launch, Precision, Body, Operands, Ops};
+use crate::elem::Elems;
+use crate::launch::{KernelSpec, Launch, Body, Operands, Ops};
 use crate::modules;
 
 /// Threads per block along x and y; each block covers a BLOCK x BLOCK tile of C.
@@ -35,7 +36,7 @@ pub const SPEC: KernelSpec = KernelSpec {
     name: "naive",
     step: 1,
     module: &modules::LADDER,
-    precision: Precision::Fp32,
+    elems: Elems::FP32,
     summary: "one thread per C element, A and B read from global memory",
     launch: Launch {
         block_threads: (BLOCK as u32, BLOCK as u32),

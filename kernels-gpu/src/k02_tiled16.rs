@@ -27,7 +27,8 @@ use crate::device::{
     SharedTile, block_idx_x, block_idx_y, fma, sync_threads, thread_idx_x, thread_idx_y,
 };
 use crate::gemm::Gemm;
-use crate::launch::{KernelSpec, Launch, Precision, Body, Operands, Ops};
+use crate::elem::Elems;
+use crate::launch::{KernelSpec, Launch, Body, Operands, Ops};
 use crate::modules;
 
 /// Tile edge: blocks are T x T threads, tiles T x T floats, K steps by T.
@@ -49,7 +50,7 @@ pub const SPEC: KernelSpec = KernelSpec {
     name: "tiled16",
     step: 2,
     module: &modules::LADDER,
-    precision: Precision::Fp32,
+    elems: Elems::FP32,
     summary: "the lesson: 16x16 tiles of A and B in shared memory ([16][17])",
     launch: Launch {
         block_threads: (T as u32, T as u32),
@@ -177,7 +178,7 @@ pub const SPEC_NOPAD: KernelSpec = KernelSpec {
     name: "tiled16_nopad",
     step: 2,
     module: &modules::LADDER,
-    precision: Precision::Fp32,
+    elems: Elems::FP32,
     summary: "the lesson's kernel with unpadded [16][16] tiles",
     launch: Launch {
         block_threads: (T as u32, T as u32),

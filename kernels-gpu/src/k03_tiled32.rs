@@ -27,7 +27,8 @@ use crate::device::{
     SharedTile, block_idx_x, block_idx_y, fma, sync_threads, thread_idx_x, thread_idx_y,
 };
 use crate::gemm::Gemm;
-use crate::launch::{KernelSpec, Launch, Precision, Body, Operands, Ops};
+use crate::elem::Elems;
+use crate::launch::{KernelSpec, Launch, Body, Operands, Ops};
 use crate::modules;
 
 /// Tile edge: blocks are T x T threads, tiles T x T floats, K steps by T.
@@ -45,7 +46,7 @@ pub const SPEC: KernelSpec = KernelSpec {
     name: "tiled32",
     step: 3,
     module: &modules::LADDER,
-    precision: Precision::Fp32,
+    elems: Elems::FP32,
     summary: "the lesson's kernel with 32x32 tiles (1024 threads per block)",
     launch: Launch {
         block_threads: (T as u32, T as u32),

@@ -23,7 +23,8 @@
 
 use crate::device::{SharedTile, block_idx_x, block_idx_y, fma, sync_threads, thread_idx_x};
 use crate::gemm::Gemm;
-use crate::launch::{KernelSpec, Launch, Precision, Body, Operands, Ops};
+use crate::elem::Elems;
+use crate::launch::{KernelSpec, Launch, Body, Operands, Ops};
 use crate::modules;
 
 /// Rows of C per block.
@@ -51,7 +52,7 @@ pub const SPEC: KernelSpec = KernelSpec {
     name: "blocktile_1d",
     step: 4,
     module: &modules::LADDER,
-    precision: Precision::Fp32,
+    elems: Elems::FP32,
     summary: "64x64 block tile, BK = 8, each thread computes 8 outputs in a column",
     launch: Launch {
         block_threads: (THREADS as u32, 1),

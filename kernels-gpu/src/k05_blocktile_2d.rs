@@ -24,7 +24,8 @@
 
 use crate::device::{SharedTile, block_idx_x, block_idx_y, fma, sync_threads, thread_idx_x};
 use crate::gemm::Gemm;
-use crate::launch::{KernelSpec, Launch, Precision, Body, Operands, Ops};
+use crate::elem::Elems;
+use crate::launch::{KernelSpec, Launch, Body, Operands, Ops};
 use crate::modules;
 use crate::unroll::unroll;
 
@@ -62,7 +63,7 @@ pub const SPEC: KernelSpec = KernelSpec {
     name: "blocktile_2d",
     step: 5,
     module: &modules::LADDER,
-    precision: Precision::Fp32,
+    elems: Elems::FP32,
     summary: "128x128 block tile, each thread an 8x8 square (outer products in registers)",
     launch: Launch {
         block_threads: (THREADS as u32, 1),

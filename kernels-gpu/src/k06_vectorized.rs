@@ -32,7 +32,8 @@
 use crate::device::{SharedTile, block_idx_x, block_idx_y, fma, sync_threads, thread_idx_x};
 use crate::gemm::Gemm;
 use crate::unroll::unroll;
-use crate::launch::{KernelSpec, Launch, Precision, Body, Operands, Ops};
+use crate::elem::Elems;
+use crate::launch::{KernelSpec, Launch, Body, Operands, Ops};
 use crate::modules;
 
 /// Rows of C per block.
@@ -72,7 +73,7 @@ pub const SPEC: KernelSpec = KernelSpec {
     name: "vectorized",
     step: 6,
     module: &modules::LADDER,
-    precision: Precision::Fp32,
+    elems: Elems::FP32,
     summary: "step 05 with 128-bit global and shared loads (A transposed in shared memory)",
     launch: Launch {
         block_threads: (THREADS as u32, 1),

@@ -26,7 +26,8 @@
 use crate::device::{SharedTile, block_idx_x, block_idx_y, fma, sync_threads, thread_idx_x};
 use crate::gemm::Gemm;
 use crate::unroll::unroll;
-use crate::launch::{KernelSpec, Launch, Precision, Body, Operands, Ops};
+use crate::elem::Elems;
+use crate::launch::{KernelSpec, Launch, Body, Operands, Ops};
 use crate::modules;
 
 /// Rows of C per block.
@@ -80,7 +81,7 @@ pub const SPEC: KernelSpec = KernelSpec {
     name: "double_buffer",
     step: 7,
     module: &modules::LADDER,
-    precision: Precision::Fp32,
+    elems: Elems::FP32,
     summary: "step 06 with two shared stages: next tile loaded to registers during compute",
     launch: Launch {
         block_threads: (THREADS as u32, 1),

@@ -28,7 +28,8 @@
 use crate::device::{SharedTile, block_idx_x, block_idx_y, fma, sync_threads, thread_idx_x};
 use crate::gemm::Gemm;
 use crate::unroll::unroll;
-use crate::launch::{KernelSpec, Launch, Precision, Body, Operands, Ops};
+use crate::elem::Elems;
+use crate::launch::{KernelSpec, Launch, Body, Operands, Ops};
 use crate::modules;
 
 /// Rows of C per block.
@@ -103,7 +104,7 @@ pub const SPEC: KernelSpec = KernelSpec {
     name: "warptile",
     step: 8,
     module: &modules::LADDER,
-    precision: Precision::Fp32,
+    elems: Elems::FP32,
     summary: "step 07 with warp tiles: each warp a 32x64 tile, lanes 2x2 pieces of 4x4",
     launch: Launch {
         block_threads: (THREADS as u32, 1),

@@ -43,7 +43,8 @@
 use crate::device::{SharedTile, block_idx_x, block_idx_y, fma, sync_threads, thread_idx_x};
 use crate::gemm::Gemm;
 use crate::unroll::unroll;
-use crate::launch::{KernelSpec, Launch, Precision, Body, Operands, Ops};
+use crate::elem::Elems;
+use crate::launch::{KernelSpec, Launch, Body, Operands, Ops};
 use crate::modules;
 
 /// Rows of C per block.
@@ -118,7 +119,7 @@ pub const SPEC: KernelSpec = KernelSpec {
     name: "prefetch",
     step: 9,
     module: &modules::LADDER,
-    precision: Precision::Fp32,
+    elems: Elems::FP32,
     summary: "step 08 with register double-buffered fragments: row kk+1 loads during row kk's FMAs",
     launch: Launch {
         block_threads: (THREADS as u32, 1),

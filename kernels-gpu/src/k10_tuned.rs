@@ -82,7 +82,8 @@
 use crate::device::{SharedTile, block_idx_x, block_idx_y, fma, sync_threads, thread_idx_x};
 use crate::gemm::Gemm;
 use crate::unroll::unroll;
-use crate::launch::{Body, KernelSpec, Launch, Op, Operands, Ops, Precision};
+use crate::elem::Elems;
+use crate::launch::{Body, KernelSpec, Launch, Op, Operands, Ops};
 use crate::modules::{self, PtxModule};
 
 /// A warp's 32 lanes as a LANE_ROWS x LANE_COLS grid.
@@ -187,7 +188,7 @@ impl Params {
             name,
             step: 10,
             module,
-            precision: Precision::Fp32,
+            elems: Elems::FP32,
             summary: "step 09's design, const-generic: one entry per parameter set",
             launch: Launch {
                 block_threads: (self.threads() as u32, 1),

@@ -72,7 +72,8 @@ use crate::device::async_copy::{commit_group, wait_group};
 use crate::device::mma::{mma_m16n8k8_tf32, to_tf32};
 use crate::device::{SharedTile, block_idx_x, block_idx_y, sync_threads, thread_idx_x};
 use crate::gemm::Gemm;
-use crate::launch::{KernelSpec, Launch, Precision, Body, Operands, Ops};
+use crate::elem::Elems;
+use crate::launch::{KernelSpec, Launch, Body, Operands, Ops};
 use crate::modules;
 use crate::unroll::unroll;
 
@@ -137,7 +138,7 @@ impl Params {
             name,
             step: 11,
             module: &modules::MMA,
-            precision: Precision::Tf32,
+            elems: Elems::TF32,
             summary: "TF32 tensor cores (mma.sync m16n8k8), multi-stage cp.async pipeline, swizzled tiles",
             launch: Launch {
                 block_threads: (self.threads() as u32, 1),

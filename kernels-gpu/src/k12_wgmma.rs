@@ -33,7 +33,7 @@
 //! 11's; A is read by the tensor cores from shared memory as TMA wrote it,
 //! and the hardware ignores its 13 low mantissa bits (truncation, twice
 //! the unit roundoff). The verification's bound allows for it
-//! (`Precision::Tf32`), and the bench shows the error next to cuBLAS TF32's.
+//! (`Math::Tf32`), and the bench shows the error next to cuBLAS TF32's.
 //!
 //! Prediction (H200, n = 4096): with the copies off the threads and 64 x
 //! 256 x 8 per instruction, the tensor pipe should stay busy except while
@@ -62,7 +62,8 @@ use crate::device::wgmma::{
 use crate::device::{SharedTile, block_idx_x, block_idx_y, shared, sync_threads, thread_idx_x};
 #[cfg(target_arch = "nvptx64")]
 use crate::gemm::Gemm;
-use crate::launch::{Body, KernelSpec, Launch, Operands, Ops, Precision, TmaBoxes};
+use crate::elem::Elems;
+use crate::launch::{Body, KernelSpec, Launch, Operands, Ops, TmaBoxes};
 use crate::modules;
 #[cfg(target_arch = "nvptx64")]
 use crate::unroll::unroll;
@@ -114,7 +115,7 @@ impl Params {
             name,
             step: 12,
             module: &modules::WGMMA,
-            precision: Precision::Tf32,
+            elems: Elems::TF32,
             summary: "Hopper wgmma (64x256x8 per warpgroup instruction), TMA tile copies, mbarrier stages",
             launch: Launch {
                 block_threads: (THREADS as u32, 1),

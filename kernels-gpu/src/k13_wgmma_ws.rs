@@ -52,7 +52,8 @@ use crate::gemm::Gemm;
 use crate::k12_wgmma::{ALIGN, B_BOX_COLS, BK, BN, GPU_ONLY};
 #[cfg(target_arch = "nvptx64")]
 use crate::k12_wgmma::store_tile;
-use crate::launch::{Body, KernelSpec, Launch, Operands, Ops, Precision, TmaBoxes};
+use crate::elem::Elems;
+use crate::launch::{Body, KernelSpec, Launch, Operands, Ops, TmaBoxes};
 use crate::modules;
 #[cfg(target_arch = "nvptx64")]
 use crate::unroll::unroll;
@@ -117,7 +118,7 @@ impl Params {
             name,
             step,
             module: &modules::WGMMA,
-            precision: Precision::Tf32,
+            elems: Elems::TF32,
             summary,
             launch: Launch {
                 block_threads: (THREADS as u32, 1),

@@ -28,7 +28,8 @@
 
 use crate::device::{block_idx_x, block_idx_y, thread_idx_x};
 use crate::gemm::Gemm;
-use crate::launch::{Body, KernelSpec, Launch, Operands, Ops, Precision};
+use crate::elem::Elems;
+use crate::launch::{Body, KernelSpec, Launch, Operands, Ops};
 use crate::modules;
 
 /// Threads per block: consecutive columns of C.
@@ -46,7 +47,7 @@ pub const REDUCE: KernelSpec = KernelSpec {
     name: "reduce_slices",
     step: 14,
     module: &modules::LADDER,
-    precision: Precision::Fp32,
+    elems: Elems::FP32,
     summary: "split-K's reduction: C = alpha * (sum of the slices' partial sums) + beta * C",
     launch: Launch {
         block_threads: (THREADS as u32, 1),

@@ -29,7 +29,8 @@
 
 use crate::device::{block_idx_x, block_idx_y, fma, thread_idx_x};
 use crate::gemm::Gemm;
-use crate::launch::{Body, KernelSpec, Launch, Operands, Ops, Precision};
+use crate::elem::Elems;
+use crate::launch::{Body, KernelSpec, Launch, Operands, Ops};
 use crate::modules;
 use crate::unroll::{pipelined, unroll};
 
@@ -44,7 +45,7 @@ const fn spec(name: &'static str, threads: usize, vec: usize, body: fn(Gemm)) ->
         name,
         step: 15,
         module: &modules::LADDER,
-        precision: Precision::Fp32,
+        elems: Elems::FP32,
         summary: "one row of threads per block: a row of C over a stream of B (with split-K)",
         launch: Launch {
             block_threads: (threads as u32, 1),

@@ -29,7 +29,8 @@
 use crate::device::warp::{WARP, lane, warp_idx, warp_sum};
 use crate::device::{block_idx_x, block_idx_y, fma};
 use crate::gemm::Gemm;
-use crate::launch::{Body, KernelSpec, Launch, Operands, Ops, Precision};
+use crate::elem::Elems;
+use crate::launch::{Body, KernelSpec, Launch, Operands, Ops};
 use crate::modules;
 use crate::unroll::{pipelined, unroll};
 
@@ -48,7 +49,7 @@ pub const SPEC: KernelSpec = KernelSpec {
     name: "gemv_warp_8x1",
     step: 16,
     module: &modules::LADDER,
-    precision: Precision::Fp32,
+    elems: Elems::FP32,
     summary: "a warp per row of C: 128-bit loads along the row, a shuffle sum across lanes",
     launch: Launch {
         block_threads: ((WARPS * WARP) as u32, 1),

@@ -1,30 +1,11 @@
 //! What the host needs to know to launch a kernel, stated once, by the
 //! kernel itself: block shape, the tile of C each block owns, shared
 //! memory, the PTX module (and so the GPUs) it is built for, and the
-//! precision it computes in.
+//! element types it stores and computes in.
 
+use crate::elem::Elems;
 use crate::gemm::{Gemm, GemmParams};
 use crate::modules::PtxModule;
-
-/// The arithmetic a kernel does. Inputs and outputs are `f32` for all.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Precision {
-    /// f32 multiply-adds (the FMA pipe).
-    Fp32,
-    /// A and B rounded to TF32 (10 explicit mantissa bits, round to
-    /// nearest) and multiplied on the tensor cores, accumulated in f32.
-    Tf32,
-}
-
-impl Precision {
-    /// `FP32` or `TF32`.
-    pub const fn name(self) -> &'static str {
-        match self {
-            Precision::Fp32 => "FP32",
-            Precision::Tf32 => "TF32",
-        }
-    }
-}
 
 /// How a kernel is launched.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -134,25 +115,39 @@ pub struct TmaBoxes {
     pub b_transposed: bool,
 }
 
-impl Operands {
-    /// For TMA operands that TMA cannot describe as they are, the sizes
-    /// `(k4, n4)` (K and N rounded up to multiples of 4) of the padded
-    /// copies of A (m x k4) and B (k4 x n4) the host makes for each
-    /// launch, with zeros in the padding, which add nothing to C. TMA needs
-    /// row strides that are multiples of 16 bytes (`lda` and `ldb`
-    /// multiples of 4) and 16-byte aligned starts (`aligned16`: A and B
-    /// both). A kernel that reads B transposed (`TmaBoxes::b_transposed`)
-    /// has B copied at every shape (B^T, n x k4). `None` when the kernel
-    /// reads the caller's A and B as they are.
+/// TMA's rule for a tensor's rows: their stride (and the start) must be
+/// multiples of 16 bytes.
+pub const TMA_ROW_ALIGN_BYTES: usize = 16;
+
+impl KernelSpec {
+    /// Elements of A's and B's stored types in [`TMA_ROW_ALIGN_BYTES`]
+    /// (4 for f32, 8 for the 16-bit types): what leading dimensions must
+    /// be multiples of for TMA to read A and B as they are, and what K and
+    /// N are rounded up to in their padded copies.
+    pub const fn tma_row_align(&self) -> usize {
+        let (a, b) = (self.elems.a.bytes(), self.elems.b.bytes());
+        TMA_ROW_ALIGN_BYTES / if a < b { a } else { b }
+    }
+
+    /// For a TMA kernel whose operands TMA cannot describe as they are,
+    /// the sizes `(k_pad, n_pad)` (K and N rounded up to multiples of
+    /// [`Self::tma_row_align`]) of the padded copies of A (m x k_pad) and
+    /// B (k_pad x n_pad) the host makes for each launch, with zeros in the
+    /// padding, which add nothing to C. TMA needs row strides that are
+    /// multiples of 16 bytes and 16-byte aligned starts (`aligned16`: A
+    /// and B both). A kernel that reads B transposed
+    /// (`TmaBoxes::b_transposed`) has B copied at every shape (B^T, n x
+    /// k_pad). `None` when the kernel reads the caller's A and B as they are.
     pub fn padded(&self, p: &GemmParams, aligned16: bool) -> Option<(usize, usize)> {
-        match self {
+        let align = self.tma_row_align();
+        let rows_ok = |ld: u32| (ld as usize).is_multiple_of(align);
+        match self.operands {
             Operands::TensorMaps(boxes)
-                if boxes.b_transposed
-                    || !(aligned16 && p.lda.is_multiple_of(4) && p.ldb.is_multiple_of(4)) =>
+                if boxes.b_transposed || !(aligned16 && rows_ok(p.lda) && rows_ok(p.ldb)) =>
             {
                 Some((
-                    (p.k as usize).next_multiple_of(4),
-                    (p.n as usize).next_multiple_of(4),
+                    (p.k as usize).next_multiple_of(align),
+                    (p.n as usize).next_multiple_of(align),
                 ))
             }
             Operands::Pointers | Operands::TensorMaps(_) => None,
@@ -164,12 +159,17 @@ impl Operands {
     /// dense problem of `p` ([`Self::padded`]).
     #[cfg(not(target_arch = "nvptx64"))]
     pub fn copies(&self, p: &GemmParams) -> Option<Copies> {
-        let (k4, n4) = self.padded(p, true)?;
-        Some(match self {
+        let (k_pad, n_pad) = self.padded(p, true)?;
+        let align = self.tma_row_align();
+        Some(match self.operands {
             Operands::TensorMaps(boxes) if boxes.b_transposed => Copies::TransposedB {
-                padded_k: (!p.k.is_multiple_of(4)).then_some(k4),
+                padded_k: (!(p.k as usize).is_multiple_of(align)).then_some(k_pad),
             },
-            _ => Copies::Padded { k4, n4 },
+            _ => Copies::Padded {
+                align,
+                k_pad,
+                n_pad,
+            },
         })
     }
 }
@@ -178,10 +178,15 @@ impl Operands {
 #[cfg(not(target_arch = "nvptx64"))]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Copies {
-    /// A and B into buffers with rows padded to `k4` and `n4` floats.
-    Padded { k4: usize, n4: usize },
+    /// A and B into buffers with rows padded to `k_pad` and `n_pad`
+    /// elements, multiples of `align` (16 bytes of the stored type).
+    Padded {
+        align: usize,
+        k_pad: usize,
+        n_pad: usize,
+    },
     /// B transposed and rounded to TF32 (and A too, into rows padded to
-    /// `padded_k` floats, when K is not a multiple of 4).
+    /// `padded_k` elements, when K is not a multiple of 4).
     TransposedB { padded_k: Option<usize> },
 }
 
@@ -197,11 +202,15 @@ impl Copies {
 impl core::fmt::Display for Copies {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         match self {
-            Copies::Padded { k4, n4 } => write!(
+            Copies::Padded {
+                align,
+                k_pad,
+                n_pad,
+            } => write!(
                 f,
-                "TMA needs rows of 16-byte multiples (k and n multiples of 4); each launch \
-                 first copies A and B into buffers padded to k = {k4}, n = {n4} (zeros), and \
-                 the times include the copies"
+                "TMA needs rows of 16-byte multiples (k and n multiples of {align}); each \
+                 launch first copies A and B into buffers padded to k = {k_pad}, n = {n_pad} \
+                 (zeros), and the times include the copies"
             ),
             Copies::TransposedB { padded_k } => {
                 write!(
@@ -231,14 +240,18 @@ pub struct KernelSpec {
     /// The PTX module the entry is built into: its architecture says
     /// which GPUs can run the kernel.
     pub module: &'static PtxModule,
-    pub precision: Precision,
+    /// A, B and C as stored, the accumulator, and the math
+    /// ([`crate::elem`]): what the host uploads, verifies against and
+    /// compares with.
+    pub elems: Elems,
     /// One line: what this step changes.
     pub summary: &'static str,
     pub launch: Launch,
     /// The lesson's traffic model counts every global load as DRAM
     /// traffic. A kernel that reuses each loaded element of A across
     /// `reuse.1` columns of C and each element of B across `reuse.0` rows
-    /// moves `4 * (M*N*K/reuse.1 + M*N*K/reuse.0 + M*N)` bytes in that
+    /// moves `4 * (M*N*K/reuse.1 + M*N*K/reuse.0 + M*N)` bytes (f32; each
+    /// element counts its stored type's bytes) in that
     /// model: `(1, 1)` for the naive kernel, `(16, 16)` for the lesson's.
     pub model_reuse: (usize, usize),
     /// The kernel's body for the CPU emulator, or why there is none.
@@ -321,12 +334,19 @@ mod tests {
     fn copy_notes_name_sizes_only_where_the_shape_sets_them() {
         use super::Copies;
         use crate::gemm::GemmParams;
-        let ws = crate::k13_wgmma_ws::SPEC_256X128X32_S4.operands;
-        let ss = crate::k17_wgmma_ss::SPEC_256X128X32_S4.operands;
+        let ws = crate::k13_wgmma_ws::SPEC_256X128X32_S4;
+        let ss = crate::k17_wgmma_ss::SPEC_256X128X32_S4;
         let (aligned, odd) = (GemmParams::dense(64, 64, 64), GemmParams::dense(33, 30, 17));
         assert_eq!(ws.copies(&aligned), None);
         let padded = ws.copies(&odd).unwrap();
-        assert_eq!(padded, Copies::Padded { k4: 20, n4: 32 });
+        assert_eq!(
+            padded,
+            Copies::Padded {
+                align: 4,
+                k_pad: 20,
+                n_pad: 32
+            }
+        );
         assert!(padded.depends_on_shape());
         // The host's and the bench's line (tests/tests/faults.rs checks it whole).
         assert_eq!(
@@ -381,7 +401,7 @@ mod tests {
         use crate::gemm::GemmParams;
         for k in KERNELS {
             let why = k.unsupported(&GemmParams::dense(64, 64, 64), 2);
-            if k.precision == crate::launch::Precision::Tf32 {
+            if k.elems.math.tensor_cores() {
                 assert!(
                     !k.batches && why.unwrap().contains("one product"),
                     "{}",

@@ -1,9 +1,10 @@
 //! SGEMM kernels in pure Rust, for `nvptx64-nvidia-cuda`.
 //!
 //! Every kernel computes `C = A * B` for row-major `A` (M x K), `B` (K x N)
-//! and `C` (M x N), for any M, N, K >= 1 (f32 in and out; step 11 multiplies
-//! in TF32). One file per step of the ladder, each built into one of the
-//! PTX [`modules`]:
+//! and `C` (M x N), for any M, N, K >= 1, in the element types its spec
+//! states ([`elem`]: f32 in and out for every step so far; steps 11-13, 17
+//! and 18 multiply in TF32). One file per step of the ladder, each built
+//! into one of the PTX [`modules`]:
 //!
 //! | step | file | what it changes |
 //! |---|---|---|
@@ -57,6 +58,7 @@
 #![cfg_attr(target_arch = "nvptx64", allow(internal_features))]
 
 pub mod device;
+pub mod elem;
 pub mod gemm;
 pub mod launch;
 pub mod modules;

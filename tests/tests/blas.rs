@@ -5,7 +5,8 @@
 //! f64 reference; property tests over random calls. The same paths on
 //! the GPU: tests/tests/gpu.rs.
 
-use kernels_gpu::launch::{Ops, Precision};
+use kernels_gpu::elem::Elems;
+use kernels_gpu::launch::Ops;
 use kernels_gpu::registry;
 use proptest::prelude::*;
 use rust_gemm::blas::{
@@ -56,7 +57,7 @@ fn emulate_and_check(cfg: &GemmConfig, choice: Choice) {
         Ok(Err(report)) => panic!("{choice} on {cfg:?}: the emulator found\n{report}"),
         Err(e) => panic!("{choice} on {cfg:?}: {e}"),
     };
-    let v = check_gemm(cfg, (&a, &b), (&c, &after), Precision::Fp32, usize::MAX, 0);
+    let v = check_gemm(cfg, (&a, &b), (&c, &after), Elems::FP32, usize::MAX, 0);
     assert!(v.passed, "{choice} on {cfg:?}: {v:?}");
 }
 

@@ -14,11 +14,12 @@ use kernels_gpu::device::async_copy::{commit_group, wait_group};
 use kernels_gpu::device::mma::{mma_m16n8k8_tf32, to_tf32};
 use kernels_gpu::device::warp::{shuffle_xor, warp_sum};
 use kernels_gpu::device::{SharedTile, block_idx_x, sync_threads, thread_idx_x};
+use kernels_gpu::elem::{Elems, Math};
 use kernels_gpu::emu::{self, EmuReport, Memory, Op};
 use kernels_gpu::gemm::Gemm;
 use kernels_gpu::k02_tiled16::{self, mutants};
 use kernels_gpu::k11_mma;
-use kernels_gpu::launch::{Body, KernelSpec, Launch, Operands, Ops, Precision};
+use kernels_gpu::launch::{Body, KernelSpec, Launch, Operands, Ops};
 use kernels_gpu::modules;
 use kernels_gpu::registry::KERNELS;
 
@@ -53,14 +54,14 @@ fn inputs(m: usize, n: usize, k: usize) -> (Vec<f32>, Vec<f32>) {
 /// holds and a fragment in the wrong place cannot hide in TF32's error.
 fn assert_matches_reference(
     report: &EmuReport,
-    precision: Precision,
+    elems: Elems,
     a: &[f32],
     b: &[f32],
     (m, n, k): (usize, usize, usize),
 ) {
-    let input = |x: f32| match precision {
-        Precision::Fp32 => x as f64,
-        Precision::Tf32 => f32::from_bits(to_tf32(x)) as f64,
+    let input = |x: f32| match elems.math {
+        Math::Tf32 => f32::from_bits(to_tf32(x)) as f64,
+        _ => x as f64,
     };
     for row in 0..m {
         for col in 0..n {
@@ -126,7 +127,7 @@ fn every_registered_kernel_matches_an_f64_reference_on_the_emulator() {
                 "{} at {shape:?} is not clean:\n{report}",
                 spec.name
             );
-            assert_matches_reference(&report, spec.precision, &a, &b, shape);
+            assert_matches_reference(&report, spec.elems, &a, &b, shape);
         }
     }
 }
@@ -205,7 +206,7 @@ fn probe(name: &'static str, threads: u32, words: usize, body: fn(Gemm)) -> Kern
         },
         model_reuse: (1, 1),
         module: &modules::LADDER,
-        precision: Precision::Fp32,
+        elems: Elems::FP32,
         body: Body::Emulated(body),
         operands: Operands::Pointers,
         ops: Ops::NN,
@@ -445,7 +446,7 @@ fn tiled16_unpadded_tiles_are_conflict_free() {
         (n, n, n),
     );
     assert!(report.is_clean(), "{report}");
-    assert_matches_reference(&report, Precision::Fp32, &a, &b, (n, n, n));
+    assert_matches_reference(&report, Elems::FP32, &a, &b, (n, n, n));
     let per = warp_phases(n);
     let banks = &report.banks;
     assert_eq!(
@@ -502,7 +503,7 @@ fn tf32_kernel_with_a_fragment_in_the_wrong_registers_computes_a_wrong_product()
     let shape = (33, 40, 70);
     let (good, a, b) = run(MMA_SPEC, MMA_SPEC.emulated().unwrap(), shape);
     assert!(good.is_clean(), "{good}");
-    assert_matches_reference(&good, Precision::Tf32, &a, &b, shape);
+    assert_matches_reference(&good, Elems::TF32, &a, &b, shape);
     let (bad, ..) = run(MMA_SPEC, k11_mma::mutants::swapped_fragment, shape);
     // Nothing the checks can see (every access is legal), but C is wrong.
     assert!(bad.is_clean(), "{bad}");

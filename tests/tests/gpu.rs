@@ -65,33 +65,42 @@ fn main() -> ExitCode {
     let shapes = SQUARE.iter().map(|&n| (n, n, n)).chain(RECTANGLES);
     for (i, (m, n, k)) in shapes.enumerate() {
         let shape = Shape::new(m, n, k).unwrap();
-        let (a, b) = rust_gemm::inputs::random_inputs(&shape, 100 + i as u64).unwrap();
-        let reference = Reference::new(shape, &a, &b, 0);
-        let mut bufs = Buffers::new(&gpu, shape, &a, &b).expect("buffers");
-        for &spec in &runnable {
-            let result = Kernel::load(&gpu, spec)
-                .and_then(|kernel| {
-                    let opts = TimingOptions {
-                        warmup: 0,
-                        reps: 0,
-                        flush_l2: false,
-                        budget_ms: None,
-                    };
-                    runner::measure(&gpu, &mut bufs, &reference, &kernel, opts)
-                })
-                .map_err(|e| e.to_string())
-                .and_then(|m| {
-                    let v = m.verification;
-                    if v.passed {
-                        Ok(())
-                    } else {
-                        Err(format!(
-                            "max error {:e}, {} non-finite, worst {:?}",
-                            v.max_error, v.nonfinite, v.worst
-                        ))
-                    }
-                });
-            check(format!("gpu::{}::m{m}_n{n}_k{k}", spec.name), result);
+        // Inputs, reference and buffers for each set of stored types.
+        let mut storages = Vec::new();
+        for spec in &runnable {
+            if !storages.contains(&spec.elems.storage()) {
+                storages.push(spec.elems.storage());
+            }
+        }
+        for storage in storages {
+            let (a, b) = rust_gemm::inputs::random_inputs(&shape, storage, 100 + i as u64).unwrap();
+            let reference = Reference::new(shape, &a, &b, 0);
+            let mut bufs = Buffers::new(&gpu, shape, storage, &a, &b).expect("buffers");
+            for &spec in runnable.iter().filter(|k| k.elems.storage() == storage) {
+                let result = Kernel::load(&gpu, spec)
+                    .and_then(|kernel| {
+                        let opts = TimingOptions {
+                            warmup: 0,
+                            reps: 0,
+                            flush_l2: false,
+                            budget_ms: None,
+                        };
+                        runner::measure(&gpu, &mut bufs, &reference, &kernel, opts)
+                    })
+                    .map_err(|e| e.to_string())
+                    .and_then(|m| {
+                        let v = m.verification;
+                        if v.passed {
+                            Ok(())
+                        } else {
+                            Err(format!(
+                                "max error {:e}, {} non-finite, worst {:?}",
+                                v.max_error, v.nonfinite, v.worst
+                            ))
+                        }
+                    });
+                check(format!("gpu::{}::m{m}_n{n}_k{k}", spec.name), result);
+            }
         }
     }
 
@@ -162,7 +171,7 @@ fn library_call(
         cfg,
         (&a[offset..], &b[offset..]),
         (&c0[offset..], &after[offset..]),
-        choice.kernel.precision,
+        choice.kernel.elems,
         usize::MAX,
         seed,
     );

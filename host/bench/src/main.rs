@@ -16,7 +16,8 @@ use std::process::ExitCode;
 use anyhow::{Context, Result, bail};
 use clap::Parser;
 use indicatif::{ProgressBar, ProgressStyle};
-use kernels_gpu::launch::{KernelSpec, Precision};
+use kernels_gpu::elem::{Elem, Elems, Math, Storage};
+use kernels_gpu::launch::KernelSpec;
 use kernels_gpu::registry::KERNELS;
 use rust_gemm::baselines::{self, Cublas};
 use rust_gemm::gpu::Gpu;
@@ -47,7 +48,8 @@ struct Args {
     #[arg(long, value_delimiter = ',')]
     sizes: Option<Vec<String>>,
     /// Only these kernels (Rust names; their CUDA twins follow them), plus
-    /// "cublas" (SGEMM, FP32) and "cublas_tf32" (TF32 tensor cores allowed).
+    /// "cublas" (SGEMM, FP32), "cublas_tf32" (TF32 tensor cores allowed),
+    /// "cublas_bf16" and "cublas_fp16" (cublasGemmEx, f32 accumulation and C).
     #[arg(long, value_delimiter = ',')]
     kernels: Option<Vec<String>>,
     /// A short run: sizes 1000 and 4096, a smaller time budget.
@@ -246,13 +248,30 @@ struct Variants {
     rust: Vec<Kernel>,
     /// The CUDA C++ twins (`baselines::TWINS`) of the kernels that run.
     cuda: Vec<Kernel>,
-    /// cuBLAS SGEMM, then cuBLAS TF32, where loaded.
+    /// The cuBLAS baselines ([`CUBLAS_BASELINES`]) that run, where loaded.
     cublas: Vec<Cublas>,
 }
 
-/// `--kernels` names of the two cuBLAS baselines.
+/// `--kernels` name of cuBLAS SGEMM, the FP32 baseline every run has.
 const CUBLAS: &str = "cublas";
 const CUBLAS_TF32: &str = "cublas_tf32";
+
+/// The cuBLAS baselines, by `--kernels` name and element types, in table
+/// order: SGEMM (FP32), TF32 tensor cores, and `cublasGemmEx` on BF16 and
+/// FP16 with f32 accumulation and C (compute 32F). Each runs where a
+/// kernel of its element types does (or where named).
+const CUBLAS_BASELINES: [(&str, Elems); 4] = [
+    (CUBLAS, Elems::FP32),
+    (CUBLAS_TF32, Elems::TF32),
+    (
+        "cublas_bf16",
+        Elems::new(Elem::Bf16, Elem::Bf16, Elem::F32, Math::Bf16),
+    ),
+    (
+        "cublas_fp16",
+        Elems::new(Elem::F16, Elem::F16, Elem::F32, Math::F16),
+    ),
+];
 
 fn wanted(args: &Args, name: &str) -> bool {
     args.kernels
@@ -275,14 +294,16 @@ fn measure_all(args: &Args) -> Result<Results> {
         .collect::<Result<_>>()?;
     if let Some(ks) = &args.kernels {
         for k in ks {
-            if k != CUBLAS && k != CUBLAS_TF32 && !KERNELS.iter().any(|s| s.name == k) {
+            let baseline = CUBLAS_BASELINES.iter().any(|(name, _)| name == k);
+            if !baseline && !KERNELS.iter().any(|s| s.name == k) {
                 bail!(
-                    "unknown kernel '{k}': choose from {}, {CUBLAS}, {CUBLAS_TF32}",
+                    "unknown kernel '{k}': choose from {}, {}",
                     KERNELS
                         .iter()
                         .map(|k| k.name)
                         .collect::<Vec<_>>()
-                        .join(", ")
+                        .join(", "),
+                    CUBLAS_BASELINES.map(|(name, _)| name).join(", ")
                 );
             }
         }
@@ -318,24 +339,24 @@ fn measure_all(args: &Args) -> Result<Results> {
         eprintln!("skipping {why}");
         skipped.push(why);
     }
-    // cuBLAS TF32 is the TF32 kernels' baseline: run it where one runs
-    // (and where asked for by name).
-    let any_tf32 = specs.iter().any(|s| s.precision == Precision::Tf32);
+    // cuBLAS SGEMM runs unless the list leaves it out; each other baseline
+    // where a kernel of its element types runs (and SGEMM is wanted), or
+    // where asked for by name.
     let mut cublas = Vec::new();
-    for (name, precision, want) in [
-        (CUBLAS, Precision::Fp32, wanted(args, CUBLAS)),
-        (
-            CUBLAS_TF32,
-            Precision::Tf32,
-            args.kernels.as_ref().map_or(any_tf32, |ks| {
-                ks.iter().any(|k| k == CUBLAS_TF32) || (any_tf32 && wanted(args, CUBLAS))
-            }),
-        ),
-    ] {
+    for (name, elems) in CUBLAS_BASELINES {
+        let named = args
+            .kernels
+            .as_ref()
+            .is_some_and(|ks| ks.iter().any(|k| k == name));
+        let want = if elems == Elems::FP32 {
+            wanted(args, CUBLAS)
+        } else {
+            named || (specs.iter().any(|s| s.elems == elems) && wanted(args, CUBLAS))
+        };
         if !want {
             continue;
         }
-        match Cublas::load(&gpu, precision) {
+        match Cublas::load_elems(&gpu, elems) {
             Ok(c) => cublas.push(c),
             Err(why) => {
                 eprintln!("skipping {name}: {why}");
@@ -358,23 +379,15 @@ fn measure_all(args: &Args) -> Result<Results> {
     let mut rows = Vec::new();
     let mut clocks = Vec::new();
     for shape in &shapes {
-        let need = Buffers::device_bytes(&gpu, shape);
+        // The largest set of stored types any variant needs (f32's).
+        let need = Buffers::device_bytes(&gpu, shape, Storage::F32);
         if let Err(e) = gpu.check_fits(&shape.to_string(), need) {
             bar.println(format!("skipping {shape}: {e}"));
             skipped.push(format!("{shape}: {e}"));
             bar.inc(per_size as u64);
             continue;
         }
-        bar.set_message(format!("{shape}: inputs and reference"));
-        let (a, b) = rust_gemm::inputs::random_inputs(shape, args.seed)?;
-        let reference = Reference::new(*shape, &a, &b, args.seed);
-        let mut bufs = Buffers::new(&gpu, *shape, &a, &b)?;
-        drop((a, b));
-
-        // Every variant that takes this shape, in table order: verified one
-        // by one, then the ones that passed timed together in interleaved
-        // rounds (`runner::time_interleaved`: the GPU's clock state is
-        // shared out evenly, so the ratios compare kernels).
+        // Every variant that takes this shape, in table order.
         let mut entries: Vec<Entry> = Vec::new();
         for k in variants.rust.iter().chain(&variants.cuda) {
             if let Some(why) = k.unsupported(&shape.params(), 1) {
@@ -384,7 +397,7 @@ fn measure_all(args: &Args) -> Result<Results> {
                 bar.inc(1);
                 continue;
             }
-            if let Some(copies) = k.spec.operands.copies(&shape.params()) {
+            if let Some(copies) = k.spec.copies(&shape.params()) {
                 // Once per kernel where the copy does not depend on the shape.
                 let note = if copies.depends_on_shape() {
                     format!("{} at {shape}: {copies}", k.name())
@@ -415,26 +428,49 @@ fn measure_all(args: &Args) -> Result<Results> {
                 twin: None,
             });
         }
-        let mut checks = Vec::with_capacity(entries.len());
+        // The variants by the stored types of A, B and C: each set gets its
+        // own inputs (the same draws, rounded to its types), reference and
+        // buffers; its variants are verified one by one, then the ones that
+        // passed timed together in interleaved rounds
+        // (`runner::time_interleaved`: the GPU's clock state is shared out
+        // evenly, so the ratios compare kernels).
+        let mut storages: Vec<Storage> = Vec::new();
         for e in &entries {
-            bar.set_message(format!("{shape}: verifying {}", e.v.name()));
-            checks.push(runner::verify(&gpu, &mut bufs, &reference, e.v)?);
-            bar.inc(1);
+            if !storages.contains(&e.v.elems().storage()) {
+                storages.push(e.v.elems().storage());
+            }
         }
-        let passed: Vec<&dyn Enqueue> = entries
-            .iter()
-            .zip(&checks)
-            .filter(|(_, c)| c.passed)
-            .map(|(e, _)| e.v)
-            .collect();
-        bar.set_message(format!(
-            "{shape}: timing {} kernels in rounds",
-            passed.len()
-        ));
-        let mut timings = runner::time_interleaved(&gpu, &mut bufs, &passed, opts)?.into_iter();
-        for (e, check) in entries.into_iter().zip(checks) {
-            let timing = if check.passed { timings.next() } else { None };
-            rows.push(row(&gpu, shape, &e, check, timing));
+        for storage in storages {
+            let group: Vec<&Entry> = entries
+                .iter()
+                .filter(|e| e.v.elems().storage() == storage)
+                .collect();
+            bar.set_message(format!("{shape}: inputs and reference ({storage})"));
+            let (a, b) = rust_gemm::inputs::random_inputs(shape, storage, args.seed)?;
+            let reference = Reference::new(*shape, &a, &b, args.seed);
+            let mut bufs = Buffers::new(&gpu, *shape, storage, &a, &b)?;
+            drop((a, b));
+            let mut checks = Vec::with_capacity(group.len());
+            for e in &group {
+                bar.set_message(format!("{shape}: verifying {}", e.v.name()));
+                checks.push(runner::verify(&gpu, &mut bufs, &reference, e.v)?);
+                bar.inc(1);
+            }
+            let passed: Vec<&dyn Enqueue> = group
+                .iter()
+                .zip(&checks)
+                .filter(|(_, c)| c.passed)
+                .map(|(e, _)| e.v)
+                .collect();
+            bar.set_message(format!(
+                "{shape}: timing {} kernels in rounds",
+                passed.len()
+            ));
+            let mut timings = runner::time_interleaved(&gpu, &mut bufs, &passed, opts)?.into_iter();
+            for (e, check) in group.into_iter().zip(checks) {
+                let timing = if check.passed { timings.next() } else { None };
+                rows.push(row(&gpu, shape, e, check, timing));
+            }
         }
         if let Some(mhz) = sm_clock_mhz(args.device) {
             clocks.push(mhz);
@@ -507,17 +543,15 @@ fn row(
     let model = spec.map(|s| model::estimate(s, &shape, gpu.info.peaks()));
     let t = timing.as_ref();
     let gflops = t.map(|t| t.gflops(shape.flops()));
-    let peak = match v.precision() {
-        Precision::Fp32 => gpu.info.peak_fp32_gflops(),
-        Precision::Tf32 => gpu.info.peak_tf32_gflops(),
-    };
+    let peak = gpu.info.peak_gflops(v.elems().math);
     Row {
         m: shape.m,
         n: shape.n,
         k: shape.k,
         variant: v.name().to_string(),
         kind,
-        precision: v.precision().name().into(),
+        precision: v.elems().math.name().into(),
+        elems: v.elems().storage().to_string(),
         step: spec.map(|s| s.step),
         twin: twin.map(String::from),
         verified: verification.passed,
@@ -530,8 +564,8 @@ fn row(
         gflops,
         percent_of_peak: gflops.zip(peak).map(|(g, p)| 100.0 * g / p),
         percent_of_cublas: None,
-        percent_of_cublas_tf32: None,
-        error_over_cublas_tf32: None,
+        percent_of_cublas_math: None,
+        error_over_cublas_math: None,
         rust_over_cuda: None,
         model_bytes: model.map(|m| m.bytes),
         model_intensity: model.map(|m| m.intensity),

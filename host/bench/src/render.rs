@@ -30,17 +30,19 @@ fn status(r: &Row) -> String {
         format!("FAIL ({:.1e})", r.max_error)
     } else if !r.passed() {
         format!(
-            "FAIL (error {:.1}x cuBLAS TF32's)",
-            r.error_over_cublas_tf32.unwrap_or(f64::NAN)
+            "FAIL (error {:.1}x cuBLAS {}'s)",
+            r.error_over_cublas_math.unwrap_or(f64::NAN),
+            r.precision
         )
     } else {
         "ok".into()
     }
 }
 
-/// The max error, and for TF32 kernels its ratio to cuBLAS TF32's.
+/// The max error, and for tensor-core kernels its ratio to cuBLAS's of
+/// the same element types.
 fn error_cell(r: &Row) -> String {
-    match r.error_over_cublas_tf32 {
+    match r.error_over_cublas_math {
         Some(x) => format!("{:.1e} ({x:.2}x)", r.max_error),
         None => format!("{:.1e}", r.max_error),
     }
@@ -53,13 +55,13 @@ pub fn size_table(results: &Results, size: (usize, usize, usize)) -> Table {
     t.set_header([
         "kernel",
         "check",
-        "max error (x cuBLAS TF32)",
+        "max error (x cuBLAS, same types)",
         "median ms",
         "p20-p80 ms",
         "GFLOP/s",
         "% peak",
         "% cuBLAS",
-        "% cuBLAS TF32",
+        "% cuBLAS, same types",
         "Rust/C++",
         "model GB",
         "FLOP/B",
@@ -78,7 +80,7 @@ pub fn size_table(results: &Results, size: (usize, usize, usize)) -> Table {
             fmt(r.gflops, thousands),
             fmt(r.percent_of_peak, |v| format!("{v:.1}")),
             fmt(r.percent_of_cublas, |v| format!("{v:.1}")),
-            fmt(r.percent_of_cublas_tf32, |v| format!("{v:.1}")),
+            fmt(r.percent_of_cublas_math, |v| format!("{v:.1}")),
             fmt(r.rust_over_cuda, |v| format!("{v:.3}")),
             fmt(r.model_bytes, |v| format!("{:.2}", v / 1e9)),
             fmt(r.model_intensity, |v| format!("{v:.2}")),
@@ -145,7 +147,7 @@ pub fn readme_markdown(results: &Results, headline: usize, plot: &str) -> String
         "Measured by `cargo xtask bench` on {} ({} SMs, driver CUDA {}, FP32 peak {} GFLOP/s from the \
          device's clock{tf32_peak}), commit `{}`, {}. Median of timed launches (CUDA events, at least {} and about \
          {:.0} ms per kernel and size{}), L2 {} before each launch; every kernel verified before it was timed \
-         (TF32 kernels: within the TF32 bound of `host/src/reference.rs`, and at most {}x cuBLAS TF32's error on the same inputs).\n\n",
+         (tensor-core kernels: within the bound of their element types in `host/src/reference.rs`, and at most {}x the error of cuBLAS of the same types on the same inputs).\n\n",
         m.gpu.name,
         m.gpu.sms,
         m.cuda_driver,
@@ -164,12 +166,12 @@ pub fn readme_markdown(results: &Results, headline: usize, plot: &str) -> String
         } else {
             "not flushed"
         },
-        crate::results::MAX_ERROR_OVER_CUBLAS_TF32,
+        crate::results::MAX_ERROR_OVER_CUBLAS,
     );
     let head = (headline, headline, headline);
     if rows_of(results, head).next().is_some() {
         s += &format!(
-            "**n = {headline}**\n\n| kernel | precision | ms | GFLOP/s | % of peak (its precision) | % of cuBLAS SGEMM | % of cuBLAS TF32 | max error (x cuBLAS TF32's) | Rust / CUDA C++ | lesson's model: GB moved | FLOP/byte |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n"
+            "**n = {headline}**\n\n| kernel | precision | ms | GFLOP/s | % of peak (its precision) | % of cuBLAS SGEMM | % of cuBLAS of its types | max error (x that cuBLAS's) | Rust / CUDA C++ | lesson's model: GB moved | FLOP/byte |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n"
         );
         for r in rows_of(results, head) {
             s += &format!(
@@ -180,7 +182,7 @@ pub fn readme_markdown(results: &Results, headline: usize, plot: &str) -> String
                 fmt(r.gflops, thousands),
                 fmt(r.percent_of_peak, |v| format!("{v:.1}")),
                 fmt(r.percent_of_cublas, |v| format!("{v:.1}")),
-                fmt(r.percent_of_cublas_tf32, |v| format!("{v:.1}")),
+                fmt(r.percent_of_cublas_math, |v| format!("{v:.1}")),
                 error_cell(r),
                 fmt(r.rust_over_cuda, |v| format!("{v:.3}")),
                 fmt(r.model_bytes, |v| format!("{:.1}", v / 1e9)),

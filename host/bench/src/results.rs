@@ -3,6 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use kernels_gpu::elem::Math;
 use rust_gemm::gpu::DeviceInfo;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -37,9 +38,14 @@ pub struct Row {
     pub k: usize,
     pub variant: String,
     pub kind: Kind,
-    /// "FP32" or "TF32" (rows written before TF32 kernels existed are FP32).
+    /// The math: "FP32", "TF32", "BF16" or "FP16" (`kernels_gpu::elem::Math`;
+    /// rows written before TF32 kernels existed are FP32).
     #[serde(default = "fp32")]
     pub precision: String,
+    /// A, B and C as stored, `f32 x f32 -> f32` (`kernels_gpu::elem::Storage`;
+    /// rows written before 16-bit types existed are f32).
+    #[serde(default = "f32_storage")]
+    pub elems: String,
     /// The Rust kernel's ladder step; for a CUDA twin, its Rust twin's.
     pub step: Option<u32>,
     /// For a CUDA twin, the Rust kernel it mirrors (and vice versa).
@@ -52,16 +58,18 @@ pub struct Row {
     pub p80_ms: Option<f64>,
     pub min_ms: Option<f64>,
     pub gflops: Option<f64>,
-    /// Percent of the peak of the row's precision (FP32 pipe, TF32 tensor cores).
+    /// Percent of the peak of the row's math (FP32 pipe, or the tensor cores').
     pub percent_of_peak: Option<f64>,
     /// Percent of cuBLAS SGEMM (FP32), same size, same run.
     pub percent_of_cublas: Option<f64>,
-    /// TF32 rows: percent of cuBLAS TF32, same size, same run.
-    #[serde(default)]
-    pub percent_of_cublas_tf32: Option<f64>,
-    /// TF32 rows: this row's max error over cuBLAS TF32's on the same inputs.
-    #[serde(default)]
-    pub error_over_cublas_tf32: Option<f64>,
+    /// Tensor-core rows: percent of cuBLAS of the same element types (math
+    /// and storage: cuBLAS TF32 for the TF32 kernels), same size, same run.
+    #[serde(default, alias = "percent_of_cublas_tf32")]
+    pub percent_of_cublas_math: Option<f64>,
+    /// Tensor-core rows: this row's max error over that cuBLAS's on the
+    /// same inputs.
+    #[serde(default, alias = "error_over_cublas_tf32")]
+    pub error_over_cublas_math: Option<f64>,
     /// Rust GFLOP/s over its CUDA C++ twin's, same size, same run.
     pub rust_over_cuda: Option<f64>,
     pub model_bytes: Option<f64>,
@@ -74,21 +82,31 @@ fn fp32() -> String {
     "FP32".into()
 }
 
-/// A TF32 kernel whose error exceeds this many times cuBLAS TF32's on the
-/// same inputs fails the bench.
-pub const MAX_ERROR_OVER_CUBLAS_TF32: f64 = 2.0;
+fn f32_storage() -> String {
+    kernels_gpu::elem::Storage::F32.to_string()
+}
+
+/// A tensor-core kernel whose error exceeds this many times cuBLAS's (of
+/// its element types) on the same inputs fails the bench.
+pub const MAX_ERROR_OVER_CUBLAS: f64 = 2.0;
 
 impl Row {
-    pub fn is_tf32(&self) -> bool {
-        self.precision == "TF32"
+    /// The row's math (FP32 for a name this build does not know).
+    pub fn math(&self) -> Math {
+        Math::from_name(&self.precision).unwrap_or(Math::Fp32)
     }
 
-    /// Verified, and (TF32) no less accurate than the bench demands.
+    /// The same math and stored types as `other`: the same comparison.
+    pub fn same_elems(&self, other: &Row) -> bool {
+        self.precision == other.precision && self.elems == other.elems
+    }
+
+    /// Verified, and (tensor cores) no less accurate than the bench demands.
     pub fn passed(&self) -> bool {
         self.verified
             && self
-                .error_over_cublas_tf32
-                .is_none_or(|e| e <= MAX_ERROR_OVER_CUBLAS_TF32)
+                .error_over_cublas_math
+                .is_none_or(|e| e <= MAX_ERROR_OVER_CUBLAS)
     }
 
     pub fn size_label(&self) -> String {
@@ -166,14 +184,15 @@ impl Results {
                 .cloned()
         };
         let find = |r: &Row, pred: &dyn Fn(&Row) -> bool| find_row(r, pred).and_then(|o| o.gflops);
+        let sgemm = |o: &Row| o.kind == Kind::Cublas && o.math() == Math::Fp32;
         for r in &mut self.rows {
-            let cublas = find(r, &|o| o.kind == Kind::Cublas && !o.is_tf32());
+            let cublas = find(r, &sgemm);
             r.percent_of_cublas = r.gflops.zip(cublas).map(|(g, c)| 100.0 * g / c);
-            if r.is_tf32() && r.kind != Kind::Cublas {
-                let tf32 = find_row(r, &|o| o.kind == Kind::Cublas && o.is_tf32());
-                let tf32_gflops = tf32.as_ref().and_then(|o| o.gflops);
-                r.percent_of_cublas_tf32 = r.gflops.zip(tf32_gflops).map(|(g, c)| 100.0 * g / c);
-                r.error_over_cublas_tf32 = tf32
+            if r.math().tensor_cores() && r.kind != Kind::Cublas {
+                let same = find_row(r, &|o| o.kind == Kind::Cublas && o.same_elems(r));
+                let same_gflops = same.as_ref().and_then(|o| o.gflops);
+                r.percent_of_cublas_math = r.gflops.zip(same_gflops).map(|(g, c)| 100.0 * g / c);
+                r.error_over_cublas_math = same
                     .filter(|o| o.verified && r.verified)
                     .map(|o| r.max_error / o.max_error.max(f64::MIN_POSITIVE));
             }
@@ -188,8 +207,8 @@ impl Results {
 
     pub fn csv(&self) -> String {
         let mut s = String::from(
-            "m,n,k,variant,kind,precision,step,verified,max_error,reps,median_ms,p20_ms,p80_ms,min_ms,\
-             gflops,percent_of_peak,percent_of_cublas,percent_of_cublas_tf32,error_over_cublas_tf32,\
+            "m,n,k,variant,kind,precision,elems,step,verified,max_error,reps,median_ms,p20_ms,p80_ms,min_ms,\
+             gflops,percent_of_peak,percent_of_cublas,percent_of_cublas_math,error_over_cublas_math,\
              rust_over_cuda,model_bytes,model_intensity,model_ceiling_gflops,ncu_dram_read_bytes,\
              ncu_l2_bytes,ncu_shared_store_conflicts,ncu_shared_load_conflicts,ncu_tensor_pipe_percent,\
              ncu_achieved_occupancy_percent\n",
@@ -204,6 +223,7 @@ impl Results {
                 format!("\"{}\"", r.variant),
                 format!("{:?}", r.kind).to_lowercase(),
                 r.precision.clone(),
+                format!("\"{}\"", r.elems),
                 r.step.map_or(String::new(), |s| s.to_string()),
                 r.verified.to_string(),
                 format!("{:e}", r.max_error),
@@ -215,8 +235,8 @@ impl Results {
                 opt(r.gflops),
                 opt(r.percent_of_peak),
                 opt(r.percent_of_cublas),
-                opt(r.percent_of_cublas_tf32),
-                opt(r.error_over_cublas_tf32),
+                opt(r.percent_of_cublas_math),
+                opt(r.error_over_cublas_math),
                 opt(r.rust_over_cuda),
                 opt(r.model_bytes),
                 opt(r.model_intensity),

@@ -14,7 +14,7 @@ use std::time::Instant;
 use anyhow::{Context, Result, bail};
 use comfy_table::{Table, presets::ASCII_MARKDOWN};
 use cudarc::driver::CudaSlice;
-use kernels_gpu::launch::Precision;
+use kernels_gpu::elem::{Elems, Math};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use rust_gemm::baselines::Cublas;
@@ -221,7 +221,7 @@ fn splits(cfg: &GemmConfig, choice_tile: (usize, usize), sms: usize) -> Vec<usiz
 /// Runs the suite.
 pub fn run(gpu: &Gpu, budget: &Budget, only: Option<&[String]>) -> Result<SuiteResults> {
     let sgemm = Sgemm::new(gpu.stream.clone()).context("loading the library")?;
-    let cublas = Cublas::load(gpu, Precision::Fp32).map_err(anyhow::Error::msg)?;
+    let cublas = Cublas::load(gpu, Math::Fp32).map_err(anyhow::Error::msg)?;
     let mut flush = L2Flush::new(gpu)?;
     let sms = gpu.info.sms.max(1) as usize;
     let mut results = Vec::new();
@@ -328,7 +328,7 @@ fn run_case(
             cfg,
             (&a_host, &b_host),
             (&c_host, &after),
-            Precision::Fp32,
+            Elems::FP32,
             2048,
             budget.seed,
         );

@@ -4,9 +4,15 @@
 //! read and which are written, and funnel every access through one
 //! function so the access can be checked where checking is possible.
 //!
+//! A view is typed by the element type stored ([`Element`]: `f32`, or
+//! the 16-bit [`Bf16`](crate::elem::Bf16) and [`F16`](crate::elem::F16));
+//! indices count elements of that type. Scalar accesses exist for every
+//! type; the 64- and 128-bit vector accesses the FP32 kernels use are
+//! those of `f32` views.
+//!
 //! Safety model: the host guarantees that each pointer addresses a live
 //! device buffer of the length the kernel's argument struct states
-//! (e.g. `m * k` floats for A). Every access is `unsafe`; its caller
+//! (e.g. `m * k` elements for A). Every access is `unsafe`; its caller
 //! guarantees the index is below that length. Two threads never write the
 //! same element (each element of C has exactly one owner thread).
 //!
@@ -14,41 +20,57 @@
 //! emulator, [`crate::emu`]) it is the buffer's identity and length, and
 //! every access is checked against them and reported, never undefined.
 
-/// A read-only `f32` buffer in global memory.
+use core::marker::PhantomData;
+
+use crate::elem::Element;
+
+/// A read-only buffer of `T` in global memory.
 #[derive(Clone, Copy, Debug)]
-pub struct GlobalIn {
-    ptr: backend::In,
+pub struct GlobalIn<T: Element = f32> {
+    #[cfg(target_arch = "nvptx64")]
+    ptr: *const T,
+    #[cfg(not(target_arch = "nvptx64"))]
+    ptr: backend::Buffer,
+    elem: PhantomData<T>,
 }
 
-/// A written `f32` buffer in global memory.
+/// A written buffer of `T` in global memory.
 #[derive(Clone, Copy, Debug)]
-pub struct GlobalOut {
-    ptr: backend::Out,
+pub struct GlobalOut<T: Element = f32> {
+    #[cfg(target_arch = "nvptx64")]
+    ptr: *mut T,
+    #[cfg(not(target_arch = "nvptx64"))]
+    ptr: backend::Buffer,
+    elem: PhantomData<T>,
 }
 
-impl GlobalIn {
+impl<T: Element> GlobalIn<T> {
     /// Wraps a kernel argument (on the GPU; the emulator makes its own).
     ///
     /// # Safety
     /// `ptr` addresses a live device buffer for the whole launch.
     #[cfg(target_arch = "nvptx64")]
     #[inline(always)]
-    pub unsafe fn from_raw(ptr: *const f32) -> Self {
+    pub unsafe fn from_raw(ptr: *const T) -> Self {
         Self {
             ptr: backend::from_raw(ptr),
+            elem: PhantomData,
         }
     }
 
     /// The emulator's buffer `buffer`.
     #[cfg(not(target_arch = "nvptx64"))]
     pub(crate) fn emulated(buffer: backend::Buffer) -> Self {
-        Self { ptr: buffer }
+        Self {
+            ptr: buffer,
+            elem: PhantomData,
+        }
     }
 
     /// Whether the buffer starts on a multiple of `bytes` (a power of two).
     #[inline(always)]
     pub fn aligned(self, bytes: usize) -> bool {
-        backend::aligned(self.ptr, bytes)
+        backend::aligned::<T>(self.ptr, bytes)
     }
 
     /// Reads element `index`.
@@ -57,7 +79,7 @@ impl GlobalIn {
     /// `index` is below the buffer's length.
     #[inline(always)]
     #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
-    pub unsafe fn read(self, index: usize) -> f32 {
+    pub unsafe fn read(self, index: usize) -> T {
         // SAFETY: in bounds by this function's contract.
         unsafe { backend::read(self.ptr, index) }
     }
@@ -66,7 +88,7 @@ impl GlobalIn {
     /// addresses); not dereferenced here.
     #[cfg(target_arch = "nvptx64")]
     #[inline(always)]
-    pub(crate) fn address(self, index: usize) -> *const f32 {
+    pub(crate) fn address(self, index: usize) -> *const T {
         self.ptr.wrapping_add(index)
     }
 
@@ -75,7 +97,9 @@ impl GlobalIn {
     pub(crate) fn buffer(self) -> backend::Buffer {
         self.ptr
     }
+}
 
+impl GlobalIn<f32> {
     /// Reads elements `index..index + 4` as one 128-bit load (`ld.global.v4.f32`).
     ///
     /// # Safety
@@ -89,29 +113,33 @@ impl GlobalIn {
     }
 }
 
-impl GlobalOut {
+impl<T: Element> GlobalOut<T> {
     /// Wraps a kernel argument (on the GPU; the emulator makes its own).
     ///
     /// # Safety
     /// `ptr` addresses a live device buffer for the whole launch.
     #[cfg(target_arch = "nvptx64")]
     #[inline(always)]
-    pub unsafe fn from_raw(ptr: *mut f32) -> Self {
+    pub unsafe fn from_raw(ptr: *mut T) -> Self {
         Self {
             ptr: backend::from_raw(ptr),
+            elem: PhantomData,
         }
     }
 
     /// The emulator's buffer `buffer`.
     #[cfg(not(target_arch = "nvptx64"))]
     pub(crate) fn emulated(buffer: backend::Buffer) -> Self {
-        Self { ptr: buffer }
+        Self {
+            ptr: buffer,
+            elem: PhantomData,
+        }
     }
 
     /// Whether the buffer starts on a multiple of `bytes` (a power of two).
     #[inline(always)]
     pub fn aligned(self, bytes: usize) -> bool {
-        backend::aligned(backend::as_in(self.ptr), bytes)
+        backend::aligned::<T>(backend::as_in(self.ptr), bytes)
     }
 
     /// Reads element `index` (for `beta * C`).
@@ -121,11 +149,25 @@ impl GlobalOut {
     /// launch writes the element.
     #[inline(always)]
     #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
-    pub unsafe fn read(self, index: usize) -> f32 {
+    pub unsafe fn read(self, index: usize) -> T {
         // SAFETY: in bounds by this function's contract.
         unsafe { backend::read(backend::as_in(self.ptr), index) }
     }
 
+    /// Writes `value` to element `index`.
+    ///
+    /// # Safety
+    /// `index` is below the buffer's length and no other thread of the
+    /// launch writes the same element.
+    #[inline(always)]
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    pub unsafe fn write(self, index: usize, value: T) {
+        // SAFETY: in bounds and single-writer by this function's contract.
+        unsafe { backend::write(self.ptr, index, value) }
+    }
+}
+
+impl GlobalOut<f32> {
     /// Reads elements `index..index + 2` as one 64-bit load.
     ///
     /// # Safety
@@ -148,18 +190,6 @@ impl GlobalOut {
     pub unsafe fn read4(self, index: usize) -> [f32; 4] {
         // SAFETY: in bounds and aligned by this function's contract.
         unsafe { backend::read4(backend::as_in(self.ptr), index) }
-    }
-
-    /// Writes `value` to element `index`.
-    ///
-    /// # Safety
-    /// `index` is below the buffer's length and no other thread of the
-    /// launch writes the same element.
-    #[inline(always)]
-    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
-    pub unsafe fn write(self, index: usize, value: f32) {
-        // SAFETY: in bounds and single-writer by this function's contract.
-        unsafe { backend::write(self.ptr, index, value) }
     }
 
     /// Writes elements `index..index + 2` as one 64-bit store.
@@ -190,8 +220,8 @@ impl GlobalOut {
 mod backend {
     use crate::device::shared::{Vec2, Vec4};
 
-    pub type In = *const f32;
-    pub type Out = *mut f32;
+    type In<T> = *const T;
+    type Out<T> = *mut T;
 
     #[inline(always)]
     pub fn from_raw<P>(ptr: P) -> P {
@@ -200,19 +230,19 @@ mod backend {
 
     /// The written buffer as a read one (C, for `beta * C`).
     #[inline(always)]
-    pub fn as_in(ptr: Out) -> In {
+    pub fn as_in<T>(ptr: Out<T>) -> In<T> {
         ptr.cast_const()
     }
 
     #[inline(always)]
-    pub fn aligned(ptr: In, bytes: usize) -> bool {
+    pub fn aligned<T>(ptr: In<T>, bytes: usize) -> bool {
         (ptr as usize).is_multiple_of(bytes)
     }
 
     /// # Safety
     /// `index` is inside the buffer `ptr` addresses.
     #[inline(always)]
-    pub unsafe fn read(ptr: In, index: usize) -> f32 {
+    pub unsafe fn read<T>(ptr: In<T>, index: usize) -> T {
         // SAFETY: in bounds by the caller's contract.
         unsafe { ptr.add(index).read() }
     }
@@ -220,7 +250,7 @@ mod backend {
     /// # Safety
     /// `index..index + 4` is inside the buffer; `index % 4 == 0`.
     #[inline(always)]
-    pub unsafe fn read4(ptr: In, index: usize) -> [f32; 4] {
+    pub unsafe fn read4(ptr: In<f32>, index: usize) -> [f32; 4] {
         // SAFETY: in bounds and 16-byte aligned by the caller's contract.
         unsafe { (ptr.add(index) as *const Vec4).read().0 }
     }
@@ -228,7 +258,7 @@ mod backend {
     /// # Safety
     /// `index..index + 2` is inside the buffer; `index % 2 == 0`.
     #[inline(always)]
-    pub unsafe fn read2(ptr: In, index: usize) -> [f32; 2] {
+    pub unsafe fn read2(ptr: In<f32>, index: usize) -> [f32; 2] {
         // SAFETY: in bounds and 8-byte aligned by the caller's contract.
         unsafe { (ptr.add(index) as *const Vec2).read().0 }
     }
@@ -236,7 +266,7 @@ mod backend {
     /// # Safety
     /// `index` is inside the buffer; no other thread writes it.
     #[inline(always)]
-    pub unsafe fn write(ptr: Out, index: usize, value: f32) {
+    pub unsafe fn write<T>(ptr: Out<T>, index: usize, value: T) {
         // SAFETY: in bounds and single-writer by the caller's contract.
         unsafe { ptr.add(index).write(value) }
     }
@@ -245,7 +275,7 @@ mod backend {
     /// `index..index + 2` is inside the buffer, `index % 2 == 0`; no
     /// other thread writes those elements.
     #[inline(always)]
-    pub unsafe fn write2(ptr: Out, index: usize, values: [f32; 2]) {
+    pub unsafe fn write2(ptr: Out<f32>, index: usize, values: [f32; 2]) {
         // SAFETY: in bounds, aligned and single-writer by the caller's contract.
         unsafe { (ptr.add(index) as *mut Vec2).write(Vec2(values)) }
     }
@@ -254,7 +284,7 @@ mod backend {
     /// `index..index + 4` is inside the buffer, `index % 4 == 0`; no
     /// other thread writes those elements.
     #[inline(always)]
-    pub unsafe fn write4(ptr: Out, index: usize, values: [f32; 4]) {
+    pub unsafe fn write4(ptr: Out<f32>, index: usize, values: [f32; 4]) {
         // SAFETY: in bounds, aligned and single-writer by the caller's contract.
         unsafe { (ptr.add(index) as *mut Vec4).write(Vec4(values)) }
     }
@@ -263,13 +293,36 @@ mod backend {
 /// On the host: the CPU emulator's checked buffers.
 #[cfg(not(target_arch = "nvptx64"))]
 mod backend {
-    pub use crate::emu::backend::global::*;
+    pub use crate::emu::backend::global::{Buffer, read2, read4, write2, write4};
 
-    pub type In = Buffer;
-    pub type Out = Buffer;
+    use crate::elem::Element;
+    use crate::emu::backend::global as emu;
 
     /// The written buffer as a read one (C, for `beta * C`).
-    pub fn as_in(buffer: Out) -> In {
+    pub fn as_in(buffer: Buffer) -> Buffer {
         buffer
+    }
+
+    /// The emulator's buffers hold one slot per element, whatever its
+    /// type: an element's byte address is its index times `T`'s size.
+    pub fn aligned<T>(buffer: Buffer, bytes: usize) -> bool {
+        emu::aligned(buffer, bytes, size_of::<T>())
+    }
+
+    /// # Safety
+    /// None on the host (the access is checked).
+    #[track_caller]
+    pub unsafe fn read<T: Element>(buffer: Buffer, index: usize) -> T {
+        // SAFETY: checked by the emulator. The slot holds an f32 that is
+        // a value of T (written through `write::<T>` or uploaded as T).
+        T::from_f32(unsafe { emu::read(buffer, index) })
+    }
+
+    /// # Safety
+    /// None on the host (the access is checked).
+    #[track_caller]
+    pub unsafe fn write<T: Element>(buffer: Buffer, index: usize, value: T) {
+        // SAFETY: checked by the emulator.
+        unsafe { emu::write(buffer, index, value.to_f32()) }
     }
 }

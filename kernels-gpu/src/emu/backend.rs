@@ -245,9 +245,9 @@ pub mod global {
     }
 
     /// The emulator's buffers start at address 0 (aligned for anything);
-    /// a product of a batch starts at its base.
-    pub fn aligned(buffer: Buffer, bytes: usize) -> bool {
-        (buffer.base * 4).is_multiple_of(bytes)
+    /// a product of a batch starts at its base, `elem_bytes` per element.
+    pub fn aligned(buffer: Buffer, bytes: usize, elem_bytes: usize) -> bool {
+        (buffer.base * elem_bytes).is_multiple_of(bytes)
     }
 
     #[track_caller]
