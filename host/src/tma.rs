@@ -151,40 +151,48 @@ impl DeviceMaps {
 }
 
 /// Copies of A (m x k4) and B (k4 x n4) with K and N rounded up to
-/// multiples of 4, for a TMA kernel at a shape whose rows TMA cannot
-/// describe (`Operands::padded`). Allocated once per shape; every launch
-/// copies A and B into them, zeros in the padding (`kernels_gpu::pad`, on
-/// the stream before the kernel, so the copies are part of what is
-/// timed). The workspace is `4 (m k4 + k4 n4)` bytes.
+/// 16-byte multiples of their stored type (`k4`, `n4`: multiples of 4 for
+/// f32, 8 for BF16 and FP16; `KernelSpec::tma_row_align`), for a TMA
+/// kernel at a shape whose rows TMA cannot describe
+/// (`KernelSpec::padded`). Allocated once per shape; every launch copies
+/// A and B into them, zeros in the padding (`kernels_gpu::pad`, on the
+/// stream before the kernel, so the copies are part of what is timed).
+/// The workspace is `(m k4 + k4 n4)` elements of the stored type.
 ///
 /// For a kernel that reads B transposed (`TmaBoxes::b_transposed`, step
 /// 17), B's copy is B^T (n x k4, rounded to TF32) at every shape, and A
 /// is copied only when TMA cannot read it as it is.
-///
-/// The copy kernels are those of the f32 TMA kernels: A and B stored as
-/// f32 ([`Padded::for_problem`] refuses other types).
 pub struct Padded {
     /// `(m, n, k)` of the problem it was made for.
     dims: (usize, usize, usize),
     pub k4: usize,
     pub n4: usize,
+    /// A's and B's stored type.
+    elem: Elem,
     transpose_b: bool,
     /// A's copy (allocated when first needed) and its address.
-    a: Option<(CudaSlice<f32>, CUdeviceptr)>,
+    a: Option<(CudaSlice<u8>, CUdeviceptr)>,
     /// B's copy (or B^T's) and its address.
-    b: (CudaSlice<f32>, CUdeviceptr),
-    /// `kernels_gpu::pad::pad_rows`.
+    b: (CudaSlice<u8>, CUdeviceptr),
+    /// `kernels_gpu::pad::pad_rows` for the stored type's size.
     pad: CudaFunction,
     /// `kernels_gpu::pad::transpose_tf32`, for `transpose_b`.
     transpose: Option<CudaFunction>,
 }
 
-fn zeros(gpu: &Gpu, len: usize, what: &str) -> Result<(CudaSlice<f32>, CUdeviceptr), HostError> {
+/// A zeroed device buffer of `len` elements of `elem`, and its address.
+fn zeros(
+    gpu: &Gpu,
+    elem: Elem,
+    len: usize,
+    what: &str,
+) -> Result<(CudaSlice<u8>, CUdeviceptr), HostError> {
     let buffer = gpu
         .stream
-        .alloc_zeros::<f32>(len)
-        .map_err(HostError::cuda(&format!(
-            "allocating the padded copy of {what} ({len} floats) for TMA"
+        .alloc_zeros::<u8>(len * elem.bytes())
+        .map_err(HostError::cuda(format!(
+            "allocating the padded copy of {what} ({len} {} elements) for TMA",
+            elem.name()
         )))?;
     let ptr = crate::runner::device_address(gpu, &buffer);
     Ok((buffer, ptr))
@@ -201,21 +209,28 @@ impl Padded {
         transpose_b: bool,
         storage: kernels_gpu::elem::Storage,
     ) -> Result<Padded, HostError> {
-        if storage.a != Elem::F32 || storage.b != Elem::F32 {
+        let elem = storage.a;
+        // One copy kernel per element size, for A and B of one type (step
+        // 17's transposing copy is f32's).
+        let entry = kernels_gpu::pad::pad_entry(elem.bytes())
+            .filter(|_| storage.b == elem && (!transpose_b || elem == Elem::F32));
+        let Some(entry) = entry else {
             return Err(HostError::BadShape(format!(
                 "TMA cannot read A and B ({storage}) as they are (rows must be 16-byte \
-                 multiples), and the padded copies are made for f32 only: give k and n as \
-                 multiples of 8"
+                 multiples), and no padded copy is built for them: give lda and ldb as \
+                 multiples of {} elements",
+                16 / elem.bytes().max(1)
             )));
-        }
+        };
         if let Some(cached) = cached
             && cached.dims == dims
             && cached.transpose_b == transpose_b
+            && cached.elem == elem
         {
             return Ok(cached);
         }
         let wgmma = &kernels_gpu::modules::WGMMA;
-        let pad = gpu.utility(wgmma, kernels_gpu::pad::ENTRY)?;
+        let pad = gpu.utility(wgmma, entry)?;
         let transpose = if transpose_b {
             Some(gpu.utility(wgmma, kernels_gpu::pad::TRANSPOSE_ENTRY)?)
         } else {
@@ -225,17 +240,18 @@ impl Padded {
         let a = if transpose_b {
             None
         } else {
-            Some(zeros(gpu, m * k4, "A")?)
+            Some(zeros(gpu, elem, m * k4, "A")?)
         };
         let b = if transpose_b {
-            zeros(gpu, n * k4, "B (transposed)")?
+            zeros(gpu, elem, n * k4, "B (transposed)")?
         } else {
-            zeros(gpu, k4 * n4, "B")?
+            zeros(gpu, elem, k4 * n4, "B")?
         };
         Ok(Padded {
             dims,
             k4,
             n4,
+            elem,
             transpose_b,
             a,
             b,
@@ -260,7 +276,7 @@ impl Padded {
         let a_op = if a_as_is {
             Operand {
                 ptr: call.a,
-                elem: Elem::F32,
+                elem: self.elem,
                 rows: m,
                 cols: k,
                 ld: p.lda as usize,
@@ -269,7 +285,7 @@ impl Padded {
             let a_ptr = match &self.a {
                 Some((_, ptr)) => *ptr,
                 None => {
-                    let a = zeros(gpu, m * k4, "A")?;
+                    let a = zeros(gpu, self.elem, m * k4, "A")?;
                     let ptr = a.1;
                     self.a = Some(a);
                     ptr
@@ -278,7 +294,7 @@ impl Padded {
             self.pad_rows(gpu, (call.a, a_ptr), (m, k, p.lda as usize), k4, "A")?;
             Operand {
                 ptr: a_ptr,
-                elem: Elem::F32,
+                elem: self.elem,
                 rows: m,
                 cols: k4,
                 ld: k4,
@@ -288,7 +304,7 @@ impl Padded {
             self.transpose_b(gpu, transpose, call.b, (k, n, p.ldb as usize))?;
             Operand {
                 ptr: self.b.1,
-                elem: Elem::F32,
+                elem: self.elem,
                 rows: n,
                 cols: k4,
                 ld: k4,
@@ -303,7 +319,7 @@ impl Padded {
             )?;
             Operand {
                 ptr: self.b.1,
-                elem: Elem::F32,
+                elem: self.elem,
                 rows: k4,
                 cols: self.n4,
                 ld: self.n4,

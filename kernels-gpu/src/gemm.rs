@@ -129,7 +129,9 @@ impl Gemm {
             && self.c.aligned(16)
             && (self.lda | self.ldb | self.ldc).is_multiple_of(4)
     }
+}
 
+impl<A: Element, B: Element> Gemm<A, B, f32> {
     /// C starts on an 8-byte boundary and `ldc` is even (64-bit stores).
     #[inline(always)]
     pub fn vec2_c(self) -> bool {
@@ -383,12 +385,12 @@ impl Gemm {
     }
 }
 
-/// The epilogue, one place for every kernel:
-/// `C[idx] = alpha * acc + beta * C[idx]`. With `beta == 0` C is not read (as in BLAS: whatever C held,
-/// NaN included, does not reach the result), so a kernel pays for the
-/// read only when the caller asks for it. The test is uniform across the
-/// launch.
-impl Gemm {
+/// The epilogue, one place for every kernel with an f32 C, whatever A's
+/// and B's types: `C[idx] = alpha * acc + beta * C[idx]`. With `beta == 0`
+/// C is not read (as in BLAS: whatever C held, NaN included, does not
+/// reach the result), so a kernel pays for the read only when the caller
+/// asks for it. The test is uniform across the launch.
+impl<A: Element, B: Element> Gemm<A, B, f32> {
     #[inline(always)]
     fn blend<const W: usize>(self, acc: [f32; W], old: impl FnOnce() -> [f32; W]) -> [f32; W] {
         let mut out = [0.0f32; W];

@@ -184,11 +184,12 @@ pub use instances::*;
 /// Every instance.
 pub const SPECS: &[KernelSpec] = &[SPEC_256X128X32_S4];
 
-/// Where steps 13, 17 and 18 keep their stages and barriers in shared
-/// memory, and what their producer thread does: the part of the pipeline
-/// the three share. From the first 1024-byte boundary (the 128-byte
-/// swizzle wants it): `STAGES` stages of `STAGE_WORDS` words, A's `BM x
-/// BK` tile then B's part, then two barriers per stage:
+/// Where steps 13, 17, 18 and 19 keep their stages and barriers in
+/// shared memory, and what their producer thread does: the part of the
+/// pipeline they share. From the first 1024-byte boundary (the 128-byte
+/// swizzle wants it): `STAGES` stages of `STAGE_WORDS` words, A's tile
+/// (`BM` rows of one 128-byte swizzled row each: `BK` elements of K, 32
+/// f32 or 64 16-bit values) then B's part, then two barriers per stage:
 /// - `full(s)`: the producer's arrival and TMA's bytes, once per tile;
 /// - `empty(s)`: one arrival per consumer warp when it is done with the
 ///   tile.
@@ -200,21 +201,36 @@ pub const SPECS: &[KernelSpec] = &[SPEC_256X128X32_S4];
 /// `kt / STAGES - 1` of `empty`, the release of the stage's previous tile.
 #[cfg(target_arch = "nvptx64")]
 #[derive(Clone, Copy)]
-pub(crate) struct Stages<const BM: usize, const STAGES: usize, const STAGE_WORDS: usize> {
+pub(crate) struct Stages<
+    const BM: usize,
+    const STAGES: usize,
+    const STAGE_WORDS: usize,
+    const BK: usize = { crate::k12_wgmma::BK },
+> {
     /// Word of the first stage.
     base: usize,
 }
 
+/// Words of one row of A's tile in a stage: one 128-byte swizzled row.
 #[cfg(target_arch = "nvptx64")]
-impl<const BM: usize, const STAGES: usize, const STAGE_WORDS: usize> Stages<BM, STAGES, STAGE_WORDS> {
+pub(crate) const A_ROW_WORDS: usize = 32;
+
+#[cfg(target_arch = "nvptx64")]
+impl<const BM: usize, const STAGES: usize, const STAGE_WORDS: usize, const BK: usize>
+    Stages<BM, STAGES, STAGE_WORDS, BK>
+{
     /// The layout. Thread 0 prefetches the maps and initialises the
     /// barriers, then the block meets: every thread calls this once, at
     /// the top of the kernel.
     #[inline(always)]
     pub(crate) fn init(maps: TensorMaps, tid: usize) -> Self {
         const {
-            Params { bm: BM, stages: STAGES }.check();
-            assert!(STAGE_WORDS == Params { bm: BM, stages: STAGES }.stage_words());
+            assert!(STAGES >= 2 && STAGES <= 8);
+            // Stages and B's part start 1024-byte aligned (A's tile is a
+            // multiple of 1024 bytes): the swizzled boxes need it.
+            assert!((STAGE_WORDS * 4).is_multiple_of(ALIGN));
+            assert!((BM * A_ROW_WORDS * 4).is_multiple_of(ALIGN));
+            assert!(ALIGN + STAGES * STAGE_WORDS * 4 + 16 * STAGES <= 227 * 1024);
         };
         let stages = Self {
             base: (ALIGN - shared::address(0) as usize % ALIGN) % ALIGN / 4,
@@ -245,7 +261,7 @@ impl<const BM: usize, const STAGES: usize, const STAGE_WORDS: usize> Stages<BM, 
     /// a multiple of 1024 bytes).
     #[inline(always)]
     pub(crate) fn b_tile(self, s: usize) -> usize {
-        self.a_tile(s) + BM * BK
+        self.a_tile(s) + BM * A_ROW_WORDS
     }
 
     #[inline(always)]
@@ -266,9 +282,10 @@ impl<const BM: usize, const STAGES: usize, const STAGE_WORDS: usize> Stages<BM, 
     ///
     /// # Safety
     /// One thread calls it, after [`Self::init`]; the maps' A box is `BM x
-    /// BK` with the 128-byte swizzle, and `load_b`'s copies bring exactly
-    /// the rest of the stage's bytes into B's part, each box aligned as
-    /// its swizzle needs (TMA's rules, [`crate::device::tma`]).
+    /// BK` with the 128-byte swizzle (BK elements: 128 bytes), and
+    /// `load_b`'s copies bring exactly the rest of the stage's bytes into
+    /// B's part, each box aligned as its swizzle needs (TMA's rules,
+    /// [`crate::device::tma`]).
     #[inline(always)]
     pub(crate) unsafe fn produce(
         self,
@@ -290,7 +307,7 @@ impl<const BM: usize, const STAGES: usize, const STAGE_WORDS: usize> Stages<BM, 
                 if kt >= STAGES {
                     self.empty(s).wait(((kt / STAGES + 1) % 2) as u32);
                 }
-                self.full(s).arrive_expect_tx(Params { bm: BM, stages: STAGES }.stage_bytes() as u32);
+                self.full(s).arrive_expect_tx((STAGE_WORDS * 4) as u32);
                 maps.a().load_2d(self.a_tile(s), k0, row0 as u32, self.full(s));
             }
             load_b(self.b_tile(s), k0, self.full(s));
@@ -320,14 +337,15 @@ impl<const BM: usize, const STAGES: usize, const STAGE_WORDS: usize> Stages<BM, 
     }
 }
 
-/// The block of steps 13, 17 and 18, which differ only in how B reaches
-/// a stage and in what the consumers do with it. Block `(blockIdx.y,
-/// blockIdx.x)` computes the BM x BN tile of C at `(row0, col0)`. Every
-/// thread sets up the stages ([`Stages::init`]); then the producer
-/// warpgroup gives most of its registers back and its first thread runs
-/// [`Stages::produce`] with `load_b(word, k0, full, col0)` for B's part of
-/// each stage, while the two consumer warpgroups take the registers and
-/// run `consume(stages, row0, col0, tid, k_tiles)`.
+/// The block of steps 13, 17, 18 and 19, which differ only in their tile
+/// shape, in how B reaches a stage and in what the consumers do with it.
+/// Block `(blockIdx.y, blockIdx.x)` computes the BM x BN tile of C at
+/// `(row0, col0)`, `k` deep in tiles of BK. Every thread sets up the
+/// stages ([`Stages::init`]); then the producer warpgroup gives most of
+/// its registers back and its first thread runs [`Stages::produce`] with
+/// `load_b(word, k0, full, col0)` for B's part of each stage, while the
+/// two consumer warpgroups take the registers and run `consume(stages,
+/// row0, col0, tid, k_tiles)`.
 ///
 /// # Safety
 /// `load_b` keeps [`Stages::produce`]'s contract for the kernel's maps:
@@ -335,16 +353,22 @@ impl<const BM: usize, const STAGES: usize, const STAGE_WORDS: usize> Stages<BM, 
 /// its swizzle needs.
 #[cfg(target_arch = "nvptx64")]
 #[inline(always)]
-pub(crate) unsafe fn warp_specialized<const BM: usize, const STAGES: usize, const STAGE_WORDS: usize>(
-    g: Gemm,
+pub(crate) unsafe fn warp_specialized<
+    const BM: usize,
+    const BN: usize,
+    const BK: usize,
+    const STAGES: usize,
+    const STAGE_WORDS: usize,
+>(
+    k: usize,
     maps: TensorMaps,
     load_b: impl Fn(usize, u32, MBarrier, usize),
-    consume: impl FnOnce(Stages<BM, STAGES, STAGE_WORDS>, usize, usize, usize, usize),
+    consume: impl FnOnce(Stages<BM, STAGES, STAGE_WORDS, BK>, usize, usize, usize, usize),
 ) {
     let tid = thread_idx_x();
     let (row0, col0) = (block_idx_y() * BM, block_idx_x() * BN);
-    let stages = Stages::<BM, STAGES, STAGE_WORDS>::init(maps, tid);
-    let k_tiles = g.k.div_ceil(BK);
+    let stages = Stages::<BM, STAGES, STAGE_WORDS, BK>::init(maps, tid);
+    let k_tiles = k.div_ceil(BK);
 
     if tid >= CONSUMERS {
         // The producer warpgroup; one thread issues everything.
@@ -373,8 +397,8 @@ fn ws<const BM: usize, const STAGES: usize, const STAGE_WORDS: usize>(g: Gemm, m
     // SAFETY: BN / 8 boxes of BK x 8 words (unswizzled: 128-byte
     // alignment; each box is 1 KB), the rest of stage_bytes().
     unsafe {
-        warp_specialized::<BM, STAGES, STAGE_WORDS>(
-            g,
+        warp_specialized::<BM, BN, BK, STAGES, STAGE_WORDS>(
+            g.k,
             maps,
             #[inline(always)]
             |word, k0, full, col0| {

@@ -84,8 +84,8 @@ fn ss<const BM: usize, const STAGES: usize, const STAGE_WORDS: usize>(g: Gemm, m
     // SAFETY: B's part is one BN x BK box of B^T with the 128-byte swizzle
     // (SPEC's), 1024-aligned, the rest of stage_bytes().
     unsafe {
-        warp_specialized::<BM, STAGES, STAGE_WORDS>(
-            g,
+        warp_specialized::<BM, BN, BK, STAGES, STAGE_WORDS>(
+            g.k,
             maps,
             // SAFETY: as warp_specialized's contract, above.
             #[inline(always)]

@@ -105,8 +105,8 @@ fn tr<const BM: usize, const STAGES: usize, const STAGE_WORDS: usize>(g: Gemm, m
     // stage_bytes(). The consumers' writes of the stage's previous tile
     // were fenced for the async proxy before they released it.
     unsafe {
-        warp_specialized::<BM, STAGES, STAGE_WORDS>(
-            g,
+        warp_specialized::<BM, BN, BK, STAGES, STAGE_WORDS>(
+            g.k,
             maps,
             #[inline(always)]
             |word, k0, full, col0| {

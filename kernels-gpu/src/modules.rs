@@ -130,14 +130,15 @@ pub const MMA: PtxModule = PtxModule {
     utility_entries: &[],
 };
 
-/// Steps 12-13 and 17-18: Hopper's `wgmma` fed by TMA (architecture-specific PTX).
+/// Steps 12-13 and 17-19: Hopper's `wgmma` fed by TMA (architecture-specific PTX).
 pub const WGMMA: PtxModule = PtxModule {
     name: "wgmma",
     arch: Arch::SM90A,
-    files: "k12_wgmma, k13_wgmma_ws, k17_wgmma_ss, k18_wgmma_tr",
-    // `pad::ENTRY`: the copy that pads A and B for TMA (host/src/tma.rs);
+    files: "k12_wgmma, k13_wgmma_ws, k17_wgmma_ss, k18_wgmma_tr, k19_wgmma_16bit",
+    // `pad::ENTRY`, `pad::ENTRY_16`: the copies that pad A and B for TMA
+    // (host/src/tma.rs), 4- and 2-byte elements;
     // `pad::TRANSPOSE_ENTRY`: B's transposed copy for step 17.
-    utility_entries: &["pad_rows", "transpose_tf32"],
+    utility_entries: &["pad_rows", "pad_rows_16", "transpose_tf32"],
 };
 
 /// Every module, in ladder order.

@@ -2,10 +2,13 @@
 //! take any problem. TMA describes a matrix by its start, which must be
 //! 16-byte aligned, and its row stride, which must be a multiple of 16
 //! bytes; when A or B breaks either rule (`lda` or `ldb` not a multiple
-//! of 4, for example K or N odd in a dense product) the host copies A
-//! (m x k) and B (k x n) into buffers whose rows are padded to multiples
-//! of 4 floats with zeros (`host/src/tma.rs`, `Padded`), and the tensor
-//! maps describe the copies. The zeros add nothing to C.
+//! of 4 for f32, 8 for the 16-bit types, for example K or N odd in a
+//! dense product) the host copies A (m x k) and B (k x n) into buffers
+//! whose rows are padded to 16-byte multiples with zeros
+//! (`host/src/tma.rs`, `Padded`), and the tensor maps describe the copies.
+//! The zeros add nothing to C. [`pad_rows`] is generic over the stored
+//! type: one entry per element size ([`ENTRY`] for 4 bytes, [`ENTRY_16`]
+//! for 2, which copies BF16 and FP16 alike: bits are bits).
 //!
 //! One thread per element of the padded matrix: consecutive threads take
 //! consecutive columns, so the reads of the source rows (which start at
@@ -22,6 +25,7 @@ use crate::device::mma::to_tf32;
 use crate::device::{
     GlobalIn, GlobalOut, SharedTile, block_idx_x, block_idx_y, sync_threads, thread_idx_x,
 };
+use crate::elem::Element;
 use crate::unroll::unroll;
 
 /// Threads per block (x); a block copies part of one row.
@@ -30,13 +34,32 @@ pub const THREADS: usize = 256;
 /// `min(rows, MAX_GRID_ROWS)` of them, and a block walks rows
 /// `block_idx_y() + i * MAX_GRID_ROWS`.
 pub const MAX_GRID_ROWS: usize = 65_535;
-/// The PTX entry's name (in the module of the TMA kernels).
+/// The PTX entry of [`pad_rows`] for 4-byte elements (f32), in the module
+/// of the TMA kernels.
 pub const ENTRY: &str = "pad_rows";
+/// The PTX entry of [`pad_rows`] for 2-byte elements (BF16, FP16).
+pub const ENTRY_16: &str = "pad_rows_16";
+
+/// The entry of [`pad_rows`] for elements of `bytes` bytes, if there is one.
+pub const fn pad_entry(bytes: usize) -> Option<&'static str> {
+    match bytes {
+        4 => Some(ENTRY),
+        2 => Some(ENTRY_16),
+        _ => None,
+    }
+}
 
 /// `dst[r][c] = src[r][c]` for `c < cols`, `0` for `cols <= c < ld`, for
-/// every row `r < rows`; `src`'s rows are `src_ld` floats apart, `dst`'s
+/// every row `r < rows`; `src`'s rows are `src_ld` elements apart, `dst`'s
 /// `ld`.
-pub fn pad_rows(src: GlobalIn, dst: GlobalOut, rows: usize, cols: usize, src_ld: usize, ld: usize) {
+pub fn pad_rows<T: Element>(
+    src: GlobalIn<T>,
+    dst: GlobalOut<T>,
+    rows: usize,
+    cols: usize,
+    src_ld: usize,
+    ld: usize,
+) {
     let c = block_idx_x() * THREADS + thread_idx_x();
     if c >= ld {
         return;
@@ -48,7 +71,7 @@ pub fn pad_rows(src: GlobalIn, dst: GlobalOut, rows: usize, cols: usize, src_ld:
             // rows src_ld apart).
             unsafe { src.read(r * src_ld + c) }
         } else {
-            0.0
+            T::from_f32(0.0)
         };
         // SAFETY: r < rows and c < ld: inside dst (rows x ld); one thread
         // per (r, c).
@@ -133,15 +156,22 @@ pub fn transpose_tf32(
 }
 
 /// The PTX entry of a copy: `name(src, dst, rows, cols, src_ld, ld)`, all
-/// the copies' signature, calling the body of the same name.
+/// the copies' signature, calling the body of the same name (or `body`
+/// for elements of type `T`).
 #[cfg(target_arch = "nvptx64")]
 macro_rules! copy_entry {
     ($(#[$doc:meta])* $name:ident) => {
+        copy_entry!(@entry $(#[$doc])* $name, super::$name, f32);
+    };
+    ($(#[$doc:meta])* $name:ident = $body:ident::<$t:ty>) => {
+        copy_entry!(@entry $(#[$doc])* $name, super::$body::<$t>, $t);
+    };
+    (@entry $(#[$doc:meta])* $name:ident, $body:path, $t:ty) => {
         $(#[$doc])*
         #[unsafe(no_mangle)]
         pub unsafe extern "ptx-kernel" fn $name(
-            src: *const f32,
-            dst: *mut f32,
+            src: *const $t,
+            dst: *mut $t,
             rows: u32,
             cols: u32,
             src_ld: u32,
@@ -149,7 +179,7 @@ macro_rules! copy_entry {
         ) {
             // SAFETY: the host upholds the entry's contract (its docs).
             unsafe {
-                super::$name(
+                $body(
                     crate::device::GlobalIn::from_raw(src),
                     crate::device::GlobalOut::from_raw(dst),
                     rows as usize,
@@ -176,6 +206,14 @@ mod entry {
         pad_rows
     );
     copy_entry!(
+        /// PTX entry `pad_rows_16(src, dst, rows, cols, src_ld, ld)`:
+        /// `pad_rows` for 2-byte elements (BF16 or FP16, copied as bits).
+        ///
+        /// # Safety
+        /// As `pad_rows`, counting 2-byte elements.
+        pad_rows_16 = pad_rows::<crate::elem::Bf16>
+    );
+    copy_entry!(
         /// PTX entry `transpose_tf32(src, dst, rows, cols, src_ld, ld)`.
         ///
         /// # Safety
@@ -195,6 +233,7 @@ mod tests {
     #[test]
     fn the_entry_is_declared_in_its_module() {
         assert!(crate::modules::WGMMA.utility_entries.contains(&ENTRY));
+        assert!(crate::modules::WGMMA.utility_entries.contains(&ENTRY_16));
         assert!(
             crate::modules::WGMMA
                 .utility_entries

@@ -3,7 +3,7 @@
 use crate::launch::KernelSpec;
 
 /// The kernels, in ladder order. `name` is also the PTX entry's name.
-/// Steps 10-13, 17 and 18 list every instance (also as `k10_tuned::SPECS`, `k11_mma::SPECS`, `k12_wgmma::SPECS`, `k13_wgmma_ws::SPECS`, `k17_wgmma_ss::SPECS`, `k18_wgmma_tr::SPECS`).
+/// Steps 10-13 and 17-19 list every instance (also as `k10_tuned::SPECS`, `k11_mma::SPECS`, `k12_wgmma::SPECS`, `k13_wgmma_ws::SPECS`, `k17_wgmma_ss::SPECS`, `k18_wgmma_tr::SPECS`, `k19_wgmma_16bit::SPECS`).
 pub const KERNELS: &[KernelSpec] = &[
     crate::k01_naive::SPEC,
     crate::k02_tiled16::SPEC,
@@ -38,6 +38,8 @@ pub const KERNELS: &[KernelSpec] = &[
     crate::k16_gemv::SPEC,
     crate::k17_wgmma_ss::SPEC_256X128X32_S4,
     crate::k18_wgmma_tr::SPEC_256X128X32_S4,
+    crate::k19_wgmma_16bit::SPEC_BF16_128X256X64_S4,
+    crate::k19_wgmma_16bit::SPEC_F16_128X256X64_S4,
 ];
 
 /// Kernels that read A or B transposed (`KernelSpec::ops`): the library's

@@ -254,6 +254,69 @@ fn hopper_kernels_use_wgmma_tma_and_mbarriers() {
     }
 }
 
+/// Step 19: BF16 and FP16 `wgmma` (64 x 256 x 16, BK / 16 per tile, of
+/// its entry's type and no other), A K-major and B N-major (`imm-trans-b`
+/// 1), both from shared memory with one group in flight; no TF32
+/// rounding anywhere (the inputs are 16-bit already); launch bounds.
+#[test]
+fn sixteen_bit_hopper_kernels_use_wgmma_k16_of_their_type() {
+    use kernels_gpu::elem::Math;
+    let wgmma = rust_gemm::ptx(&kernels_gpu::modules::WGMMA);
+    let bounded = rust_gemm::with_launch_bounds(wgmma);
+    assert_eq!(kernels_gpu::k19_wgmma_16bit::SPECS.len(), 2);
+    for k in kernels_gpu::k19_wgmma_16bit::SPECS {
+        let body = ptx_entry(wgmma, k.name).unwrap();
+        let (ours, other) = match k.elems.math {
+            Math::Bf16 => ("f32.bf16.bf16", "f32.f16.f16"),
+            Math::F16 => ("f32.f16.f16", "f32.bf16.bf16"),
+            m => panic!("{}: math {m:?}", k.name),
+        };
+        let mmas: Vec<&str> = body
+            .lines()
+            .filter(|l| l.contains("wgmma.mma_async"))
+            .collect();
+        assert_eq!(
+            mmas.len(),
+            kernels_gpu::k19_wgmma_16bit::BK / 16,
+            "{}: wgmma count",
+            k.name
+        );
+        for l in &mmas {
+            assert!(
+                l.contains(&format!("wgmma.mma_async.sync.aligned.m64n256k16.{ours}")),
+                "{}: {l}",
+                k.name
+            );
+            assert!(!l.contains(other), "{}: {l}", k.name);
+            // scale-d, imm-scale-a, imm-scale-b, imm-trans-a 0 (A K-major),
+            // imm-trans-b 1 (B N-major, as stored).
+            assert!(l.trim_end().ends_with("1, 1, 1, 0, 1;"), "{}: {l}", k.name);
+        }
+        for needed in [
+            "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes",
+            "mbarrier.arrive.expect_tx.shared::cta.b64",
+            "wgmma.wait_group.sync.aligned 1;",
+            "setmaxnreg.dec.sync.aligned.u32 40;",
+            "setmaxnreg.inc.sync.aligned.u32 232;",
+        ] {
+            assert!(body.contains(needed), "{}: no {needed}", k.name);
+        }
+        assert!(
+            !body.contains("cvt.rna.tf32.f32"),
+            "{}: TF32 rounding",
+            k.name
+        );
+        let (x, y) = k.launch.block_threads;
+        assert!(
+            ptx_entry(&bounded, k.name)
+                .unwrap()
+                .contains(&format!(".maxntid {x}, {y}, 1")),
+            "{}: launch bounds",
+            k.name
+        );
+    }
+}
+
 #[test]
 fn launch_constants_are_consistent() {
     for k in registry::all() {

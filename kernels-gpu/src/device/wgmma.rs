@@ -1,6 +1,7 @@
 //! Hopper's warpgroup tensor-core instructions (`wgmma`, sm_90a): four
 //! warps (a *warpgroup*, 128 threads starting at a warp index divisible
-//! by 4) multiply a 64 x N x 8 TF32 tile together, asynchronously.
+//! by 4) multiply a 64 x N x 8 TF32 tile (64 x N x 16 for BF16 and FP16,
+//! [`Wgmma16`]) together, asynchronously.
 //!
 //! `wgmma.mma_async.sync.aligned.m64nNk8.f32.tf32.tf32` computes
 //! `D += A * B` with A (64 x 8) in registers or shared memory and B (8 x N)
@@ -18,7 +19,11 @@
 //! | D (64 x N) | `d[4j..4j + 4]` | `D[16w + g][8j + 2t + {0, 1}]`, `D[16w + g + 8][8j + 2t + {0, 1}]` |
 //!
 //! (each warp's 16 rows are an `mma.sync` m16n8k8 tile's layout,
-//! [`super::mma`], repeated along N). The instruction is asynchronous:
+//! [`super::mma`], repeated along N; D's layout is the same for the
+//! 16-bit forms). The 16-bit forms (`m64nNk16.f32.bf16.bf16`, `.f16`)
+//! read either operand from shared memory K-major or, with its
+//! `imm-trans` bit set, MN-major ([`descriptor_mn_major_sw128`]), so a
+//! row-major B (K x N, N contiguous) is read as it is stored. The instruction is asynchronous:
 //! [`commit_group`] closes the `wgmma`s issued since the last commit into
 //! a group and [`wait_group`] waits until at most `N` groups are pending.
 //! Until then the hardware may still read A's registers and the shared
@@ -69,19 +74,36 @@ pub fn descriptor_k_major_sw128(word: usize) -> u64 {
     ((address & 0x3_FFFF) >> 4) | (1 << 16) | ((1024 >> 4) << 32) | (1 << 62)
 }
 
+/// An MN-major shared-memory matrix descriptor with the 128-byte swizzle,
+/// for a 16-bit operand stored MN-major: B (K x N) row-major, whose rows
+/// of 64 N values (128 bytes) lie 128 bytes apart along K, in 8-row atoms
+/// of 1024 bytes (TMA's `CU_TENSOR_MAP_SWIZZLE_128B` box of 64 columns),
+/// starting at word `word` of shared memory (1024-byte aligned but for a
+/// K offset that is a multiple of 8 rows). The canonical layout (PTX ISA,
+/// "Shared Memory Matrix Layout", MN-major with 128-byte swizzling) is
+/// `((64, m), (8, k))` elements with strides `((1, lbo), (64, sbo))`: the
+/// leading-dimension offset `lbo_bytes` steps from one 64-wide column of
+/// atoms to the next along N (the next TMA box), the stride offset, 1024
+/// bytes, from one 8-row atom to the next along K.
+#[inline(always)]
+pub fn descriptor_mn_major_sw128(word: usize, lbo_bytes: u32) -> u64 {
+    let address = shared::address(word) as u64;
+    ((address & 0x3_FFFF) >> 4) | ((lbo_bytes as u64 >> 4) << 16) | ((1024 >> 4) << 32) | (1 << 62)
+}
+
 /// Generates a `wgmma` helper whose `asm!` names all of D's registers.
 /// `[$first $($i)*]` lists D's register indices (0 .. N / 2).
 macro_rules! with_d {
     (
         $(#[$meta:meta])*
-        fn $name:ident $(<const $g:ident: $gt:ty>)? (d: [f32; $regs:literal] $(, $arg:ident: $ty:ty)*)
+        fn $name:ident $(<$(const $g:ident: $gt:ty),+>)? (d: [f32; $regs:literal] $(, $arg:ident: $ty:ty)*)
         template: ($($template:expr),+)
         regs: [$first:literal $($i:literal)*]
         operands: ($($operands:tt)*)
     ) => {
         $(#[$meta])*
         #[inline(always)]
-        pub unsafe fn $name $(<const $g: $gt>)? (d: &mut [f32; $regs] $(, $arg: $ty)*) {
+        pub unsafe fn $name $(<$(const $g: $gt),+>)? (d: &mut [f32; $regs] $(, $arg: $ty)*) {
             // SAFETY: the caller upholds the module's rules 1-3.
             unsafe {
                 asm!(
@@ -212,8 +234,90 @@ with_d! {
 }
 
 with_d! {
+    /// `wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16`, both
+    /// operands from shared memory: `d += A * B` with A the 64 x 16 tile
+    /// `a` describes and B the 16 x 256 tile `b` describes, each K-major
+    /// (`TRANS_* = 0`, [`descriptor_k_major_sw128`]) or MN-major (`1`,
+    /// [`descriptor_mn_major_sw128`]). Retire it with [`commit_group`]
+    /// and [`wait_ss_128`].
+    ///
+    /// # Safety
+    /// Rules 1-3 (rule 3 for both tiles); `TRANS_A` and `TRANS_B` are 0 or 1.
+    fn mma_m64n256k16_bf16_ss<const TRANS_A: u32, const TRANS_B: u32>(d: [f32; 128], a: u64, b: u64)
+    template: ("wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {{", d_list!([0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31 32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53 54 55 56 57 58 59 60 61 62 63 64 65 66 67 68 69 70 71 72 73 74 75 76 77 78 79 80 81 82 83 84 85 86 87 88 89 90 91 92 93 94 95 96 97 98 99 100 101 102 103 104 105 106 107 108 109 110 111 112 113 114 115 116 117 118 119 120 121 122 123 124 125 126 127]),
+        "}}, {a}, {b}, 1, 1, 1, {ta}, {tb};")
+    regs: [0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31 32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53 54 55 56 57 58 59 60 61 62 63 64 65 66 67 68 69 70 71 72 73 74 75 76 77 78 79 80 81 82 83 84 85 86 87 88 89 90 91 92 93 94 95 96 97 98 99 100 101 102 103 104 105 106 107 108 109 110 111 112 113 114 115 116 117 118 119 120 121 122 123 124 125 126 127]
+    operands: (
+        a = in(reg64) a,
+        b = in(reg64) b,
+        ta = const TRANS_A,
+        tb = const TRANS_B,
+        options(nostack),
+    )
+}
+
+with_d! {
+    /// [`mma_m64n256k16_bf16_ss`] for FP16 A and B
+    /// (`wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16`).
+    ///
+    /// # Safety
+    /// As [`mma_m64n256k16_bf16_ss`].
+    fn mma_m64n256k16_f16_ss<const TRANS_A: u32, const TRANS_B: u32>(d: [f32; 128], a: u64, b: u64)
+    template: ("wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 {{", d_list!([0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31 32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53 54 55 56 57 58 59 60 61 62 63 64 65 66 67 68 69 70 71 72 73 74 75 76 77 78 79 80 81 82 83 84 85 86 87 88 89 90 91 92 93 94 95 96 97 98 99 100 101 102 103 104 105 106 107 108 109 110 111 112 113 114 115 116 117 118 119 120 121 122 123 124 125 126 127]),
+        "}}, {a}, {b}, 1, 1, 1, {ta}, {tb};")
+    regs: [0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31 32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53 54 55 56 57 58 59 60 61 62 63 64 65 66 67 68 69 70 71 72 73 74 75 76 77 78 79 80 81 82 83 84 85 86 87 88 89 90 91 92 93 94 95 96 97 98 99 100 101 102 103 104 105 106 107 108 109 110 111 112 113 114 115 116 117 118 119 120 121 122 123 124 125 126 127]
+    operands: (
+        a = in(reg64) a,
+        b = in(reg64) b,
+        ta = const TRANS_A,
+        tb = const TRANS_B,
+        options(nostack),
+    )
+}
+
+/// A 16-bit element type the tensor cores multiply with `wgmma ...k16`:
+/// which instruction a kernel generic over the type issues.
+pub trait Wgmma16: crate::elem::Element {
+    /// `m64n256k16` of this type, both operands from shared memory
+    /// ([`mma_m64n256k16_bf16_ss`]).
+    ///
+    /// # Safety
+    /// As [`mma_m64n256k16_bf16_ss`].
+    unsafe fn mma_m64n256k16_ss<const TRANS_A: u32, const TRANS_B: u32>(
+        d: &mut [f32; 128],
+        a: u64,
+        b: u64,
+    );
+}
+
+impl Wgmma16 for crate::elem::Bf16 {
+    #[inline(always)]
+    unsafe fn mma_m64n256k16_ss<const TRANS_A: u32, const TRANS_B: u32>(
+        d: &mut [f32; 128],
+        a: u64,
+        b: u64,
+    ) {
+        // SAFETY: forwarded from the caller's contract.
+        unsafe { mma_m64n256k16_bf16_ss::<TRANS_A, TRANS_B>(d, a, b) }
+    }
+}
+
+impl Wgmma16 for crate::elem::F16 {
+    #[inline(always)]
+    unsafe fn mma_m64n256k16_ss<const TRANS_A: u32, const TRANS_B: u32>(
+        d: &mut [f32; 128],
+        a: u64,
+        b: u64,
+    ) {
+        // SAFETY: forwarded from the caller's contract.
+        unsafe { mma_m64n256k16_f16_ss::<TRANS_A, TRANS_B>(d, a, b) }
+    }
+}
+
+with_d! {
     /// `wgmma.wait_group.sync.aligned PENDING` with D as operands, for
-    /// groups of [`mma_m64n256k8_tf32_ss`] (no register A to name).
+    /// groups of [`mma_m64n256k8_tf32_ss`] or the 16-bit
+    /// [`mma_m64n256k16_bf16_ss`] (no register A to name).
     ///
     /// # Safety
     /// Rule 1.

@@ -1,0 +1,274 @@
+//! Step 19: 16-bit inputs. The tensor cores multiply BF16 and FP16 at
+//! twice TF32's rate (4096 against 2048 FLOP per clock per SM on an
+//! H100/H200), and A and B move half the bytes. This step is step 17's
+//! block (a TMA producer warpgroup, two consumer warpgroups, `mbarrier`
+//! stages, both `wgmma` operands in shared memory, one group in flight)
+//! with A and B stored in 16 bits, generic over the type ([`Wgmma16`]:
+//! one instance for BF16, one for FP16); C is f32, accumulated in f32.
+//!
+//! What changes from step 17:
+//! - **No copy of B.** 16-bit `wgmma` reads an operand from shared memory
+//!   K-major or, with its `imm-trans` bit, MN-major. B (K x N, row-major)
+//!   is N-major: its TMA boxes of 64 columns (128 bytes) by BK rows, with
+//!   the 128-byte swizzle, are read as they land
+//!   ([`descriptor_mn_major_sw128`]: the next box 8 KB on along N, the
+//!   next 8 rows 1 KB on along K). Step 17 paid for a transposing copy of
+//!   B in every launch; here both operands are read as the caller stores
+//!   them.
+//! - **The tile is C's, not C's transpose.** The `wgmma` M (64 rows) is a
+//!   warpgroup's share of the block's 128 rows of C and N is the block's
+//!   256 columns, so D is C itself: each thread stores pairs of adjacent
+//!   columns (64-bit stores) in the epilogue.
+//! - **BK = 64**: a 128-byte row of 16-bit A holds 64 values, and each
+//!   stage holds four `m64n256k16` steps per warpgroup.
+//!
+//! Tile: BM = 128 rows of C (two consumer warpgroups of 64), BN = 256
+//! columns, BK = 64, four stages of 48 KB (A's 16 KB, B's four boxes of
+//! 8 KB). Registers: 128 f32 accumulators per consumer thread, as in
+//! steps 13-18 (`setmaxnreg`: 40 for the producer, 232 for them).
+//!
+//! Prediction (H200, n = 4096): the tensor pipe as busy as step 17's
+//! (about 90 % of its time, profiled in docs/measurements.md) at twice the
+//! rate, with no copy kernel: about 0.85x cuBLAS BF16. What stands
+//! between that and cuBLAS is what steps 13-18 did not try: a persistent
+//! grid with a tile order that keeps B's panels in L2, clusters with TMA
+//! multicast, and an epilogue that overlaps the next tile's main loop.
+//! The measurement lives in docs/bench.json and the README's bench table
+//! (`cargo xtask bench`). GPU only, like steps 12-18: the emulator has no
+//! model of TMA, `mbarrier` or `wgmma`.
+
+#[cfg(target_arch = "nvptx64")]
+use crate::device::tma::TensorMaps;
+#[cfg(target_arch = "nvptx64")]
+use crate::device::wgmma::{
+    Wgmma16, commit_group, descriptor_k_major_sw128, descriptor_mn_major_sw128, fence_ss_128,
+    wait_ss_128,
+};
+use crate::elem::{Bf16, Elem, Element, Elems, F16, Math};
+#[cfg(target_arch = "nvptx64")]
+use crate::gemm::Gemm;
+use crate::k12_wgmma::{ALIGN, GPU_ONLY};
+#[cfg(target_arch = "nvptx64")]
+use crate::k13_wgmma_ws::{Stages, warp_specialized};
+use crate::k13_wgmma_ws::THREADS;
+use crate::launch::{Body, KernelSpec, Launch, Operands, Ops, TmaBoxes};
+use crate::modules;
+#[cfg(target_arch = "nvptx64")]
+use crate::unroll::unroll;
+
+/// Rows of C per block: two consumer warpgroups of 64 (the `wgmma` M).
+pub const BM: usize = 128;
+/// Columns of C per block (the `wgmma` N).
+pub const BN: usize = 256;
+/// K per stage: one 128-byte row of 16-bit A.
+pub const BK: usize = 64;
+/// Columns of each of B's boxes: 128 bytes, one swizzled row.
+pub const B_BOX_COLS: usize = 64;
+/// `m64n256k16` steps per stage.
+#[cfg(target_arch = "nvptx64")]
+const K_STEPS: usize = BK / 16;
+/// Bytes of 16-bit elements.
+const ELEM_BYTES: usize = 2;
+
+/// One parameter set: the stages; the tile is fixed above.
+#[derive(Clone, Copy)]
+struct Params {
+    stages: usize,
+}
+
+impl Params {
+    /// Words of one stage: A's tile `[BM][BK]`, then B's boxes
+    /// `[BN / 64][BK][64]`, 16-bit elements two to a word.
+    const fn stage_words(self) -> usize {
+        (BM * BK + BK * BN) * ELEM_BYTES / 4
+    }
+    /// The stages, two barriers per stage (8 bytes each), and room to
+    /// align the stages to 1024 bytes.
+    const fn shared_bytes(self) -> usize {
+        ALIGN + self.stages * self.stage_words() * 4 + 16 * self.stages
+    }
+    const fn spec(self, name: &'static str, ab: Elem, math: Math) -> KernelSpec {
+        assert!(ab.bytes() == ELEM_BYTES && BK * ELEM_BYTES == 128);
+        assert!(B_BOX_COLS * ELEM_BYTES == 128 && BN.is_multiple_of(B_BOX_COLS));
+        assert!(self.stages >= 2 && self.shared_bytes() <= 227 * 1024);
+        KernelSpec {
+            name,
+            step: 19,
+            module: &modules::WGMMA,
+            elems: Elems::new(ab, ab, Elem::F32, math),
+            summary: "16-bit A and B: wgmma m64n256k16 from shared memory, B read N-major as stored, no copy",
+            launch: Launch {
+                block_threads: (THREADS as u32, 1),
+                block_tile: (BM, BN),
+                shared_bytes: self.shared_bytes(),
+                register_cap: true,
+            },
+            model_reuse: (BM, BN),
+            body: Body::GpuOnly(GPU_ONLY),
+            operands: Operands::TensorMaps(TmaBoxes {
+                a: (BM as u32, BK as u32),
+                b: (BK as u32, B_BOX_COLS as u32),
+                a_swizzle_128: true,
+                b_swizzle_128: true,
+                b_transposed: false,
+            }),
+            ops: Ops::NN,
+            batches: false,
+        }
+    }
+}
+
+/// One instance: `$spec` for the host; for the GPU the body `$name` on
+/// A and B of type `$t` and its PTX entry.
+macro_rules! instance {
+    ($name:ident, $spec:ident, $t:ident, $math:expr, $stages:literal) => {
+        pub const $spec: KernelSpec =
+            Params { stages: $stages }.spec(stringify!($name), <$t as Element>::ELEM, $math);
+        /// The body of the PTX entry of the same name (inlined into it).
+        #[cfg(target_arch = "nvptx64")]
+        #[inline(always)]
+        pub fn $name(g: Gemm<$t, $t, f32>, maps: TensorMaps) {
+            block::<$t, $stages, { Params { stages: $stages }.stage_words() }>(g, maps)
+        }
+        mod $name {
+            #[cfg(target_arch = "nvptx64")]
+            use super::$name;
+            crate::gemm_kernel!($name, tensor_maps, elems($t, $t, f32));
+        }
+    };
+}
+
+#[rustfmt::skip]
+mod instances {
+    use super::*;
+    instance!(wgmma_bf16_128x256x64_s4, SPEC_BF16_128X256X64_S4, Bf16, Math::Bf16, 4);
+    instance!(wgmma_f16_128x256x64_s4, SPEC_F16_128X256X64_S4, F16, Math::F16, 4);
+}
+pub use instances::*;
+
+/// Every instance.
+pub const SPECS: &[KernelSpec] = &[SPEC_BF16_128X256X64_S4, SPEC_F16_128X256X64_S4];
+
+/// Step 13's block ([`warp_specialized`]) with this step's tile; B's part
+/// of a stage is its four boxes of `BK x 64`, as TMA lands them.
+#[cfg(target_arch = "nvptx64")]
+#[inline(always)]
+fn block<T: Wgmma16, const STAGES: usize, const STAGE_WORDS: usize>(
+    g: Gemm<T, T, f32>,
+    maps: TensorMaps,
+) {
+    // SAFETY: B's part is BN / 64 boxes of BK x 64 16-bit values with the
+    // 128-byte swizzle (SPEC's), each 8 KB, so 1024-aligned; with A's
+    // box, stage_words() in all.
+    unsafe {
+        warp_specialized::<BM, BN, BK, STAGES, STAGE_WORDS>(
+            g.k,
+            maps,
+            #[inline(always)]
+            |word, k0, full, col0| {
+                unroll!(BN / B_BOX_COLS; 4, |j| {
+                    // SAFETY: as warp_specialized's contract, above.
+                    unsafe { maps.b().load_2d(word + j * BOX_WORDS, (col0 + j * B_BOX_COLS) as u32, k0, full) };
+                });
+            },
+            #[inline(always)]
+            |stages, row0, col0, tid, k_tiles| consume::<T, STAGES, STAGE_WORDS>(stages, g, row0, col0, tid, k_tiles),
+        );
+    }
+}
+
+/// Words of one of B's boxes in a stage.
+#[cfg(target_arch = "nvptx64")]
+const BOX_WORDS: usize = BK * B_BOX_COLS * ELEM_BYTES / 4;
+/// Words of one 128-byte row of a swizzled tile.
+#[cfg(target_arch = "nvptx64")]
+const ROW_WORDS: usize = 32;
+
+/// The consumer warpgroups' loop: for each tile, wait for its stage,
+/// issue its four `m64n256k16` (A K-major, B N-major), then retire the
+/// previous tile's group and release its stage, so that one group stays
+/// in flight across tiles (step 17's loop); then the epilogue.
+#[cfg(target_arch = "nvptx64")]
+#[inline(always)]
+fn consume<T: Wgmma16, const STAGES: usize, const STAGE_WORDS: usize>(
+    stages: Stages<BM, STAGES, STAGE_WORDS, BK>,
+    g: Gemm<T, T, f32>,
+    row0: usize,
+    col0: usize,
+    tid: usize,
+    k_tiles: usize,
+) {
+    let (wg, lane) = (tid / 128, tid % 32);
+    // SAFETY: all-zero bits are 0.0 (see step 12).
+    let mut acc: [f32; 128] = unsafe { core::mem::zeroed() };
+    for kt in 0..k_tiles {
+        let s = kt % STAGES;
+        stages.wait_full(kt);
+        // A: this warpgroup's 64 rows, 16 values (32 bytes) on per step.
+        // B: 16 rows (2 KB) on per step, its boxes BOX_WORDS apart.
+        let (mut a_desc, mut b_desc) = ([0u64; K_STEPS], [0u64; K_STEPS]);
+        unroll!(K_STEPS; 4, |step| {
+            a_desc[step] = descriptor_k_major_sw128(stages.a_tile(s) + 64 * wg * ROW_WORDS + 8 * step);
+            b_desc[step] = descriptor_mn_major_sw128(stages.b_tile(s) + 16 * step * ROW_WORDS, (BOX_WORDS * 4) as u32);
+        });
+        // SAFETY: both warpgroups run every call; D and the descriptors
+        // go through the fence, D through the wait; both tiles landed
+        // (wait_full) and stay until this warp releases the stage, after
+        // the wait that retires these.
+        unsafe {
+            fence_ss_128(&mut acc, &mut a_desc, &mut b_desc);
+            unroll!(K_STEPS; 4, |step| {
+                T::mma_m64n256k16_ss::<0, 1>(&mut acc, a_desc[step], b_desc[step]);
+            });
+            commit_group();
+            // Tile kt - 1's group is retired; tile kt's stays in flight.
+            wait_ss_128::<1>(&mut acc);
+        }
+        if kt >= 1 && lane == 0 {
+            // SAFETY: once per tile, in order, after the wait that retired
+            // tile kt - 1's wgmmas.
+            unsafe { stages.release(kt - 1) };
+        }
+    }
+    // SAFETY: both warpgroups get here.
+    unsafe { wait_ss_128::<0>(&mut acc) };
+    store_tile(g, &acc, row0, col0, tid);
+}
+
+/// The epilogue: thread `tid` of the two consumer warpgroups stores its
+/// accumulators of the BM x BN tile of C at `(row0, col0)`. `acc[4j + 2h
+/// + e]` is D[16 w + g + 8 h][8 j + 2 t + e] of its warpgroup's 64 x 256
+/// tile (device::wgmma's table), that is C[row0 + 64 wg + 16 w + g + 8
+/// h][col0 + 8 j + 2 t + e]: pairs of adjacent columns, stored as one
+/// 64-bit access where C allows it. For a warp, each store writes 8 rows
+/// of 32 bytes: whole sectors.
+#[cfg(target_arch = "nvptx64")]
+#[inline(always)]
+fn store_tile<T: Element>(g: Gemm<T, T, f32>, acc: &[f32; 128], row0: usize, col0: usize, tid: usize) {
+    let (wg, warp, lane) = (tid / 128, tid % 128 / 32, tid % 32);
+    let (row, col) = (row0 + 64 * wg + 16 * warp + lane / 4, col0 + 2 * (lane % 4));
+    let interior = row0 + BM <= g.m && col0 + BN <= g.n;
+    let (rows_left, cols_left) = (g.m.saturating_sub(row), g.n.saturating_sub(col));
+    if interior && g.vec2_c() {
+        let index = row * g.ldc + col;
+        unroll!(2; 2, |h| {
+            unroll!(BN / 8; 32, |j| {
+                // SAFETY: index + 8 h ldc + 8 j is that of C[row + 8 h][col
+                // + 8 j], inside C with the next column (an interior tile),
+                // even (col and ldc are), owned by this thread alone.
+                unsafe { g.store_c2(index + 8 * h * g.ldc + 8 * j, [acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]]) };
+            });
+        });
+    } else {
+        unroll!(2; 2, |h| {
+            unroll!(BN / 8; 32, |j| {
+                unroll!(2; 2, |e| {
+                    if 8 * h < rows_left && 8 * j + e < cols_left {
+                        // SAFETY: as above, with the bounds checked.
+                        unsafe { g.store_c((row + 8 * h) * g.ldc + col + 8 * j + e, acc[4 * j + 2 * h + e]) };
+                    }
+                });
+            });
+        });
+    }
+}
