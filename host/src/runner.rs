@@ -253,7 +253,7 @@ impl Kernel {
                 self.label, p.m, p.n, p.k
             )));
         }
-        let cfg = launch_config(self.spec, call, self.shared_bytes)?;
+        let cfg = launch_config(self.spec, call, self.shared_bytes, gpu.info.sms as usize)?;
         let Operands::TensorMaps(boxes) = self.spec.operands else {
             // SAFETY: gemm_kernel! entries and their twins take (A, B, C,
             // GemmParams); grid and block come from the kernel's own spec,
@@ -335,14 +335,22 @@ struct Params(GemmParams);
 unsafe impl DeviceRepr for Params {}
 
 /// A kernel's launch configuration for `call`, from its spec, with
-/// `shared_bytes` of launch-sized shared memory.
+/// `shared_bytes` of launch-sized shared memory, on a GPU of `sms` SMs
+/// (a persistent kernel's grid: `Launch::persistent_grid`).
 pub fn launch_config(
     spec: &KernelSpec,
     call: &GemmCall,
     shared_bytes: usize,
+    sms: usize,
 ) -> Result<LaunchConfig, HostError> {
     let p = &call.params;
-    let (gx, gy, gz) = grid(spec, p.m as usize, p.n as usize, call.batch)?;
+    let (mut gx, mut gy, gz) = grid(spec, p.m as usize, p.n as usize, call.batch)?;
+    if spec.launch.persistent {
+        let (x, y) = spec
+            .launch
+            .persistent_grid(p.m as usize, p.n as usize, sms.max(1));
+        (gx, gy) = (x as u32, y as u32);
+    }
     let (bx, by) = spec.launch.block_threads;
     Ok(LaunchConfig {
         grid_dim: (gx, gy, gz),

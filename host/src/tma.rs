@@ -174,8 +174,10 @@ pub struct Padded {
     a: Option<(CudaSlice<u8>, CUdeviceptr)>,
     /// B's copy (or B^T's) and its address.
     b: (CudaSlice<u8>, CUdeviceptr),
-    /// `kernels_gpu::pad::pad_rows` for the stored type's size.
+    /// `kernels_gpu::pad`'s padding entry for the stored type's size, and
+    /// how many elements each of its threads writes.
     pad: CudaFunction,
+    per_thread: usize,
     /// `kernels_gpu::pad::transpose_tf32`, for `transpose_b`.
     transpose: Option<CudaFunction>,
 }
@@ -214,7 +216,7 @@ impl Padded {
         // 17's transposing copy is f32's).
         let entry = kernels_gpu::pad::pad_entry(elem.bytes())
             .filter(|_| storage.b == elem && (!transpose_b || elem == Elem::F32));
-        let Some(entry) = entry else {
+        let Some((entry, per_thread)) = entry else {
             return Err(HostError::BadShape(format!(
                 "TMA cannot read A and B ({storage}) as they are (rows must be 16-byte \
                  multiples), and no padded copy is built for them: give lda and ldb as \
@@ -252,6 +254,7 @@ impl Padded {
             k4,
             n4,
             elem,
+            per_thread,
             transpose_b,
             a,
             b,
@@ -386,7 +389,7 @@ impl Padded {
         use kernels_gpu::pad::{MAX_GRID_ROWS, THREADS};
         let cfg = LaunchConfig {
             grid_dim: (
-                ld.div_ceil(THREADS) as u32,
+                ld.div_ceil(THREADS * self.per_thread) as u32,
                 rows.min(MAX_GRID_ROWS) as u32,
                 1,
             ),
@@ -395,8 +398,9 @@ impl Padded {
         };
         // SAFETY: `src` is the caller's rows x cols matrix (A or B), rows
         // src_ld apart (`copy_in`'s caller vouches for it), `dst` this
-        // workspace's rows x ld buffer; they do not overlap; the grid is
-        // what pad_rows's contract asks for.
+        // workspace's rows x ld buffer (ld a multiple of the entry's
+        // elements per thread: 16 bytes' worth); they do not overlap; the
+        // grid is what the entry's contract asks for.
         unsafe {
             launch_copy(
                 gpu,

@@ -43,6 +43,7 @@ pub const SPEC: KernelSpec = KernelSpec {
         block_tile: (BLOCK, BLOCK),
         shared_bytes: 0,
         register_cap: false,
+        persistent: false,
     },
     model_reuse: (1, 1),
     body: Body::Emulated(naive),

@@ -53,6 +53,7 @@ pub const SPEC: KernelSpec = KernelSpec {
         block_tile: (T, T),
         shared_bytes: SHARED_BYTES,
         register_cap: false,
+        persistent: false,
     },
     model_reuse: (T, T),
     body: Body::Emulated(tiled32),

@@ -59,6 +59,7 @@ pub const SPEC: KernelSpec = KernelSpec {
         block_tile: (BM, BN),
         shared_bytes: SHARED_BYTES,
         register_cap: false,
+        persistent: false,
     },
     model_reuse: (BM, BN),
     body: Body::Emulated(blocktile_1d),

@@ -126,6 +126,7 @@ pub const SPEC: KernelSpec = KernelSpec {
         block_tile: (BM, BN),
         shared_bytes: SHARED_BYTES,
         register_cap: false,
+        persistent: false,
     },
     model_reuse: (BM, BN),
     body: Body::Emulated(prefetch),

@@ -195,6 +195,7 @@ impl Params {
                 block_tile: (self.bm, self.bn),
                 shared_bytes: self.shared_bytes(),
                 register_cap: false,
+                persistent: false,
             },
             model_reuse: (self.bm, self.bn),
             body: Body::Emulated(body),

@@ -125,6 +125,7 @@ impl Params {
                 block_tile: (self.bm, BN),
                 shared_bytes: self.shared_bytes(),
                 register_cap: true,
+                persistent: false,
             },
             model_reuse: (self.bm, BN),
             body: Body::GpuOnly(GPU_ONLY),
@@ -274,38 +275,43 @@ impl<const BM: usize, const STAGES: usize, const STAGE_WORDS: usize, const BK: u
         MBarrier::at(self.base + STAGES * STAGE_WORDS + 2 * (STAGES + s))
     }
 
-    /// The producer thread's loop over `k_tiles` tiles: for each, wait
-    /// until the consumers released the stage's previous tile, announce
-    /// the stage's bytes, copy A's box (rows from `row0`, columns from
-    /// `k0`) and have `load_b(word, k0, barrier)` copy B's part of the
-    /// stage (at `word`) completing on `barrier`.
+    /// The producer thread's loop over `k_tiles` tiles of K, which are
+    /// the pipeline's tiles `it0..it0 + k_tiles` (0.. for a block of one
+    /// tile of C; a persistent block's tiles of C follow each other
+    /// through the same stages): for each, wait until the consumers
+    /// released the stage's previous tile, announce the stage's bytes,
+    /// copy A's box (rows from `row0`, columns from `k0`) and have
+    /// `load_b(word, k0, barrier)` copy B's part of the stage (at `word`)
+    /// completing on `barrier`.
     ///
     /// # Safety
-    /// One thread calls it, after [`Self::init`]; the maps' A box is `BM x
-    /// BK` with the 128-byte swizzle (BK elements: 128 bytes), and
-    /// `load_b`'s copies bring exactly the rest of the stage's bytes into
-    /// B's part, each box aligned as its swizzle needs (TMA's rules,
-    /// [`crate::device::tma`]).
+    /// One thread calls it, after [`Self::init`], with `it0` the number of
+    /// tiles it produced before; the maps' A box is `BM x BK` with the
+    /// 128-byte swizzle (BK elements: 128 bytes), and `load_b`'s copies
+    /// bring exactly the rest of the stage's bytes into B's part, each box
+    /// aligned as its swizzle needs (TMA's rules, [`crate::device::tma`]).
     #[inline(always)]
     pub(crate) unsafe fn produce(
         self,
         maps: TensorMaps,
+        it0: usize,
         k_tiles: usize,
         row0: usize,
         load_b: impl Fn(usize, u32, MBarrier),
     ) {
         for kt in 0..k_tiles {
-            let s = kt % STAGES;
+            let it = it0 + kt;
+            let s = it % STAGES;
             let k0 = (kt * BK) as u32;
-            // SAFETY: the barriers were initialised (init). Tile kt -
+            // SAFETY: the barriers were initialised (init). Tile it -
             // STAGES, the stage's previous tile, was released in phase
-            // kt / STAGES - 1 of empty(s); after it no consumer reads the
+            // it / STAGES - 1 of empty(s); after it no consumer reads the
             // stage until full(s) completes the phase this arrival opens.
             // A's box is 1024-aligned; with B's (the caller's) the boxes
             // total stage_bytes().
             unsafe {
-                if kt >= STAGES {
-                    self.empty(s).wait(((kt / STAGES + 1) % 2) as u32);
+                if it >= STAGES {
+                    self.empty(s).wait(((it / STAGES + 1) % 2) as u32);
                 }
                 self.full(s).arrive_expect_tx((STAGE_WORDS * 4) as u32);
                 maps.a().load_2d(self.a_tile(s), k0, row0 as u32, self.full(s));
@@ -379,7 +385,7 @@ pub(crate) unsafe fn warp_specialized<
             // SAFETY: one thread, after init; A's box is SPEC's (BM x BK,
             // 128-byte swizzle) and B's copies keep the contract (this
             // function's caller vouches for load_b).
-            unsafe { stages.produce(maps, k_tiles, row0, |word, k0, full| load_b(word, k0, full, col0)) };
+            unsafe { stages.produce(maps, 0, k_tiles, row0, |word, k0, full| load_b(word, k0, full, col0)) };
         }
     } else {
         // SAFETY: both consumer warpgroups run this branch (rule 1).

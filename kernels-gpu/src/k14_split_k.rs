@@ -54,6 +54,7 @@ pub const REDUCE: KernelSpec = KernelSpec {
         block_tile: (ROWS, THREADS),
         shared_bytes: 0,
         register_cap: false,
+        persistent: false,
     },
     model_reuse: (1, 1),
     body: Body::Emulated(reduce_slices),

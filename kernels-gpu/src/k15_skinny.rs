@@ -52,6 +52,7 @@ const fn spec(name: &'static str, threads: usize, vec: usize, body: fn(Gemm)) ->
             block_tile: (ROWS, threads * vec),
             shared_bytes: 0,
             register_cap: false,
+            persistent: false,
         },
         model_reuse: (1, 1),
         body: Body::Emulated(body),

@@ -56,6 +56,7 @@ pub const SPEC: KernelSpec = KernelSpec {
         block_tile: (ROWS, 1),
         shared_bytes: 0,
         register_cap: false,
+        persistent: false,
     },
     model_reuse: (1, 1),
     body: Body::Emulated(gemv_warp_8x1),

@@ -38,6 +38,8 @@
 //! model of TMA, `mbarrier` or `wgmma`.
 
 #[cfg(target_arch = "nvptx64")]
+use crate::device::mbarrier::MBarrier;
+#[cfg(target_arch = "nvptx64")]
 use crate::device::tma::TensorMaps;
 #[cfg(target_arch = "nvptx64")]
 use crate::device::wgmma::{
@@ -70,16 +72,17 @@ const K_STEPS: usize = BK / 16;
 /// Bytes of 16-bit elements.
 const ELEM_BYTES: usize = 2;
 
-/// One parameter set: the stages; the tile is fixed above.
+/// One parameter set: the stages; the tile is fixed above (step 20
+/// shares it).
 #[derive(Clone, Copy)]
-struct Params {
-    stages: usize,
+pub(crate) struct Params {
+    pub(crate) stages: usize,
 }
 
 impl Params {
     /// Words of one stage: A's tile `[BM][BK]`, then B's boxes
     /// `[BN / 64][BK][64]`, 16-bit elements two to a word.
-    const fn stage_words(self) -> usize {
+    pub(crate) const fn stage_words(self) -> usize {
         (BM * BK + BK * BN) * ELEM_BYTES / 4
     }
     /// The stages, two barriers per stage (8 bytes each), and room to
@@ -88,20 +91,41 @@ impl Params {
         ALIGN + self.stages * self.stage_words() * 4 + 16 * self.stages
     }
     const fn spec(self, name: &'static str, ab: Elem, math: Math) -> KernelSpec {
+        self.spec_of(
+            name,
+            ab,
+            math,
+            19,
+            "16-bit A and B: wgmma m64n256k16 from shared memory, B read N-major as stored, no copy",
+            false,
+        )
+    }
+    /// The spec of an instance of steps 19 and 20, which differ in what
+    /// they say and in their grid (step 20's is persistent).
+    pub(crate) const fn spec_of(
+        self,
+        name: &'static str,
+        ab: Elem,
+        math: Math,
+        step: u32,
+        summary: &'static str,
+        persistent: bool,
+    ) -> KernelSpec {
         assert!(ab.bytes() == ELEM_BYTES && BK * ELEM_BYTES == 128);
         assert!(B_BOX_COLS * ELEM_BYTES == 128 && BN.is_multiple_of(B_BOX_COLS));
         assert!(self.stages >= 2 && self.shared_bytes() <= 227 * 1024);
         KernelSpec {
             name,
-            step: 19,
+            step,
             module: &modules::WGMMA,
             elems: Elems::new(ab, ab, Elem::F32, math),
-            summary: "16-bit A and B: wgmma m64n256k16 from shared memory, B read N-major as stored, no copy",
+            summary,
             launch: Launch {
                 block_threads: (THREADS as u32, 1),
                 block_tile: (BM, BN),
                 shared_bytes: self.shared_bytes(),
                 register_cap: true,
+                persistent,
             },
             model_reuse: (BM, BN),
             body: Body::GpuOnly(GPU_ONLY),
@@ -150,29 +174,26 @@ pub use instances::*;
 pub const SPECS: &[KernelSpec] = &[SPEC_BF16_128X256X64_S4, SPEC_F16_128X256X64_S4];
 
 /// Step 13's block ([`warp_specialized`]) with this step's tile; B's part
-/// of a stage is its four boxes of `BK x 64`, as TMA lands them.
+/// of a stage is its four boxes of `BK x 64`, as TMA lands them
+/// ([`load_b`]).
 #[cfg(target_arch = "nvptx64")]
 #[inline(always)]
 fn block<T: Wgmma16, const STAGES: usize, const STAGE_WORDS: usize>(
     g: Gemm<T, T, f32>,
     maps: TensorMaps,
 ) {
-    // SAFETY: B's part is BN / 64 boxes of BK x 64 16-bit values with the
-    // 128-byte swizzle (SPEC's), each 8 KB, so 1024-aligned; with A's
-    // box, stage_words() in all.
+    // SAFETY: load_b brings B's part of the stage, as its contract says.
     unsafe {
         warp_specialized::<BM, BN, BK, STAGES, STAGE_WORDS>(
             g.k,
             maps,
             #[inline(always)]
-            |word, k0, full, col0| {
-                unroll!(BN / B_BOX_COLS; 4, |j| {
-                    // SAFETY: as warp_specialized's contract, above.
-                    unsafe { maps.b().load_2d(word + j * BOX_WORDS, (col0 + j * B_BOX_COLS) as u32, k0, full) };
-                });
-            },
+            |word, k0, full, col0| load_b(maps, word, k0, full, col0),
             #[inline(always)]
-            |stages, row0, col0, tid, k_tiles| consume::<T, STAGES, STAGE_WORDS>(stages, g, row0, col0, tid, k_tiles),
+            |stages, row0, col0, tid, k_tiles| {
+                let acc = mainloop::<T, STAGES, STAGE_WORDS>(stages, 0, k_tiles, tid);
+                store_tile(g, &acc, row0, col0, tid);
+            },
         );
     }
 }
@@ -184,26 +205,45 @@ const BOX_WORDS: usize = BK * B_BOX_COLS * ELEM_BYTES / 4;
 #[cfg(target_arch = "nvptx64")]
 const ROW_WORDS: usize = 32;
 
-/// The consumer warpgroups' loop: for each tile, wait for its stage,
-/// issue its four `m64n256k16` (A K-major, B N-major), then retire the
-/// previous tile's group and release its stage, so that one group stays
-/// in flight across tiles (step 17's loop); then the epilogue.
+/// The producer's copies of B's part of a stage at `word`: BN / 64 boxes
+/// of `BK x 64` (rows from `k0`, columns from `col0`), completing on
+/// `full`.
+///
+/// # Safety
+/// B's map has the SPEC's box (`BK x 64`, 128-byte swizzle); `word` is B's
+/// part of a stage of `Stages` (1024-aligned, `BN / 64` boxes of 8 KB).
 #[cfg(target_arch = "nvptx64")]
 #[inline(always)]
-fn consume<T: Wgmma16, const STAGES: usize, const STAGE_WORDS: usize>(
+pub(crate) unsafe fn load_b(maps: TensorMaps, word: usize, k0: u32, full: MBarrier, col0: usize) {
+    unroll!(BN / B_BOX_COLS; 4, |j| {
+        // SAFETY: box j lies at word + j * BOX_WORDS, 1024-aligned, inside
+        // the stage (this function's contract).
+        unsafe { maps.b().load_2d(word + j * BOX_WORDS, (col0 + j * B_BOX_COLS) as u32, k0, full) };
+    });
+}
+
+/// One tile of C's main loop for consumer thread `tid`: the pipeline's
+/// tiles `it0..it0 + k_tiles` of K. For each, wait for its stage, issue
+/// its four `m64n256k16` (A K-major, B N-major), then retire the previous
+/// tile's group and release its stage, so that one group stays in flight
+/// across tiles (step 17's loop); the last stage is released once its
+/// group is retired, so the producer can fill it with the next tile of C
+/// (step 20). Returns the accumulators.
+#[cfg(target_arch = "nvptx64")]
+#[inline(always)]
+pub(crate) fn mainloop<T: Wgmma16, const STAGES: usize, const STAGE_WORDS: usize>(
     stages: Stages<BM, STAGES, STAGE_WORDS, BK>,
-    g: Gemm<T, T, f32>,
-    row0: usize,
-    col0: usize,
-    tid: usize,
+    it0: usize,
     k_tiles: usize,
-) {
+    tid: usize,
+) -> [f32; 128] {
     let (wg, lane) = (tid / 128, tid % 32);
     // SAFETY: all-zero bits are 0.0 (see step 12).
     let mut acc: [f32; 128] = unsafe { core::mem::zeroed() };
     for kt in 0..k_tiles {
-        let s = kt % STAGES;
-        stages.wait_full(kt);
+        let it = it0 + kt;
+        let s = it % STAGES;
+        stages.wait_full(it);
         // A: this warpgroup's 64 rows, 16 values (32 bytes) on per step.
         // B: 16 rows (2 KB) on per step, its boxes BOX_WORDS apart.
         let (mut a_desc, mut b_desc) = ([0u64; K_STEPS], [0u64; K_STEPS]);
@@ -221,18 +261,22 @@ fn consume<T: Wgmma16, const STAGES: usize, const STAGE_WORDS: usize>(
                 T::mma_m64n256k16_ss::<0, 1>(&mut acc, a_desc[step], b_desc[step]);
             });
             commit_group();
-            // Tile kt - 1's group is retired; tile kt's stays in flight.
+            // Tile it - 1's group is retired; tile it's stays in flight.
             wait_ss_128::<1>(&mut acc);
         }
         if kt >= 1 && lane == 0 {
             // SAFETY: once per tile, in order, after the wait that retired
-            // tile kt - 1's wgmmas.
-            unsafe { stages.release(kt - 1) };
+            // tile it - 1's wgmmas.
+            unsafe { stages.release(it - 1) };
         }
     }
     // SAFETY: both warpgroups get here.
     unsafe { wait_ss_128::<0>(&mut acc) };
-    store_tile(g, &acc, row0, col0, tid);
+    if k_tiles >= 1 && lane == 0 {
+        // SAFETY: the last tile's group is retired (above), in order.
+        unsafe { stages.release(it0 + k_tiles - 1) };
+    }
+    acc
 }
 
 /// The epilogue: thread `tid` of the two consumer warpgroups stores its
@@ -244,7 +288,7 @@ fn consume<T: Wgmma16, const STAGES: usize, const STAGE_WORDS: usize>(
 /// of 32 bytes: whole sectors.
 #[cfg(target_arch = "nvptx64")]
 #[inline(always)]
-fn store_tile<T: Element>(g: Gemm<T, T, f32>, acc: &[f32; 128], row0: usize, col0: usize, tid: usize) {
+pub(crate) fn store_tile<T: Element>(g: Gemm<T, T, f32>, acc: &[f32; 128], row0: usize, col0: usize, tid: usize) {
     let (wg, warp, lane) = (tid / 128, tid % 128 / 32, tid % 32);
     let (row, col) = (row0 + 64 * wg + 16 * warp + lane / 4, col0 + 2 * (lane % 4));
     let interior = row0 + BM <= g.m && col0 + BN <= g.n;

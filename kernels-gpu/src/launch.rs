@@ -22,6 +22,11 @@ pub struct Launch {
     /// 13). The others go without, because the bound changes ptxas's
     /// register choices (the best FP32 kernel went from 167 to 189).
     pub register_cap: bool,
+    /// A persistent grid: one block per SM, at most one per tile of C
+    /// ([`Launch::persistent_grid`]), each walking the tiles
+    /// `blockIdx.x, blockIdx.x + gridDim.x, ...` in the kernel's own order.
+    /// Otherwise one block per tile ([`Launch::grid`]).
+    pub persistent: bool,
 }
 
 impl Launch {
@@ -33,6 +38,17 @@ impl Launch {
     /// Blocks `(x, y)` that cover an `m x n` C: x walks columns, y rows.
     pub const fn grid(&self, m: usize, n: usize) -> (usize, usize) {
         (n.div_ceil(self.block_tile.1), m.div_ceil(self.block_tile.0))
+    }
+
+    /// The blocks a launch on a GPU of `sms` SMs runs: [`Self::grid`], or
+    /// for a persistent kernel `(min(tiles, sms), 1)`.
+    pub const fn persistent_grid(&self, m: usize, n: usize, sms: usize) -> (usize, usize) {
+        let (x, y) = self.grid(m, n);
+        if !self.persistent {
+            return (x, y);
+        }
+        let tiles = x * y;
+        (if tiles < sms { tiles } else { sms }, 1)
     }
 }
 

@@ -6,9 +6,12 @@
 //! dense product) the host copies A (m x k) and B (k x n) into buffers
 //! whose rows are padded to 16-byte multiples with zeros
 //! (`host/src/tma.rs`, `Padded`), and the tensor maps describe the copies.
-//! The zeros add nothing to C. [`pad_rows`] is generic over the stored
-//! type: one entry per element size ([`ENTRY`] for 4 bytes, [`ENTRY_16`]
-//! for 2, which copies BF16 and FP16 alike: bits are bits).
+//! The zeros add nothing to C. One entry per element size: [`ENTRY`]
+//! ([`pad_rows`], 4-byte elements, one per thread) and [`ENTRY_16`]
+//! ([`pad_rows_x8`], 2-byte elements, copying BF16 and FP16 alike: bits
+//! are bits), whose threads write 16 bytes each, so that the stores are
+//! full-width and the copy runs near DRAM speed (2-byte stores, one per
+//! thread, ran at a ninth of it: docs/measurements.md).
 //!
 //! One thread per element of the padded matrix: consecutive threads take
 //! consecutive columns, so the reads of the source rows (which start at
@@ -40,11 +43,15 @@ pub const ENTRY: &str = "pad_rows";
 /// The PTX entry of [`pad_rows`] for 2-byte elements (BF16, FP16).
 pub const ENTRY_16: &str = "pad_rows_16";
 
-/// The entry of [`pad_rows`] for elements of `bytes` bytes, if there is one.
-pub const fn pad_entry(bytes: usize) -> Option<&'static str> {
+/// Elements of the padded matrix each thread of [`ENTRY_16`] writes.
+pub const X8: usize = 8;
+
+/// The padding entry for elements of `bytes` bytes, if there is one, and
+/// how many consecutive elements of a row each of its threads writes.
+pub const fn pad_entry(bytes: usize) -> Option<(&'static str, usize)> {
     match bytes {
-        4 => Some(ENTRY),
-        2 => Some(ENTRY_16),
+        4 => Some((ENTRY, 1)),
+        2 => Some((ENTRY_16, X8)),
         _ => None,
     }
 }
@@ -76,6 +83,43 @@ pub fn pad_rows<T: Element>(
         // SAFETY: r < rows and c < ld: inside dst (rows x ld); one thread
         // per (r, c).
         unsafe { dst.write(r * ld + c, value) };
+        r += MAX_GRID_ROWS;
+    }
+}
+
+/// [`pad_rows`] with each thread writing [`X8`] consecutive elements of a
+/// row of `dst` as one 16-byte store: for 2-byte types, whose
+/// one-element stores are a quarter of what the memory system moves per
+/// access. The source is read element by element (its rows start
+/// anywhere: that is why it is copied).
+///
+/// `ld` must be a multiple of [`X8`] (the host's padded rows are 16-byte
+/// multiples) and `T` 2 bytes.
+pub fn pad_rows_x8<T: Element>(
+    src: GlobalIn<T>,
+    dst: GlobalOut<T>,
+    rows: usize,
+    cols: usize,
+    src_ld: usize,
+    ld: usize,
+) {
+    let c = (block_idx_x() * THREADS + thread_idx_x()) * X8;
+    if c >= ld {
+        return;
+    }
+    let mut r = block_idx_y();
+    while r < rows {
+        let mut v = [T::from_f32(0.0); X8];
+        unroll!(X8; 8, |j| {
+            if c + j < cols {
+                // SAFETY: r < rows and c + j < cols: inside src.
+                v[j] = unsafe { src.read(r * src_ld + c + j) };
+            }
+        });
+        // SAFETY: r < rows, c + X8 <= ld (ld and c are multiples of X8):
+        // inside dst (rows x ld), 16-byte aligned (r * ld + c is a
+        // multiple of 8 two-byte elements); one thread per 8 elements.
+        unsafe { dst.write16(r * ld + c, v) };
         r += MAX_GRID_ROWS;
     }
 }
@@ -207,11 +251,12 @@ mod entry {
     );
     copy_entry!(
         /// PTX entry `pad_rows_16(src, dst, rows, cols, src_ld, ld)`:
-        /// `pad_rows` for 2-byte elements (BF16 or FP16, copied as bits).
+        /// `pad_rows_x8` for 2-byte elements (BF16 or FP16, copied as bits).
         ///
         /// # Safety
-        /// As `pad_rows`, counting 2-byte elements.
-        pad_rows_16 = pad_rows::<crate::elem::Bf16>
+        /// As `pad_rows`, counting 2-byte elements, with `ld` a multiple of
+        /// `X8` and `ceil(ld / (THREADS * X8))` blocks in x.
+        pad_rows_16 = pad_rows_x8::<crate::elem::Bf16>
     );
     copy_entry!(
         /// PTX entry `transpose_tf32(src, dst, rows, cols, src_ld, ld)`.

@@ -112,7 +112,7 @@ fn emulated() -> impl Iterator<Item = (&'static KernelSpec, fn(Gemm))> {
 #[test]
 fn only_the_hopper_steps_are_gpu_only() {
     for spec in KERNELS {
-        let hopper = matches!(spec.step, 12 | 13 | 17..=19);
+        let hopper = matches!(spec.step, 12 | 13 | 17..=20);
         assert_eq!(spec.emulated().is_err(), hopper, "{}", spec.name);
     }
 }
@@ -203,6 +203,7 @@ fn probe(name: &'static str, threads: u32, words: usize, body: fn(Gemm)) -> Kern
             block_tile: (1, threads as usize),
             shared_bytes: words * 4,
             register_cap: false,
+            persistent: false,
         },
         model_reuse: (1, 1),
         module: &modules::LADDER,
@@ -740,6 +741,39 @@ fn the_transposing_copy_writes_a_rounded_transpose_padded_with_zeros() {
     }
     // The rounding is real: some inputs change.
     assert!(a.iter().any(|&x| f32::from_bits(to_tf32(x)) != x));
+}
+
+/// The 16-bit padding copy, run on A viewed as BF16: C (m x n, n a
+/// multiple of 8) = A rounded to BF16, zeros past A's k columns
+/// (`pad::pad_rows_x8` with `ld = n`).
+fn pad_a_into_c_bf16(g: Gemm) {
+    use kernels_gpu::elem::Bf16;
+    kernels_gpu::pad::pad_rows_x8::<Bf16>(g.a.retyped(), g.c.retyped(), g.m, g.k, g.lda, g.n);
+}
+
+#[test]
+fn the_16_bit_padding_copy_writes_rows_of_8_with_zeros_past_the_matrix() {
+    use kernels_gpu::elem::{Bf16, Element};
+    use kernels_gpu::pad::{THREADS, X8};
+    // A is 37 x 29; C is 37 x 32 (ld 32: three zeros after each row), in
+    // one block of THREADS threads per row (each writing X8 elements: a
+    // quarter of the block has work), as the host launches it:
+    // ceil(ld / (THREADS * X8)) x rows.
+    let (m, n, k): (usize, usize, usize) = (37, 32, 29);
+    assert_eq!(n.div_ceil(THREADS * X8), 1);
+    let spec = probe("pad_rows_x8", THREADS as u32, 0, pad_a_into_c_bf16);
+    let (report, a, _) = run(&spec, pad_a_into_c_bf16, (m, n, k));
+    assert!(report.is_clean(), "{report}");
+    for r in 0..m {
+        for c in 0..n {
+            let want = if c < k {
+                Bf16::from_f32(a[r * k + c]).to_f32()
+            } else {
+                0.0
+            };
+            assert_eq!(report.c[r * n + c].to_bits(), want.to_bits(), "C[{r}][{c}]");
+        }
+    }
 }
 
 /// Starts a copy and never waits for it.

@@ -1,6 +1,6 @@
-//! The SVG plot: GFLOP/s against n for every variant, cuBLAS (SGEMM and
-//! TF32) as the reference lines. Square sizes only; both axes log scale,
-//! so FP32 kernels and the TF32 tensor-core kernels, 5-10x apart, both read.
+//! The SVG plot: GFLOP/s against n for every variant, cuBLAS (SGEMM, TF32,
+//! BF16, FP16) as the reference lines. Square sizes only; both axes log
+//! scale, so FP32 kernels and the tensor-core kernels, 5-15x apart, all read.
 
 use plotters::prelude::*;
 
@@ -32,7 +32,7 @@ pub fn write_svg(results: &Results, path: &std::path::Path) -> anyhow::Result<()
     let root = SVGBackend::new(path, (1200, 640)).into_drawing_area();
     root.fill(&WHITE)?;
     let title = format!(
-        "f32 GEMM on {} (FP32 and TF32 kernels), GFLOP/s against n",
+        "GEMM on {} (FP32, TF32 and BF16/FP16 kernels), GFLOP/s against n",
         results.meta.gpu.name
     );
     let mut chart = ChartBuilder::on(&root)
@@ -69,11 +69,17 @@ pub fn write_svg(results: &Results, path: &std::path::Path) -> anyhow::Result<()
             .map(|r| ((r.n as f64).log2(), r.gflops.unwrap()))
             .collect();
         points.sort_by(|a, b| a.0.total_cmp(&b.0));
-        // cuBLAS in black (SGEMM) and grey (TF32); the kernels in colours
-        // (the palette's black skipped).
+        // cuBLAS in black (SGEMM) and greys (TF32, then the 16-bit
+        // types); the kernels in colours (the palette's black skipped).
         let color = match kind {
             Kind::Cublas if variant.as_str() == rust_gemm::baselines::CUBLAS_TF32 => {
                 RGBColor(140, 140, 140).to_rgba()
+            }
+            Kind::Cublas
+                if variant.as_str() == rust_gemm::baselines::CUBLAS_BF16
+                    || variant.as_str() == rust_gemm::baselines::CUBLAS_FP16 =>
+            {
+                RGBColor(90, 90, 90).to_rgba()
             }
             Kind::Cublas => BLACK.to_rgba(),
             _ => Palette99::pick(if i >= 20 { i + 1 } else { i }).to_rgba(),

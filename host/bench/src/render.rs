@@ -4,7 +4,7 @@ use comfy_table::presets::UTF8_FULL_CONDENSED;
 use comfy_table::{CellAlignment, Table};
 use rust_gemm::report::thousands;
 
-use crate::results::{Kind, Results, Row};
+use crate::results::{Kind, Results, Row, f32_storage};
 
 fn fmt(x: Option<f64>, f: impl Fn(f64) -> String) -> String {
     x.map_or("-".into(), f)
@@ -143,6 +143,20 @@ pub fn readme_markdown(results: &Results, headline: usize, plot: &str) -> String
         ),
         _ => String::new(),
     };
+    // Computed from the device's own attributes in the run's metadata (the
+    // rate keyed by architecture and math, `DeviceInfo::flops_per_clock_per_sm`).
+    let half_peak = match (
+        m.gpu.peak_gflops(kernels_gpu::elem::Math::Bf16),
+        m.gpu.half_flops_per_clock_per_sm(),
+    ) {
+        (Some(p), Some(rate)) if results.rows.iter().any(|r| r.elems != f32_storage()) => format!(
+            ", dense BF16/FP16 tensor peak {} GFLOP/s ({rate} FLOP per clock per SM: the \
+             datasheets' dense 989 TFLOP/s for H100/H200 SXM over 132 SMs at 1.83 GHz)",
+            thousands(p)
+        ),
+        _ => String::new(),
+    };
+    let tf32_peak = tf32_peak + &half_peak;
     let mut s = format!(
         "Measured by `cargo xtask bench` on {} ({} SMs, driver CUDA {}, FP32 peak {} GFLOP/s from the \
          device's clock{tf32_peak}), commit `{}`, {}. Median of timed launches (CUDA events, at least {} and about \

@@ -82,7 +82,7 @@ fn fp32() -> String {
     "FP32".into()
 }
 
-fn f32_storage() -> String {
+pub fn f32_storage() -> String {
     kernels_gpu::elem::Storage::F32.to_string()
 }
 

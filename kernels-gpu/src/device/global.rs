@@ -97,6 +97,15 @@ impl<T: Element> GlobalIn<T> {
     pub(crate) fn buffer(self) -> backend::Buffer {
         self.ptr
     }
+
+    /// This emulator buffer viewed as elements of `U` (tests of bodies
+    /// generic over the type, which the emulator's f32 launches cannot
+    /// type otherwise): its slots hold one element each, so a value reads
+    /// as `U::from_f32` of what the slot holds.
+    #[cfg(not(target_arch = "nvptx64"))]
+    pub fn retyped<U: Element>(self) -> GlobalIn<U> {
+        GlobalIn::emulated(self.ptr)
+    }
 }
 
 impl GlobalIn<f32> {
@@ -164,6 +173,30 @@ impl<T: Element> GlobalOut<T> {
     pub unsafe fn write(self, index: usize, value: T) {
         // SAFETY: in bounds and single-writer by this function's contract.
         unsafe { backend::write(self.ptr, index, value) }
+    }
+
+    /// Writes elements `index..index + W`, 16 bytes (`W` elements of
+    /// `T`: 8 of a 16-bit type, 4 of f32), as one 128-bit store.
+    ///
+    /// # Safety
+    /// As for [`Self::write`] for all `W` elements, and the first one's
+    /// byte offset in the buffer is a multiple of 16 (device allocations
+    /// are 256-byte aligned).
+    #[inline(always)]
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    pub unsafe fn write16<const W: usize>(self, index: usize, values: [T; W]) {
+        const { assert!(W * size_of::<T>() == 16) };
+        // SAFETY: in bounds, aligned and single-writer by this function's contract.
+        unsafe { backend::write16(self.ptr, index, values) }
+    }
+}
+
+#[cfg(not(target_arch = "nvptx64"))]
+impl<T: Element> GlobalOut<T> {
+    /// As [`GlobalIn::retyped`]: this emulator buffer's slots written as
+    /// elements of `U` (each slot then holds `U::to_f32` of a value).
+    pub fn retyped<U: Element>(self) -> GlobalOut<U> {
+        GlobalOut::emulated(self.ptr)
     }
 }
 
@@ -288,6 +321,19 @@ mod backend {
         // SAFETY: in bounds, aligned and single-writer by the caller's contract.
         unsafe { (ptr.add(index) as *mut Vec4).write(Vec4(values)) }
     }
+
+    /// 16 bytes with 16-byte alignment: stored as one vector.
+    #[repr(C, align(16))]
+    struct Bytes16<V>(V);
+
+    /// # Safety
+    /// `index..index + W` is inside the buffer and 16-byte aligned (`W`
+    /// elements of `T` are 16 bytes); no other thread writes them.
+    #[inline(always)]
+    pub unsafe fn write16<T, const W: usize>(ptr: Out<T>, index: usize, values: [T; W]) {
+        // SAFETY: in bounds, aligned and single-writer by the caller's contract.
+        unsafe { (ptr.add(index) as *mut Bytes16<[T; W]>).write(Bytes16(values)) }
+    }
 }
 
 /// On the host: the CPU emulator's checked buffers.
@@ -324,5 +370,17 @@ mod backend {
     pub unsafe fn write<T: Element>(buffer: Buffer, index: usize, value: T) {
         // SAFETY: checked by the emulator.
         unsafe { emu::write(buffer, index, value.to_f32()) }
+    }
+
+    /// # Safety
+    /// None on the host (the access is checked, as one of `W` elements).
+    #[track_caller]
+    pub unsafe fn write16<T: Element, const W: usize>(
+        buffer: Buffer,
+        index: usize,
+        values: [T; W],
+    ) {
+        // SAFETY: checked by the emulator.
+        unsafe { emu::write_v(buffer, index, values.map(T::to_f32)) }
     }
 }

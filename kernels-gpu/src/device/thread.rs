@@ -40,6 +40,11 @@ special_register!(
     block_idx_z => _block_idx_z
 );
 special_register!(
+    /// `gridDim.x`: blocks in a row of the grid (a persistent kernel's
+    /// stride through its tiles, `Launch::persistent`).
+    grid_dim_x => _grid_dim_x
+);
+special_register!(
     /// `gridDim.z`: how many products the launch computes.
     grid_dim_z => _grid_dim_z
 );

@@ -320,6 +320,15 @@ pub mod global {
     pub unsafe fn write4(buffer: Buffer, index: usize, values: [f32; 4]) {
         write_n::<4>(buffer, index, values);
     }
+
+    /// `W` elements as one access (a 16-byte store of 16-bit elements).
+    ///
+    /// # Safety
+    /// As for [`read`].
+    #[track_caller]
+    pub unsafe fn write_v<const W: usize>(buffer: Buffer, index: usize, values: [f32; W]) {
+        write_n::<W>(buffer, index, values);
+    }
 }
 
 /// The tensor-core helpers on the host: `mma.sync` and `ldmatrix` as warp

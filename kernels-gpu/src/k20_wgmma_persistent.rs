@@ -1,0 +1,182 @@
+//! Step 20: a persistent grid. Step 19 launches one block per 128 x 256
+//! tile of C; a block's SM holds only it (192 KB of stages), so while its
+//! consumers store their accumulators and the next block starts, loads its
+//! first stages and waits for them, the SM's tensor cores do nothing. At
+//! n = 4096 that is 512 tiles in four waves over 132 SMs, each tile about
+//! 40 us of `wgmma`s followed by an epilogue that writes 128 KB of C.
+//!
+//! What changes from step 19:
+//! - **One block per SM**, each walking the tiles `blockIdx.x, blockIdx.x
+//!   + gridDim.x, ...` (`Launch::persistent`: the host launches
+//!   `min(tiles, SMs)` blocks). The stages and barriers are set up once.
+//! - **The producer runs ahead across tiles**: the pipeline's tile counter
+//!   does not restart with a new tile of C ([`Stages::produce`] from
+//!   `it0`), so while the consumers store tile t, the producer already
+//!   fills the stages with tile t + 1's first K tiles, and the consumers
+//!   start it on landed data.
+//! - **Grouped tile order**: tile ids run down a band of [`GROUP`] rows of
+//!   tiles before moving right, so the blocks in flight at once share A's
+//!   row panels and B's column panels in L2.
+//!
+//! Everything inside a tile (stages, `wgmma`s, epilogue) is step 19's.
+//!
+//! Prediction (H200, n = 4096): the next tile's fill hidden behind the
+//! epilogue, a few microseconds of every 45 per tile: 3-5 % over step 19,
+//! to about cuBLAS BF16. The epilogue itself stays exposed (the consumers
+//! store while the tensor cores wait); hiding it needs either consumers
+//! that alternate tiles or a store through shared memory and TMA. The
+//! measurement lives in docs/bench.json and the README's bench table
+//! (`cargo xtask bench`). GPU only, like steps 12-19.
+
+#[cfg(target_arch = "nvptx64")]
+use crate::device::tma::TensorMaps;
+#[cfg(target_arch = "nvptx64")]
+use crate::device::wgmma::{Wgmma16, release_registers, take_registers};
+#[cfg(target_arch = "nvptx64")]
+use crate::device::{block_idx_x, grid_dim_x, thread_idx_x};
+use crate::elem::{Bf16, Element, F16, Math};
+#[cfg(target_arch = "nvptx64")]
+use crate::gemm::Gemm;
+#[cfg(target_arch = "nvptx64")]
+use crate::k13_wgmma_ws::{CONSUMER_REGISTERS, CONSUMERS, PRODUCER_REGISTERS, Stages};
+#[cfg(target_arch = "nvptx64")]
+use crate::k19_wgmma_16bit::{BK, load_b, mainloop, store_tile};
+use crate::k19_wgmma_16bit::{BM, BN, Params};
+use crate::launch::KernelSpec;
+
+/// Rows of tiles in a band of the tile order.
+pub const GROUP: usize = 8;
+
+/// One instance: `$spec` for the host; for the GPU the body `$name` on
+/// A and B of type `$t` and its PTX entry.
+macro_rules! instance {
+    ($name:ident, $spec:ident, $t:ident, $math:expr, $stages:literal) => {
+        pub const $spec: KernelSpec = Params { stages: $stages }.spec_of(
+            stringify!($name),
+            <$t as Element>::ELEM,
+            $math,
+            20,
+            "step 19 on a persistent grid: one block per SM walks tiles in grouped order, the producer a tile ahead",
+            true,
+        );
+        /// The body of the PTX entry of the same name (inlined into it).
+        #[cfg(target_arch = "nvptx64")]
+        #[inline(always)]
+        pub fn $name(g: Gemm<$t, $t, f32>, maps: TensorMaps) {
+            block::<$t, $stages, { Params { stages: $stages }.stage_words() }>(g, maps)
+        }
+        mod $name {
+            #[cfg(target_arch = "nvptx64")]
+            use super::$name;
+            crate::gemm_kernel!($name, tensor_maps, elems($t, $t, f32));
+        }
+    };
+}
+
+#[rustfmt::skip]
+mod instances {
+    use super::*;
+    instance!(wgmma_bf16_persistent_128x256x64_s4, SPEC_BF16_128X256X64_S4, Bf16, Math::Bf16, 4);
+    instance!(wgmma_f16_persistent_128x256x64_s4, SPEC_F16_128X256X64_S4, F16, Math::F16, 4);
+}
+pub use instances::*;
+
+/// Every instance.
+pub const SPECS: &[KernelSpec] = &[SPEC_BF16_128X256X64_S4, SPEC_F16_128X256X64_S4];
+
+/// Where tile `t` of an `m x n` C lies, `(row0, col0)`, in the grouped
+/// order: bands of [`GROUP`] rows of tiles (the last band may be
+/// shorter), each walked down its rows, then right.
+///
+/// For `t` below the tile count (the kernel's loops); the divisors are
+/// kept at least 1 so that no other `t` can reach a division by zero (a
+/// panic path, `trap`, in the PTX).
+#[inline(always)]
+pub const fn tile_origin(t: usize, m: usize, n: usize) -> (usize, usize) {
+    let (tiles_m, tiles_n) = (m.div_ceil(BM), n.div_ceil(BN));
+    let band_tiles = max1(GROUP * tiles_n);
+    let first = t / band_tiles * GROUP;
+    let left = tiles_m.saturating_sub(first);
+    let rows = max1(if left < GROUP { left } else { GROUP });
+    let within = t % band_tiles;
+    ((first + within % rows) * BM, (within / rows) * BN)
+}
+
+const fn max1(x: usize) -> usize {
+    if x == 0 { 1 } else { x }
+}
+
+/// The block: the stages once, then the producer warpgroup's first thread
+/// produces every tile of C this block owns, in order, while the two
+/// consumer warpgroups compute and store them, one after the other
+/// (step 13's roles and registers, step 19's tile).
+#[cfg(target_arch = "nvptx64")]
+#[inline(always)]
+fn block<T: Wgmma16, const STAGES: usize, const STAGE_WORDS: usize>(
+    g: Gemm<T, T, f32>,
+    maps: TensorMaps,
+) {
+    let tid = thread_idx_x();
+    let stages = Stages::<BM, STAGES, STAGE_WORDS, BK>::init(maps, tid);
+    let k_tiles = g.k.div_ceil(BK);
+    let tiles = g.m.div_ceil(BM) * g.n.div_ceil(BN);
+    let (first, stride) = (block_idx_x(), grid_dim_x());
+    if tid >= CONSUMERS {
+        // SAFETY: the whole warpgroup runs this branch (rule 1); 40 is a
+        // multiple of 8.
+        unsafe { release_registers::<PRODUCER_REGISTERS>() };
+        if tid == CONSUMERS {
+            let (mut t, mut it) = (first, 0);
+            while t < tiles {
+                let (row0, col0) = tile_origin(t, g.m, g.n);
+                // SAFETY: one thread, after init, it the tiles it produced
+                // before; A's box is SPEC's and load_b brings B's part.
+                unsafe {
+                    stages.produce(maps, it, k_tiles, row0, |word, k0, full| {
+                        load_b(maps, word, k0, full, col0)
+                    })
+                };
+                t += stride;
+                it += k_tiles;
+            }
+        }
+    } else {
+        // SAFETY: both consumer warpgroups run this branch (rule 1).
+        unsafe { take_registers::<CONSUMER_REGISTERS>() };
+        // The same tiles, in the same order, as the producer: every
+        // consumer thread runs the same trips (the wgmmas stay converged).
+        let (mut t, mut it) = (first, 0);
+        while t < tiles {
+            let (row0, col0) = tile_origin(t, g.m, g.n);
+            let acc = mainloop::<T, STAGES, STAGE_WORDS>(stages, it, k_tiles, tid);
+            store_tile(g, &acc, row0, col0, tid);
+            t += stride;
+            it += k_tiles;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The grouped order visits every tile once, at any shape, and the
+    /// first tiles of a band run down its rows.
+    #[test]
+    fn the_tile_order_covers_every_tile_once() {
+        for (m, n) in [(1usize, 1usize), (128, 256), (4096, 4096), (4097, 4097), (777, 3333), (3000, 300)] {
+            let (tiles_m, tiles_n) = (m.div_ceil(BM), n.div_ceil(BN));
+            let mut seen = vec![false; tiles_m * tiles_n];
+            for t in 0..tiles_m * tiles_n {
+                let (row0, col0) = tile_origin(t, m, n);
+                assert!(row0 < m && col0 < n, "{m}x{n} tile {t}");
+                let i = row0 / BM * tiles_n + col0 / BN;
+                assert!(!seen[i], "{m}x{n}: tile {t} twice");
+                seen[i] = true;
+            }
+            assert!(seen.iter().all(|&s| s));
+        }
+        assert_eq!(tile_origin(1, 4096, 4096), (BM, 0));
+        assert_eq!(tile_origin(GROUP, 4096, 4096), (0, BN));
+    }
+}
