@@ -200,6 +200,9 @@ fn load_source(gpu: &Gpu, src: &TwinSource, names: &[&str]) -> Result<Vec<Kernel
 pub struct Cublas {
     blas: CudaBlas,
     elems: Elems,
+    /// Its name in reports: `cuBLAS BF16`, and the C type where it is not
+    /// f32 (`cuBLAS BF16 (bf16 C)`).
+    name: String,
 }
 
 impl Cublas {
@@ -254,7 +257,18 @@ impl Cublas {
                 precision.name()
             ));
         }
-        Ok(Self { blas, elems })
+        let base = match elems.math {
+            Math::Fp32 => CUBLAS_FP32,
+            Math::Tf32 => CUBLAS_TF32,
+            Math::Bf16 => CUBLAS_BF16,
+            Math::F16 => CUBLAS_FP16,
+        };
+        let name = if elems.c == Elem::F32 {
+            base.to_string()
+        } else {
+            format!("{base} ({} C)", elems.c.name())
+        };
+        Ok(Self { blas, elems, name })
     }
 }
 
@@ -328,12 +342,7 @@ impl Cublas {
 
 impl Enqueue for Cublas {
     fn name(&self) -> &str {
-        match self.elems.math {
-            Math::Fp32 => CUBLAS_FP32,
-            Math::Tf32 => CUBLAS_TF32,
-            Math::Bf16 => CUBLAS_BF16,
-            Math::F16 => CUBLAS_FP16,
-        }
+        &self.name
     }
 
     fn elems(&self) -> Elems {

@@ -17,9 +17,10 @@
 //!
 //! On the device a stored element is a Rust type that implements
 //! [`Element`]: `f32`, or the 16-bit [`Bf16`] and [`F16`] (bit patterns;
-//! the conversions are plain integer arithmetic, so they run unchanged on
-//! the GPU and in the emulator, and a host test checks them against the
-//! `half` crate bit for bit).
+//! widening is integer arithmetic, narrowing is `cvt.rn` on the GPU and
+//! the same rounding in integer code in the emulator:
+//! [`crate::device::math`]; a host test checks both directions against
+//! the `half` crate bit for bit).
 
 /// A number format as stored in memory.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -214,6 +215,8 @@ impl core::fmt::Display for Storage {
 pub trait Element: Copy + core::fmt::Debug + 'static {
     /// Its format.
     const ELEM: Elem;
+    /// +0 (a constant, where `from_f32(0.0)` would be a conversion on the GPU).
+    const ZERO: Self;
     /// The value as an f32 (exact).
     fn to_f32(self) -> f32;
     /// `x` rounded to nearest (ties to even).
@@ -222,6 +225,7 @@ pub trait Element: Copy + core::fmt::Debug + 'static {
 
 impl Element for f32 {
     const ELEM: Elem = Elem::F32;
+    const ZERO: Self = 0.0;
     #[inline(always)]
     fn to_f32(self) -> f32 {
         self
@@ -244,6 +248,7 @@ pub struct F16(pub u16);
 
 impl Element for Bf16 {
     const ELEM: Elem = Elem::Bf16;
+    const ZERO: Self = Bf16(0);
 
     #[inline(always)]
     fn to_f32(self) -> f32 {
@@ -252,20 +257,13 @@ impl Element for Bf16 {
 
     #[inline(always)]
     fn from_f32(x: f32) -> Self {
-        let bits = x.to_bits();
-        if x.is_nan() {
-            // Keep the sign and the top payload bits; set the quiet bit.
-            return Bf16((bits >> 16) as u16 | 0x0040);
-        }
-        // Round to nearest even on the 16 bits dropped; a carry moves into
-        // the exponent, and past the largest finite value into infinity.
-        let round = 0x7fff + ((bits >> 16) & 1);
-        Bf16((bits.wrapping_add(round) >> 16) as u16)
+        Bf16(crate::device::math::to_bf16_bits(x))
     }
 }
 
 impl Element for F16 {
     const ELEM: Elem = Elem::F16;
+    const ZERO: Self = F16(0);
 
     #[inline(always)]
     fn to_f32(self) -> f32 {
@@ -288,41 +286,7 @@ impl Element for F16 {
 
     #[inline(always)]
     fn from_f32(x: f32) -> Self {
-        let bits = x.to_bits();
-        let sign = ((bits >> 16) & 0x8000) as u16;
-        let exp = ((bits >> 23) & 0xff) as i32;
-        let man = bits & 0x7f_ffff;
-        if exp == 0xff {
-            // Infinity, or NaN (quiet, top payload bits kept).
-            let nan = if man != 0 {
-                0x0200 | (man >> 13) as u16
-            } else {
-                0
-            };
-            return F16(sign | 0x7c00 | nan);
-        }
-        // The exponent in FP16's bias.
-        let e = exp - 127 + 15;
-        if e >= 0x1f {
-            return F16(sign | 0x7c00);
-        }
-        // The significand and how many of its low bits are dropped: 13 for
-        // a normal result, more for a subnormal one (whose unit is 2^-24).
-        let (sig, shift, base) = if e > 0 {
-            (man, 13u32, (e as u32) << 10)
-        } else if e >= -10 {
-            (man | 0x80_0000, (14 - e) as u32, 0)
-        } else {
-            // Below half the smallest subnormal: zero.
-            return F16(sign);
-        };
-        let kept = sig >> shift;
-        let rest = sig & ((1 << shift) - 1);
-        let half = 1 << (shift - 1);
-        let up = (rest > half || (rest == half && kept & 1 == 1)) as u32;
-        // A carry out of the significand moves into the exponent (and
-        // from the largest finite value into infinity, 0x7c00).
-        F16(sign | (base + kept + up) as u16)
+        F16(crate::device::math::to_f16_bits(x))
     }
 }
 

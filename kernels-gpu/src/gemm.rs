@@ -385,12 +385,13 @@ impl Gemm {
     }
 }
 
-/// The epilogue, one place for every kernel with an f32 C, whatever A's
-/// and B's types: `C[idx] = alpha * acc + beta * C[idx]`. With `beta == 0`
-/// C is not read (as in BLAS: whatever C held, NaN included, does not
-/// reach the result), so a kernel pays for the read only when the caller
-/// asks for it. The test is uniform across the launch.
-impl<A: Element, B: Element> Gemm<A, B, f32> {
+/// The epilogue, one place for every kernel and every stored type of C:
+/// `C[idx] = alpha * acc + beta * C[idx]`, computed in f32 and stored in
+/// C's type (rounded to nearest for a 16-bit C). With `beta == 0` C is not
+/// read (as in BLAS: whatever C held, NaN included, does not reach the
+/// result), so a kernel pays for the read only when the caller asks for
+/// it. The test is uniform across the launch.
+impl<A: Element, B: Element, C: Element> Gemm<A, B, C> {
     #[inline(always)]
     fn blend<const W: usize>(self, acc: [f32; W], old: impl FnOnce() -> [f32; W]) -> [f32; W] {
         let mut out = [0.0f32; W];
@@ -404,7 +405,10 @@ impl<A: Element, B: Element> Gemm<A, B, f32> {
         }
         out
     }
+}
 
+/// The epilogue of an f32 C: scalar, 64-bit and 128-bit stores.
+impl<A: Element, B: Element> Gemm<A, B, f32> {
     /// `C[idx] = alpha * acc + beta * C[idx]`.
     ///
     /// # Safety
@@ -447,6 +451,77 @@ impl<A: Element, B: Element> Gemm<A, B, f32> {
         unsafe { self.c.write4(idx, v) };
     }
 }
+
+/// A stored type of C that the epilogue writes, for kernels generic over
+/// it (steps 19-20): the scalar and paired stores of
+/// `alpha * acc + beta * C`. f32 pairs are 64-bit accesses; 16-bit pairs
+/// are 32-bit ones, each value rounded to nearest.
+pub trait Output: Element {
+    /// `C[idx] = alpha * acc + beta * C[idx]` in C's type.
+    ///
+    /// # Safety
+    /// As [`Gemm::store_c`].
+    unsafe fn store<A: Element, B: Element>(g: Gemm<A, B, Self>, idx: usize, acc: f32);
+    /// The same for `C[idx..idx + 2]` as one access.
+    ///
+    /// # Safety
+    /// As [`Self::store`] for both elements, `idx % 2 == 0` and
+    /// [`Self::pairs`].
+    unsafe fn store2<A: Element, B: Element>(g: Gemm<A, B, Self>, idx: usize, acc: [f32; 2]);
+    /// C starts and its rows run on boundaries of a pair (`ldc` even):
+    /// [`Self::store2`] may be used.
+    fn pairs<A: Element, B: Element>(g: Gemm<A, B, Self>) -> bool;
+}
+
+impl Output for f32 {
+    #[inline(always)]
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    unsafe fn store<A: Element, B: Element>(g: Gemm<A, B, f32>, idx: usize, acc: f32) {
+        // SAFETY: forwarded from the caller's contract.
+        unsafe { g.store_c(idx, acc) }
+    }
+    #[inline(always)]
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    unsafe fn store2<A: Element, B: Element>(g: Gemm<A, B, f32>, idx: usize, acc: [f32; 2]) {
+        // SAFETY: forwarded from the caller's contract.
+        unsafe { g.store_c2(idx, acc) }
+    }
+    #[inline(always)]
+    fn pairs<A: Element, B: Element>(g: Gemm<A, B, f32>) -> bool {
+        g.vec2_c()
+    }
+}
+
+/// [`Output`] for a 16-bit C: reads and writes through the pair accesses
+/// of `GlobalOut`, values rounded to nearest by `Element::from_f32`.
+macro_rules! output_16 {
+    ($t:ty) => {
+        impl Output for $t {
+            #[inline(always)]
+            #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+            unsafe fn store<A: Element, B: Element>(g: Gemm<A, B, $t>, idx: usize, acc: f32) {
+                // SAFETY: inside C, this thread's own element (the contract).
+                let [v] = g.blend([acc], || [unsafe { g.c.read(idx) }.to_f32()]);
+                // SAFETY: as above.
+                unsafe { g.c.write(idx, <$t>::from_f32(v)) };
+            }
+            #[inline(always)]
+            #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+            unsafe fn store2<A: Element, B: Element>(g: Gemm<A, B, $t>, idx: usize, acc: [f32; 2]) {
+                // SAFETY: inside C, 4-byte aligned, this thread's own elements.
+                let v = g.blend(acc, || unsafe { g.c.read_pair(idx) }.map(<$t>::to_f32));
+                // SAFETY: as above.
+                unsafe { g.c.write_pair(idx, v.map(<$t>::from_f32)) };
+            }
+            #[inline(always)]
+            fn pairs<A: Element, B: Element>(g: Gemm<A, B, $t>) -> bool {
+                g.c.aligned(4) && g.ldc.is_multiple_of(2)
+            }
+        }
+    };
+}
+output_16!(crate::elem::Bf16);
+output_16!(crate::elem::F16);
 
 /// Exports a kernel body `fn name(Gemm)` as the PTX entry `name` with the
 /// parameters `(const A* A, const B* B, C* C, GemmParams p)`, which runs

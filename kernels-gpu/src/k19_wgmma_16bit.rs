@@ -48,7 +48,7 @@ use crate::device::wgmma::{
 };
 use crate::elem::{Bf16, Elem, Element, Elems, F16, Math};
 #[cfg(target_arch = "nvptx64")]
-use crate::gemm::Gemm;
+use crate::gemm::{Gemm, Output};
 use crate::k12_wgmma::{ALIGN, GPU_ONLY};
 #[cfg(target_arch = "nvptx64")]
 use crate::k13_wgmma_ws::{Stages, warp_specialized};
@@ -93,7 +93,7 @@ impl Params {
     const fn spec(self, name: &'static str, ab: Elem, math: Math) -> KernelSpec {
         self.spec_of(
             name,
-            ab,
+            (ab, Elem::F32),
             math,
             19,
             "16-bit A and B: wgmma m64n256k16 from shared memory, B read N-major as stored, no copy",
@@ -101,11 +101,12 @@ impl Params {
         )
     }
     /// The spec of an instance of steps 19 and 20, which differ in what
-    /// they say and in their grid (step 20's is persistent).
+    /// they say and in their grid (step 20's is persistent): A and B of
+    /// type `ab`, C of type `c` (f32, or `ab`).
     pub(crate) const fn spec_of(
         self,
         name: &'static str,
-        ab: Elem,
+        (ab, c): (Elem, Elem),
         math: Math,
         step: u32,
         summary: &'static str,
@@ -118,7 +119,7 @@ impl Params {
             name,
             step,
             module: &modules::WGMMA,
-            elems: Elems::new(ab, ab, Elem::F32, math),
+            elems: Elems::new(ab, ab, c, math),
             summary,
             launch: Launch {
                 block_threads: (THREADS as u32, 1),
@@ -152,7 +153,7 @@ macro_rules! instance {
         #[cfg(target_arch = "nvptx64")]
         #[inline(always)]
         pub fn $name(g: Gemm<$t, $t, f32>, maps: TensorMaps) {
-            block::<$t, $stages, { Params { stages: $stages }.stage_words() }>(g, maps)
+            block::<$t, f32, $stages, { Params { stages: $stages }.stage_words() }>(g, maps)
         }
         mod $name {
             #[cfg(target_arch = "nvptx64")]
@@ -178,8 +179,8 @@ pub const SPECS: &[KernelSpec] = &[SPEC_BF16_128X256X64_S4, SPEC_F16_128X256X64_
 /// ([`load_b`]).
 #[cfg(target_arch = "nvptx64")]
 #[inline(always)]
-fn block<T: Wgmma16, const STAGES: usize, const STAGE_WORDS: usize>(
-    g: Gemm<T, T, f32>,
+fn block<T: Wgmma16, C: Output, const STAGES: usize, const STAGE_WORDS: usize>(
+    g: Gemm<T, T, C>,
     maps: TensorMaps,
 ) {
     // SAFETY: load_b brings B's part of the stage, as its contract says.
@@ -280,27 +281,33 @@ pub(crate) fn mainloop<T: Wgmma16, const STAGES: usize, const STAGE_WORDS: usize
 }
 
 /// The epilogue: thread `tid` of the two consumer warpgroups stores its
-/// accumulators of the BM x BN tile of C at `(row0, col0)`. `acc[4j + 2h
+/// accumulators of the BM x BN tile of C at `(row0, col0)`, in C's type. `acc[4j + 2h
 /// + e]` is D[16 w + g + 8 h][8 j + 2 t + e] of its warpgroup's 64 x 256
 /// tile (device::wgmma's table), that is C[row0 + 64 wg + 16 w + g + 8
 /// h][col0 + 8 j + 2 t + e]: pairs of adjacent columns, stored as one
-/// 64-bit access where C allows it. For a warp, each store writes 8 rows
-/// of 32 bytes: whole sectors.
+/// access where C allows it (64 bits for f32, 32 for a 16-bit C). For a
+/// warp, each f32 store writes 8 rows of 32 bytes: whole sectors.
 #[cfg(target_arch = "nvptx64")]
 #[inline(always)]
-pub(crate) fn store_tile<T: Element>(g: Gemm<T, T, f32>, acc: &[f32; 128], row0: usize, col0: usize, tid: usize) {
+pub(crate) fn store_tile<T: Element, C: Output>(
+    g: Gemm<T, T, C>,
+    acc: &[f32; 128],
+    row0: usize,
+    col0: usize,
+    tid: usize,
+) {
     let (wg, warp, lane) = (tid / 128, tid % 128 / 32, tid % 32);
     let (row, col) = (row0 + 64 * wg + 16 * warp + lane / 4, col0 + 2 * (lane % 4));
     let interior = row0 + BM <= g.m && col0 + BN <= g.n;
     let (rows_left, cols_left) = (g.m.saturating_sub(row), g.n.saturating_sub(col));
-    if interior && g.vec2_c() {
+    if interior && C::pairs(g) {
         let index = row * g.ldc + col;
         unroll!(2; 2, |h| {
             unroll!(BN / 8; 32, |j| {
                 // SAFETY: index + 8 h ldc + 8 j is that of C[row + 8 h][col
                 // + 8 j], inside C with the next column (an interior tile),
                 // even (col and ldc are), owned by this thread alone.
-                unsafe { g.store_c2(index + 8 * h * g.ldc + 8 * j, [acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]]) };
+                unsafe { C::store2(g, index + 8 * h * g.ldc + 8 * j, [acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]]) };
             });
         });
     } else {
@@ -309,7 +316,7 @@ pub(crate) fn store_tile<T: Element>(g: Gemm<T, T, f32>, acc: &[f32; 128], row0:
                 unroll!(2; 2, |e| {
                     if 8 * h < rows_left && 8 * j + e < cols_left {
                         // SAFETY: as above, with the bounds checked.
-                        unsafe { g.store_c((row + 8 * h) * g.ldc + col + 8 * j + e, acc[4 * j + 2 * h + e]) };
+                        unsafe { C::store(g, (row + 8 * h) * g.ldc + col + 8 * j + e, acc[4 * j + 2 * h + e]) };
                     }
                 });
             });

@@ -36,7 +36,7 @@ use crate::device::wgmma::{Wgmma16, release_registers, take_registers};
 use crate::device::{block_idx_x, grid_dim_x, thread_idx_x};
 use crate::elem::{Bf16, Element, F16, Math};
 #[cfg(target_arch = "nvptx64")]
-use crate::gemm::Gemm;
+use crate::gemm::{Gemm, Output};
 #[cfg(target_arch = "nvptx64")]
 use crate::k13_wgmma_ws::{CONSUMER_REGISTERS, CONSUMERS, PRODUCER_REGISTERS, Stages};
 #[cfg(target_arch = "nvptx64")]
@@ -48,12 +48,12 @@ use crate::launch::KernelSpec;
 pub const GROUP: usize = 8;
 
 /// One instance: `$spec` for the host; for the GPU the body `$name` on
-/// A and B of type `$t` and its PTX entry.
+/// A and B of type `$t` and C of type `$c`, and its PTX entry.
 macro_rules! instance {
-    ($name:ident, $spec:ident, $t:ident, $math:expr, $stages:literal) => {
+    ($name:ident, $spec:ident, $t:ident, $c:ident, $math:expr, $stages:literal) => {
         pub const $spec: KernelSpec = Params { stages: $stages }.spec_of(
             stringify!($name),
-            <$t as Element>::ELEM,
+            (<$t as Element>::ELEM, <$c as Element>::ELEM),
             $math,
             20,
             "step 19 on a persistent grid: one block per SM walks tiles in grouped order, the producer a tile ahead",
@@ -62,27 +62,36 @@ macro_rules! instance {
         /// The body of the PTX entry of the same name (inlined into it).
         #[cfg(target_arch = "nvptx64")]
         #[inline(always)]
-        pub fn $name(g: Gemm<$t, $t, f32>, maps: TensorMaps) {
-            block::<$t, $stages, { Params { stages: $stages }.stage_words() }>(g, maps)
+        pub fn $name(g: Gemm<$t, $t, $c>, maps: TensorMaps) {
+            block::<$t, $c, $stages, { Params { stages: $stages }.stage_words() }>(g, maps)
         }
         mod $name {
             #[cfg(target_arch = "nvptx64")]
             use super::$name;
-            crate::gemm_kernel!($name, tensor_maps, elems($t, $t, f32));
+            crate::gemm_kernel!($name, tensor_maps, elems($t, $t, $c));
         }
     };
 }
 
+// C in f32, and C in the input type (`_c16`: rounded to nearest in the
+// epilogue, half the bytes written).
 #[rustfmt::skip]
 mod instances {
     use super::*;
-    instance!(wgmma_bf16_persistent_128x256x64_s4, SPEC_BF16_128X256X64_S4, Bf16, Math::Bf16, 4);
-    instance!(wgmma_f16_persistent_128x256x64_s4, SPEC_F16_128X256X64_S4, F16, Math::F16, 4);
+    instance!(wgmma_bf16_persistent_128x256x64_s4, SPEC_BF16_128X256X64_S4, Bf16, f32, Math::Bf16, 4);
+    instance!(wgmma_f16_persistent_128x256x64_s4, SPEC_F16_128X256X64_S4, F16, f32, Math::F16, 4);
+    instance!(wgmma_bf16_persistent_128x256x64_s4_c16, SPEC_BF16_128X256X64_S4_C16, Bf16, Bf16, Math::Bf16, 4);
+    instance!(wgmma_f16_persistent_128x256x64_s4_c16, SPEC_F16_128X256X64_S4_C16, F16, F16, Math::F16, 4);
 }
 pub use instances::*;
 
 /// Every instance.
-pub const SPECS: &[KernelSpec] = &[SPEC_BF16_128X256X64_S4, SPEC_F16_128X256X64_S4];
+pub const SPECS: &[KernelSpec] = &[
+    SPEC_BF16_128X256X64_S4,
+    SPEC_F16_128X256X64_S4,
+    SPEC_BF16_128X256X64_S4_C16,
+    SPEC_F16_128X256X64_S4_C16,
+];
 
 /// Where tile `t` of an `m x n` C lies, `(row0, col0)`, in the grouped
 /// order: bands of [`GROUP`] rows of tiles (the last band may be
@@ -112,8 +121,8 @@ const fn max1(x: usize) -> usize {
 /// (step 13's roles and registers, step 19's tile).
 #[cfg(target_arch = "nvptx64")]
 #[inline(always)]
-fn block<T: Wgmma16, const STAGES: usize, const STAGE_WORDS: usize>(
-    g: Gemm<T, T, f32>,
+fn block<T: Wgmma16, C: Output, const STAGES: usize, const STAGE_WORDS: usize>(
+    g: Gemm<T, T, C>,
     maps: TensorMaps,
 ) {
     let tid = thread_idx_x();

@@ -78,7 +78,7 @@ pub fn pad_rows<T: Element>(
             // rows src_ld apart).
             unsafe { src.read(r * src_ld + c) }
         } else {
-            T::from_f32(0.0)
+            T::ZERO
         };
         // SAFETY: r < rows and c < ld: inside dst (rows x ld); one thread
         // per (r, c).
@@ -109,7 +109,7 @@ pub fn pad_rows_x8<T: Element>(
     }
     let mut r = block_idx_y();
     while r < rows {
-        let mut v = [T::from_f32(0.0); X8];
+        let mut v = [T::ZERO; X8];
         unroll!(X8; 8, |j| {
             if c + j < cols {
                 // SAFETY: r < rows and c + j < cols: inside src.

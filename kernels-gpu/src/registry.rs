@@ -42,6 +42,8 @@ pub const KERNELS: &[KernelSpec] = &[
     crate::k19_wgmma_16bit::SPEC_F16_128X256X64_S4,
     crate::k20_wgmma_persistent::SPEC_BF16_128X256X64_S4,
     crate::k20_wgmma_persistent::SPEC_F16_128X256X64_S4,
+    crate::k20_wgmma_persistent::SPEC_BF16_128X256X64_S4_C16,
+    crate::k20_wgmma_persistent::SPEC_F16_128X256X64_S4_C16,
 ];
 
 /// Kernels that read A or B transposed (`KernelSpec::ops`): the library's

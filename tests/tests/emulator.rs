@@ -13,7 +13,7 @@ use std::time::Instant;
 use kernels_gpu::device::async_copy::{commit_group, wait_group};
 use kernels_gpu::device::mma::{mma_m16n8k8_tf32, to_tf32};
 use kernels_gpu::device::warp::{shuffle_xor, warp_sum};
-use kernels_gpu::device::{SharedTile, block_idx_x, sync_threads, thread_idx_x};
+use kernels_gpu::device::{SharedTile, block_idx_x, block_idx_y, sync_threads, thread_idx_x};
 use kernels_gpu::elem::{Elems, Math};
 use kernels_gpu::emu::{self, EmuReport, Memory, Op};
 use kernels_gpu::gemm::Gemm;
@@ -773,6 +773,81 @@ fn the_16_bit_padding_copy_writes_rows_of_8_with_zeros_past_the_matrix() {
             };
             assert_eq!(report.c[r * n + c].to_bits(), want.to_bits(), "C[{r}][{c}]");
         }
+    }
+}
+
+/// The epilogue of a BF16 C (`gemm::Output`, steps 19-20's `_c16`
+/// instances), run on C viewed as BF16: thread `t` of block `y` stores
+/// columns `2t, 2t + 1` of row `y`, as one pair where C's rows allow it
+/// (`Output::pairs`: `ldc` even), else one by one, with `acc = 3 *
+/// A[row][col]` as the accumulator.
+fn bf16_epilogue(g: Gemm) {
+    use kernels_gpu::elem::Bf16;
+    use kernels_gpu::gemm::Output;
+    let c: Gemm<f32, f32, Bf16> = Gemm {
+        a: g.a,
+        b: g.b,
+        c: g.c.retyped(),
+        m: g.m,
+        n: g.n,
+        k: g.k,
+        lda: g.lda,
+        ldb: g.ldb,
+        ldc: g.ldc,
+        alpha: g.alpha,
+        beta: g.beta,
+        slices: g.slices,
+    };
+    let (row, col) = (block_idx_y(), 2 * thread_idx_x());
+    if row >= g.m || col >= g.n {
+        return;
+    }
+    // SAFETY: row < m = k's rows of A and col, col + 1 < k (n <= k here).
+    let acc = |j: usize| 3.0 * unsafe { g.a.read(row * g.lda + col + j) };
+    if col + 1 < g.n && <Bf16 as Output>::pairs(c) {
+        // SAFETY: C[row][col..col + 2], inside C, this thread's own, even
+        // index (ldc even).
+        unsafe { <Bf16 as Output>::store2(c, row * g.ldc + col, [acc(0), acc(1)]) };
+    } else {
+        for j in 0..2.min(g.n - col) {
+            // SAFETY: C[row][col + j], inside C, this thread's own.
+            unsafe { <Bf16 as Output>::store(c, row * g.ldc + col + j, acc(j)) };
+        }
+    }
+}
+
+#[test]
+fn the_bf16_epilogue_rounds_to_nearest_and_stores_pairs() {
+    use kernels_gpu::elem::{Bf16, Element};
+    // C is 5 x 8 (pairs) or 5 x 7 (ldc odd: one by one); A is 5 x 8, of
+    // which the first n columns feed C.
+    for n in [8, 7] {
+        let (m, k): (usize, usize) = (5, 8);
+        let spec = probe("bf16_epilogue", 4, 0, bf16_epilogue);
+        let spec = KernelSpec {
+            launch: Launch {
+                block_tile: (1, 8),
+                ..spec.launch
+            },
+            ..spec
+        };
+        let (report, a, _) = run(&spec, bf16_epilogue, (m, n, k));
+        assert!(report.is_clean(), "{report}");
+        let mut rounded = 0;
+        for r in 0..m {
+            for c in 0..n {
+                let exact = 3.0 * a[r * k + c];
+                let want = Bf16::from_f32(exact).to_f32();
+                rounded += (want != exact) as usize;
+                assert_eq!(
+                    report.c[r * n + c].to_bits(),
+                    want.to_bits(),
+                    "n {n}: C[{r}][{c}]"
+                );
+            }
+        }
+        // The rounding is real: the f32 products are not BF16 values.
+        assert!(rounded > 0);
     }
 }
 

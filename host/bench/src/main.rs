@@ -49,7 +49,8 @@ struct Args {
     sizes: Option<Vec<String>>,
     /// Only these kernels (Rust names; their CUDA twins follow them), plus
     /// "cublas" (SGEMM, FP32), "cublas_tf32" (TF32 tensor cores allowed),
-    /// "cublas_bf16" and "cublas_fp16" (cublasGemmEx, f32 accumulation and C).
+    /// "cublas_bf16" and "cublas_fp16" (cublasGemmEx, f32 accumulation and C),
+    /// "cublas_bf16_c16" and "cublas_fp16_c16" (C in the input type).
     #[arg(long, value_delimiter = ',')]
     kernels: Option<Vec<String>>,
     /// A short run: sizes 1000 and 4096, a smaller time budget.
@@ -258,9 +259,10 @@ const CUBLAS_TF32: &str = "cublas_tf32";
 
 /// The cuBLAS baselines, by `--kernels` name and element types, in table
 /// order: SGEMM (FP32), TF32 tensor cores, and `cublasGemmEx` on BF16 and
-/// FP16 with f32 accumulation and C (compute 32F). Each runs where a
-/// kernel of its element types does (or where named).
-const CUBLAS_BASELINES: [(&str, Elems); 4] = [
+/// FP16 with f32 accumulation (compute 32F), C in f32 or (`_c16`) in the
+/// input type. Each runs where a kernel of its element types does (or
+/// where named).
+const CUBLAS_BASELINES: [(&str, Elems); 6] = [
     (CUBLAS, Elems::FP32),
     (CUBLAS_TF32, Elems::TF32),
     (
@@ -270,6 +272,14 @@ const CUBLAS_BASELINES: [(&str, Elems); 4] = [
     (
         "cublas_fp16",
         Elems::new(Elem::F16, Elem::F16, Elem::F32, Math::F16),
+    ),
+    (
+        "cublas_bf16_c16",
+        Elems::new(Elem::Bf16, Elem::Bf16, Elem::Bf16, Math::Bf16),
+    ),
+    (
+        "cublas_fp16_c16",
+        Elems::new(Elem::F16, Elem::F16, Elem::F16, Math::F16),
     ),
 ];
 

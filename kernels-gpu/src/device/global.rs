@@ -175,6 +175,33 @@ impl<T: Element> GlobalOut<T> {
         unsafe { backend::write(self.ptr, index, value) }
     }
 
+    /// Reads elements `index..index + 2` of a 16-bit type as one 32-bit
+    /// load (for `beta * C` in a 16-bit C).
+    ///
+    /// # Safety
+    /// As for [`Self::read`] for both elements, and `index % 2 == 0`
+    /// (the address is 4-byte aligned).
+    #[inline(always)]
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    pub unsafe fn read_pair(self, index: usize) -> [T; 2] {
+        const { assert!(size_of::<T>() == 2) };
+        // SAFETY: in bounds and aligned by this function's contract.
+        unsafe { backend::read_pair(backend::as_in(self.ptr), index) }
+    }
+
+    /// Writes elements `index..index + 2` of a 16-bit type as one 32-bit
+    /// store.
+    ///
+    /// # Safety
+    /// As for [`Self::write`] for both elements, and `index % 2 == 0`.
+    #[inline(always)]
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    pub unsafe fn write_pair(self, index: usize, values: [T; 2]) {
+        const { assert!(size_of::<T>() == 2) };
+        // SAFETY: in bounds, aligned and single-writer by this function's contract.
+        unsafe { backend::write_pair(self.ptr, index, values) }
+    }
+
     /// Writes elements `index..index + W`, 16 bytes (`W` elements of
     /// `T`: 8 of a 16-bit type, 4 of f32), as one 128-bit store.
     ///
@@ -326,6 +353,28 @@ mod backend {
     #[repr(C, align(16))]
     struct Bytes16<V>(V);
 
+    /// Two 16-bit elements with 4-byte alignment: one 32-bit access.
+    #[repr(C, align(4))]
+    #[derive(Clone, Copy)]
+    struct Bytes4<V>(V);
+
+    /// # Safety
+    /// `index..index + 2` is inside the buffer and 4-byte aligned.
+    #[inline(always)]
+    pub unsafe fn read_pair<T: Copy>(ptr: In<T>, index: usize) -> [T; 2] {
+        // SAFETY: in bounds and aligned by the caller's contract.
+        unsafe { (ptr.add(index) as *const Bytes4<[T; 2]>).read().0 }
+    }
+
+    /// # Safety
+    /// `index..index + 2` is inside the buffer and 4-byte aligned; no
+    /// other thread writes them.
+    #[inline(always)]
+    pub unsafe fn write_pair<T>(ptr: Out<T>, index: usize, values: [T; 2]) {
+        // SAFETY: in bounds, aligned and single-writer by the caller's contract.
+        unsafe { (ptr.add(index) as *mut Bytes4<[T; 2]>).write(Bytes4(values)) }
+    }
+
     /// # Safety
     /// `index..index + W` is inside the buffer and 16-byte aligned (`W`
     /// elements of `T` are 16 bytes); no other thread writes them.
@@ -370,6 +419,22 @@ mod backend {
     pub unsafe fn write<T: Element>(buffer: Buffer, index: usize, value: T) {
         // SAFETY: checked by the emulator.
         unsafe { emu::write(buffer, index, value.to_f32()) }
+    }
+
+    /// # Safety
+    /// None on the host (the access is checked, as one of 2 elements).
+    #[track_caller]
+    pub unsafe fn read_pair<T: Element>(buffer: Buffer, index: usize) -> [T; 2] {
+        // SAFETY: checked by the emulator.
+        unsafe { emu::read_v::<2>(buffer, index) }.map(T::from_f32)
+    }
+
+    /// # Safety
+    /// None on the host (the access is checked, as one of 2 elements).
+    #[track_caller]
+    pub unsafe fn write_pair<T: Element>(buffer: Buffer, index: usize, values: [T; 2]) {
+        // SAFETY: checked by the emulator.
+        unsafe { emu::write_v(buffer, index, values.map(T::to_f32)) }
     }
 
     /// # Safety

@@ -1,6 +1,10 @@
 //! Arithmetic that must map to one PTX instruction.
 //!
-//! Safety model: pure functions, nothing to uphold.
+//! Safety model: pure functions, nothing to uphold. The conversions to
+//! 16 bits are `cvt.rn` on the GPU (sm_80 and newer: the modules that use
+//! them) and the same rounding in integer code on the host, which a test
+//! checks against the `half` crate bit for bit (NaN aside: the hardware
+//! returns the canonical NaN).
 
 /// `a * b + c` rounded once (`fma.rn.f32`). rustc never contracts a
 /// separate multiply and add into an FMA (nvcc does by default), so
@@ -14,5 +18,99 @@ pub fn fma(a: f32, b: f32, c: f32) -> f32 {
     #[cfg(not(target_arch = "nvptx64"))]
     {
         a.mul_add(b, c)
+    }
+}
+
+/// The bits of `x` rounded to BF16, to nearest, ties to even
+/// (`cvt.rn.bf16.f32`; overflow goes to infinity).
+#[inline(always)]
+pub fn to_bf16_bits(x: f32) -> u16 {
+    #[cfg(target_arch = "nvptx64")]
+    {
+        let bits: u16;
+        // SAFETY: a conversion between registers; no memory, no side effect.
+        unsafe {
+            core::arch::asm!("cvt.rn.bf16.f32 {b}, {x};", b = out(reg16) bits, x = in(reg32) x,
+                options(pure, nomem, nostack));
+        }
+        bits
+    }
+    #[cfg(not(target_arch = "nvptx64"))]
+    {
+        host::to_bf16_bits(x)
+    }
+}
+
+/// The bits of `x` rounded to IEEE binary16, to nearest, ties to even
+/// (`cvt.rn.f16.f32`; overflow goes to infinity).
+#[inline(always)]
+pub fn to_f16_bits(x: f32) -> u16 {
+    #[cfg(target_arch = "nvptx64")]
+    {
+        let bits: u16;
+        // SAFETY: a conversion between registers; no memory, no side effect.
+        unsafe {
+            core::arch::asm!("cvt.rn.f16.f32 {b}, {x};", b = out(reg16) bits, x = in(reg32) x,
+                options(pure, nomem, nostack));
+        }
+        bits
+    }
+    #[cfg(not(target_arch = "nvptx64"))]
+    {
+        host::to_f16_bits(x)
+    }
+}
+
+/// The host's conversions: what `cvt.rn` does, in integer arithmetic.
+#[cfg(not(target_arch = "nvptx64"))]
+mod host {
+    pub fn to_bf16_bits(x: f32) -> u16 {
+        let bits = x.to_bits();
+        if x.is_nan() {
+            // Keep the sign and the top payload bits; set the quiet bit.
+            return (bits >> 16) as u16 | 0x0040;
+        }
+        // Round to nearest even on the 16 bits dropped; a carry moves into
+        // the exponent, and past the largest finite value into infinity.
+        let round = 0x7fff + ((bits >> 16) & 1);
+        (bits.wrapping_add(round) >> 16) as u16
+    }
+
+    pub fn to_f16_bits(x: f32) -> u16 {
+        let bits = x.to_bits();
+        let sign = ((bits >> 16) & 0x8000) as u16;
+        let exp = ((bits >> 23) & 0xff) as i32;
+        let man = bits & 0x7f_ffff;
+        if exp == 0xff {
+            // Infinity, or NaN (quiet, top payload bits kept).
+            let nan = if man != 0 {
+                0x0200 | (man >> 13) as u16
+            } else {
+                0
+            };
+            return sign | 0x7c00 | nan;
+        }
+        // The exponent in FP16's bias.
+        let e = exp - 127 + 15;
+        if e >= 0x1f {
+            return sign | 0x7c00;
+        }
+        // The significand and how many of its low bits are dropped: 13 for
+        // a normal result, more for a subnormal one (whose unit is 2^-24).
+        let (sig, shift, base) = if e > 0 {
+            (man, 13u32, (e as u32) << 10)
+        } else if e >= -10 {
+            (man | 0x80_0000, (14 - e) as u32, 0)
+        } else {
+            // Below half the smallest subnormal: zero.
+            return sign;
+        };
+        let kept = sig >> shift;
+        let rest = sig & ((1 << shift) - 1);
+        let half = 1 << (shift - 1);
+        let up = (rest > half || (rest == half && kept & 1 == 1)) as u32;
+        // A carry out of the significand moves into the exponent (and
+        // from the largest finite value into infinity, 0x7c00).
+        sign | (base + kept + up) as u16
     }
 }

@@ -321,6 +321,15 @@ pub mod global {
         write_n::<4>(buffer, index, values);
     }
 
+    /// `W` elements as one access (a 32-bit load of two 16-bit elements).
+    ///
+    /// # Safety
+    /// As for [`read`].
+    #[track_caller]
+    pub unsafe fn read_v<const W: usize>(buffer: Buffer, index: usize) -> [f32; W] {
+        read_n::<W>(buffer, index)
+    }
+
     /// `W` elements as one access (a 16-byte store of 16-bit elements).
     ///
     /// # Safety
