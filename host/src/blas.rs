@@ -670,6 +670,68 @@ struct Loaded {
     blocks_per_sm: usize,
 }
 
+/// The kernel the caller named (`Algorithm::Kernel`), checked against
+/// the call: known, reading the call's layouts, taking f32 A, B and C
+/// (this API's buffers; a kernel of other stored types is refused with
+/// them named), and the split asked for. No GPU needed.
+pub fn choose_named(plan: &Plan, name: &str, split_k: usize) -> Result<Choice, GemmError> {
+    let spec = registry::find(name)
+        .filter(|s| s.name != REDUCE.name)
+        .ok_or_else(|| GemmError::UnknownKernel {
+            name: name.to_string(),
+        })?;
+    let unsupported = |why: String| GemmError::KernelUnsupported {
+        kernel: name.to_string(),
+        why,
+    };
+    if spec.ops != plan.ops {
+        return Err(unsupported(format!(
+            "it reads A {:?} and B {:?}, the call (row-major) has A {:?} and B {:?}",
+            spec.ops.a, spec.ops.b, plan.ops.a, plan.ops.b
+        )));
+    }
+    if spec.elems.storage() != kernels_gpu::elem::Storage::F32 {
+        return Err(unsupported(format!(
+            "it takes {} and this API's buffers are f32; name a kernel of f32 A, B and C \
+             (host --list-kernels)",
+            spec.elems.storage()
+        )));
+    }
+    if split_k == 0 {
+        return Err(GemmError::BadSplit {
+            split_k: 0,
+            why: "at least 1 slice (1: no split)".into(),
+        });
+    }
+    if split_k > 1 {
+        if plan.batch > 1 {
+            return Err(GemmError::BadSplit {
+                split_k,
+                why: "split-K takes one product per call (batch = 1)".into(),
+            });
+        }
+        if spec.operands != Operands::Pointers || spec.elems != Elems::FP32 {
+            return Err(GemmError::BadSplit {
+                split_k,
+                why: format!("only FP32 pointer kernels split K, {} does not", spec.name),
+            });
+        }
+        if split_k > plan.params.k as usize {
+            return Err(GemmError::BadSplit {
+                split_k,
+                why: format!("more slices than k = {}", plan.params.k),
+            });
+        }
+    }
+    if let Some(why) = spec.unsupported(&plan.params, plan.batch) {
+        return Err(unsupported(why));
+    }
+    Ok(Choice {
+        kernel: spec,
+        split_k,
+    })
+}
+
 /// A handle on one GPU stream: its kernels, loaded once, and split-K's
 /// workspace. Calls through one handle run in order on its stream; the
 /// handle may be shared between threads (`Sync`).
@@ -796,57 +858,7 @@ impl Sgemm {
                     },
                 )
             }
-            Algorithm::Kernel { name, split_k } => {
-                let spec = registry::find(name)
-                    .filter(|s| s.name != REDUCE.name)
-                    .ok_or_else(|| GemmError::UnknownKernel { name: name.clone() })?;
-                let unsupported = |why: String| GemmError::KernelUnsupported {
-                    kernel: name.clone(),
-                    why,
-                };
-                if spec.ops != plan.ops {
-                    return Err(unsupported(format!(
-                        "it reads A {:?} and B {:?}, the call (row-major) has A {:?} and B {:?}",
-                        spec.ops.a, spec.ops.b, plan.ops.a, plan.ops.b
-                    )));
-                }
-                if *split_k == 0 {
-                    return Err(GemmError::BadSplit {
-                        split_k: 0,
-                        why: "at least 1 slice (1: no split)".into(),
-                    });
-                }
-                if *split_k > 1 {
-                    if plan.batch > 1 {
-                        return Err(GemmError::BadSplit {
-                            split_k: *split_k,
-                            why: "split-K takes one product per call (batch = 1)".into(),
-                        });
-                    }
-                    if spec.operands != Operands::Pointers || spec.elems != Elems::FP32 {
-                        return Err(GemmError::BadSplit {
-                            split_k: *split_k,
-                            why: format!(
-                                "only FP32 pointer kernels split K, {} does not",
-                                spec.name
-                            ),
-                        });
-                    }
-                    if *split_k > plan.params.k as usize {
-                        return Err(GemmError::BadSplit {
-                            split_k: *split_k,
-                            why: format!("more slices than k = {}", plan.params.k),
-                        });
-                    }
-                }
-                if let Some(why) = spec.unsupported(&plan.params, plan.batch) {
-                    return Err(unsupported(why));
-                }
-                Ok(Choice {
-                    kernel: spec,
-                    split_k: *split_k,
-                })
-            }
+            Algorithm::Kernel { name, split_k } => choose_named(plan, name, *split_k),
         }
     }
 

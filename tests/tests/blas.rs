@@ -5,7 +5,7 @@
 //! f64 reference; property tests over random calls. The same paths on
 //! the GPU: tests/tests/gpu.rs.
 
-use kernels_gpu::elem::Elems;
+use kernels_gpu::elem::{Elems, Storage};
 use kernels_gpu::launch::Ops;
 use kernels_gpu::registry;
 use proptest::prelude::*;
@@ -72,6 +72,33 @@ fn kernel(name: &str, split_k: usize) -> Choice {
 
 fn refused(cfg: &GemmConfig, lens: (usize, usize, usize)) -> GemmError {
     blas::plan(cfg, lens).expect_err("refused")
+}
+
+/// The f32 API takes a named kernel only if it stores f32 A, B and C: a
+/// 16-bit kernel is refused with its types named, before any launch; an
+/// f32 kernel computing in TF32 is taken.
+#[test]
+fn a_named_kernel_of_other_stored_types_is_refused_with_them() {
+    let cfg = GemmConfig::new(256, 256, 256);
+    let plan = blas::plan(&cfg, lens(&cfg)).unwrap();
+    for spec in registry::KERNELS
+        .iter()
+        .filter(|k| k.elems.storage() != Storage::F32)
+    {
+        let err = blas::choose_named(&plan, spec.name, 1).expect_err(spec.name);
+        let text = err.to_string();
+        assert!(
+            matches!(err, GemmError::KernelUnsupported { .. }),
+            "{}: {text}",
+            spec.name
+        );
+        assert!(text.contains(&spec.elems.storage().to_string()), "{text}");
+    }
+    let tf32 = kernels_gpu::k18_wgmma_tr::SPEC_256X128X32_S4.name;
+    assert_eq!(
+        blas::choose_named(&plan, tf32, 1).unwrap().kernel.name,
+        tf32
+    );
 }
 
 #[test]
