@@ -28,8 +28,8 @@
 //! steps 13-18 (`setmaxnreg`: 40 for the producer, 232 for them).
 //!
 //! Prediction (H200, n = 4096): the tensor pipe as busy as step 17's
-//! (about 90 % of its time, profiled in docs/measurements.md) at twice the
-//! rate, with no copy kernel: about 0.85x cuBLAS BF16. What stands
+//! (profiled in docs/measurements.md) at twice the rate, with no copy
+//! kernel: about 0.85x cuBLAS BF16. What stands
 //! between that and cuBLAS is what steps 13-18 did not try: a persistent
 //! grid with a tile order that keeps B's panels in L2, clusters with TMA
 //! multicast, and an epilogue that overlaps the next tile's main loop.

@@ -2,8 +2,8 @@
 //! tile of C; a block's SM holds only it (192 KB of stages), so while its
 //! consumers store their accumulators and the next block starts, loads its
 //! first stages and waits for them, the SM's tensor cores do nothing. At
-//! n = 4096 that is 512 tiles in four waves over 132 SMs, each tile about
-//! 40 us of `wgmma`s followed by an epilogue that writes 128 KB of C.
+//! n = 4096 that is 512 tiles in four waves over 132 SMs, each tile 64
+//! K steps of `wgmma`s followed by an epilogue that writes 128 KB of C.
 //!
 //! What changes from step 19:
 //! - **One block per SM**, each walking the tiles `blockIdx.x, blockIdx.x
@@ -20,9 +20,9 @@
 //!
 //! Everything inside a tile (stages, `wgmma`s, epilogue) is step 19's.
 //!
-//! Prediction (H200, n = 4096): the next tile's fill hidden behind the
-//! epilogue, a few microseconds of every 45 per tile: 3-5 % over step 19,
-//! to about cuBLAS BF16. The epilogue itself stays exposed (the consumers
+//! Prediction (H200, n = 4096): the next tile's fill (the first stages'
+//! latency, a few percent of a tile's time at the tensor peak) hidden
+//! behind the epilogue: 3-5 % over step 19, to about cuBLAS BF16. The epilogue itself stays exposed (the consumers
 //! store while the tensor cores wait); hiding it needs either consumers
 //! that alternate tiles or a store through shared memory and TMA. The
 //! measurement lives in docs/bench.json and the README's bench table
