@@ -69,14 +69,6 @@ impl DeviceMatrix {
         }
     }
 
-    pub fn elem(&self) -> Elem {
-        match self {
-            DeviceMatrix::F32(_) => Elem::F32,
-            DeviceMatrix::Bf16(_) => Elem::Bf16,
-            DeviceMatrix::F16(_) => Elem::F16,
-        }
-    }
-
     /// Its device address (read once, outside any timed region).
     pub fn address(&self, gpu: &Gpu) -> CUdeviceptr {
         use crate::runner::device_address;

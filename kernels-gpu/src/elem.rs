@@ -65,14 +65,6 @@ impl Elem {
         // 2^-p, built from its exponent bits (no `powi` in `core`).
         f64::from_bits(((1023 - self.precision_bits()) as u64) << 52)
     }
-
-    /// Every format, in this order: what a CLI lists.
-    pub const ALL: [Elem; 3] = [Elem::F32, Elem::Bf16, Elem::F16];
-
-    /// The format called `name` ([`Self::name`]).
-    pub fn from_name(name: &str) -> Option<Elem> {
-        Self::ALL.into_iter().find(|e| e.name() == name)
-    }
 }
 
 /// The arithmetic a kernel's multiply-adds do.
@@ -338,9 +330,6 @@ mod tests {
 
     #[test]
     fn names_round_trip_and_roundoffs_follow_the_bits() {
-        for e in Elem::ALL {
-            assert_eq!(Elem::from_name(e.name()), Some(e));
-        }
         for m in [Math::Fp32, Math::Tf32, Math::Bf16, Math::F16] {
             assert_eq!(Math::from_name(m.name()), Some(m));
         }
