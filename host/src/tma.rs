@@ -29,7 +29,7 @@ pub struct Operand {
     pub elem: Elem,
     pub rows: usize,
     pub cols: usize,
-    /// Elements between rows (16 bytes' worth a multiple: TMA's strides).
+    /// Elements between rows (a multiple of 16 bytes' worth: TMA's strides).
     pub ld: usize,
 }
 

@@ -121,7 +121,7 @@ pub struct TmaBoxes {
     /// with `b_transposed`.
     pub b: (u32, u32),
     /// A's box is stored with the 128-byte swizzle (its rows must then be
-    /// 128 bytes: 32 floats).
+    /// 128 bytes: 32 f32 or 64 16-bit values).
     pub a_swizzle_128: bool,
     /// B's box (of B, or of B^T with `b_transposed`) likewise.
     pub b_swizzle_128: bool,

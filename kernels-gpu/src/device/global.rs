@@ -6,9 +6,10 @@
 //!
 //! A view is typed by the element type stored ([`Element`]: `f32`, or
 //! the 16-bit [`Bf16`](crate::elem::Bf16) and [`F16`](crate::elem::F16));
-//! indices count elements of that type. Scalar accesses exist for every
-//! type; the 64- and 128-bit vector accesses the FP32 kernels use are
-//! those of `f32` views.
+//! indices count elements of that type. Scalar accesses and 16-byte
+//! stores (`write16`) exist for every type, 32-bit pairs (`read_pair`,
+//! `write_pair`) for the 16-bit types; the 64- and 128-bit vector accesses
+//! the FP32 kernels use are those of `f32` views.
 //!
 //! Safety model: the host guarantees that each pointer addresses a live
 //! device buffer of the length the kernel's argument struct states
