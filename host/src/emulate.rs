@@ -11,6 +11,7 @@
 //! size that fits.
 
 use anyhow::{Result, anyhow, bail};
+use kernels_gpu::elem::Storage;
 use kernels_gpu::emu;
 use kernels_gpu::launch::KernelSpec;
 use rust_gemm::inputs;
@@ -38,16 +39,29 @@ pub fn run(
     for line in skipped {
         eprintln!("{line}");
     }
-    // The emulator runs f32 bodies (`Body::Emulated(fn(Gemm))`).
-    let (a, b) = inputs::random_inputs(shape, kernels_gpu::elem::Storage::F32, seed)?;
-    let reference = Reference::new(*shape, &a, &b, seed);
+    // The inputs and the reference of each stored type the kernels take
+    // (rounded to it: the reference multiplies what the kernels read).
+    let mut storages: Vec<(Storage, Vec<f32>, Vec<f32>, Reference)> = Vec::new();
+    for spec in kernels {
+        let storage = spec.elems.storage();
+        if !storages.iter().any(|s| s.0 == storage) {
+            let (a, b) = inputs::random_inputs(shape, storage, seed)?;
+            let reference = Reference::new(*shape, &a, &b, seed);
+            storages.push((storage, a, b, reference));
+        }
+    }
     if !as_json {
         println!(
             "CPU emulation (kernels-gpu's own code on OS threads, no GPU, no timing)\n\
-             Problem  C[{m}x{n}] = A[{m}x{k}] * B[{k}x{n}], inputs uniform in [-1, 1) from seed {seed}",
+             Problem  C[{m}x{n}] = A[{m}x{k}] * B[{k}x{n}], inputs uniform in [-1, 1) from seed {seed}{rounded}",
             m = shape.m,
             n = shape.n,
-            k = shape.k
+            k = shape.k,
+            rounded = if storages.iter().any(|s| s.0 != Storage::F32) {
+                ", rounded to each kernel's stored types"
+            } else {
+                ""
+            }
         );
     }
     let mut all_ok = true;
@@ -56,7 +70,11 @@ pub fn run(
         let body = spec
             .emulated()
             .map_err(|why| anyhow!("{}: {why}", spec.name))?;
-        let report = emu::run_gemm(spec, body, &a, &b, shape.m, shape.n, shape.k);
+        let (_, a, b, reference) = storages
+            .iter()
+            .find(|s| s.0 == spec.elems.storage())
+            .expect("inputs made for every kernel's storage above");
+        let report = emu::run_gemm(spec, body, a, b, shape.m, shape.n, shape.k);
         let v = reference.check(&report.c, spec.elems);
         let ok = v.passed && report.is_clean();
         all_ok &= ok;

@@ -213,6 +213,11 @@ pub trait Element: Copy + core::fmt::Debug + 'static {
     fn to_f32(self) -> f32;
     /// `x` rounded to nearest (ties to even).
     fn from_f32(x: f32) -> Self;
+    /// The stored bits, zero-extended (what a register holds; two 16-bit
+    /// elements share a 32-bit register, the lower index in the low half).
+    fn bits(self) -> u32;
+    /// The element of these stored bits (the low `8 * bytes` of `bits`).
+    fn from_bits(bits: u32) -> Self;
 }
 
 impl Element for f32 {
@@ -225,6 +230,14 @@ impl Element for f32 {
     #[inline(always)]
     fn from_f32(x: f32) -> Self {
         x
+    }
+    #[inline(always)]
+    fn bits(self) -> u32 {
+        self.to_bits()
+    }
+    #[inline(always)]
+    fn from_bits(bits: u32) -> Self {
+        f32::from_bits(bits)
     }
 }
 
@@ -250,6 +263,16 @@ impl Element for Bf16 {
     #[inline(always)]
     fn from_f32(x: f32) -> Self {
         Bf16(crate::device::math::to_bf16_bits(x))
+    }
+
+    #[inline(always)]
+    fn bits(self) -> u32 {
+        self.0 as u32
+    }
+
+    #[inline(always)]
+    fn from_bits(bits: u32) -> Self {
+        Bf16(bits as u16)
     }
 }
 
@@ -279,6 +302,16 @@ impl Element for F16 {
     #[inline(always)]
     fn from_f32(x: f32) -> Self {
         F16(crate::device::math::to_f16_bits(x))
+    }
+
+    #[inline(always)]
+    fn bits(self) -> u32 {
+        self.0 as u32
+    }
+
+    #[inline(always)]
+    fn from_bits(bits: u32) -> Self {
+        F16(bits as u16)
     }
 }
 

@@ -293,6 +293,41 @@ impl<A: Element, B: Element, C: Element> Gemm<A, B, C> {
     }
 }
 
+impl<A: Element, B: Element, C: Element> Gemm<A, B, C> {
+    /// A and B start on 16-byte boundaries and so does every row of them
+    /// (`lda` and `ldb` in bytes are multiples of 16): a 16-byte chunk of
+    /// a row at a column that is a multiple of `16 / size` is one aligned
+    /// access, for any stored type (what [`Self::vec4`] says for f32).
+    #[inline(always)]
+    pub fn rows16(self) -> bool {
+        self.a.aligned(16)
+            && self.b.aligned(16)
+            && (self.lda * core::mem::size_of::<A>()).is_multiple_of(16)
+            && (self.ldb * core::mem::size_of::<B>()).is_multiple_of(16)
+    }
+
+    /// These emulator buffers viewed as other stored types (the
+    /// emulator's launches are typed f32; a body of other types runs on
+    /// `g.retyped()`, see [`GlobalIn::retyped`]).
+    #[cfg(not(target_arch = "nvptx64"))]
+    pub fn retyped<A2: Element, B2: Element, C2: Element>(self) -> Gemm<A2, B2, C2> {
+        Gemm {
+            a: self.a.retyped(),
+            b: self.b.retyped(),
+            c: self.c.retyped(),
+            m: self.m,
+            n: self.n,
+            k: self.k,
+            lda: self.lda,
+            ldb: self.ldb,
+            ldc: self.ldc,
+            alpha: self.alpha,
+            beta: self.beta,
+            slices: self.slices,
+        }
+    }
+}
+
 /// `row * width + col` in `u32` arithmetic that must not wrap.
 ///
 /// # Safety

@@ -3,7 +3,7 @@
 //! Every kernel computes `C = A * B` for row-major `A` (M x K), `B` (K x N)
 //! and `C` (M x N), for any M, N, K >= 1, in the element types its spec
 //! states ([`elem`]: f32 in and out for steps 1-18, of which 11-13, 17
-//! and 18 multiply in TF32; steps 19 and 20 take BF16 or FP16 A and B). One file per step of the ladder, each built
+//! and 18 multiply in TF32; steps 19-21 take BF16 or FP16 A and B). One file per step of the ladder, each built
 //! into one of the PTX [`modules`]:
 //!
 //! | step | file | what it changes |
@@ -28,6 +28,7 @@
 //! | 18 | [`k18_wgmma_tr`] | Hopper: B transposed in shared memory by the consumers while their last group runs; no copy kernel |
 //! | 19 | [`k19_wgmma_16bit`] | Hopper, BF16 and FP16 A and B: `wgmma` k16 from shared memory, B read N-major as it is stored |
 //! | 20 | [`k20_wgmma_persistent`] | step 19 on a persistent grid: one block per SM walks tiles in grouped order, the producer a tile ahead |
+//! | 21 | [`k21_mma_16bit`] | BF16 and FP16 on any GPU since Ampere: `mma.sync` m16n8k16, A and B through `ldmatrix` (`.trans`) as stored |
 //!
 //! The same crate builds for the host, where it exports the kernels'
 //! constants ([`registry`]) so that launch shapes are never retyped, and
@@ -42,6 +43,7 @@
     any(
         not(target_arch = "nvptx64"),
         gemm_module = "mma",
+        gemm_module = "mma16",
         gemm_module = "wgmma"
     ),
     feature(stmt_expr_attributes)
@@ -83,6 +85,7 @@ ladder_files!(["ladder"]: k01_naive, k02_tiled16, k03_tiled32, k04_blocktile_1d,
     k06_vectorized, k07_double_buffer, k08_warptile, k09_prefetch, k14_split_k, k15_skinny, k16_gemv);
 ladder_files!(["tuned_a" | "tuned_b" | "tuned_t"]: k10_tuned);
 ladder_files!(["mma"]: k11_mma);
+ladder_files!(["mma16"]: k21_mma_16bit);
 ladder_files!(["wgmma"]: k12_wgmma, k13_wgmma_ws, k17_wgmma_ss, k18_wgmma_tr, k19_wgmma_16bit,
     k20_wgmma_persistent);
 

@@ -129,6 +129,14 @@ pub const MMA: PtxModule = PtxModule {
     files: "k11_mma",
     utility_entries: &[],
 };
+/// Step 21: 16-bit tensor cores through `mma.sync` (a module of its
+/// own, so step 11's PTX is untouched by it).
+pub const MMA16: PtxModule = PtxModule {
+    name: "mma16",
+    arch: Arch::SM80,
+    files: "k21_mma_16bit",
+    utility_entries: &[],
+};
 
 /// Steps 12-13 and 17-20: Hopper's `wgmma` fed by TMA (architecture-specific PTX).
 pub const WGMMA: PtxModule = PtxModule {
@@ -142,7 +150,7 @@ pub const WGMMA: PtxModule = PtxModule {
 };
 
 /// Every module, in ladder order.
-pub const MODULES: &[PtxModule] = &[LADDER, TUNED_A, TUNED_B, TUNED_T, MMA, WGMMA];
+pub const MODULES: &[PtxModule] = &[LADDER, TUNED_A, TUNED_B, TUNED_T, MMA, MMA16, WGMMA];
 
 #[cfg(test)]
 mod tests {

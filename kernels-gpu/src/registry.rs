@@ -3,7 +3,7 @@
 use crate::launch::KernelSpec;
 
 /// The kernels, in ladder order. `name` is also the PTX entry's name.
-/// Steps 10-13 and 17-20 list every instance (also as `k10_tuned::SPECS`, `k11_mma::SPECS`, `k12_wgmma::SPECS`, `k13_wgmma_ws::SPECS`, `k17_wgmma_ss::SPECS`, `k18_wgmma_tr::SPECS`, `k19_wgmma_16bit::SPECS`, `k20_wgmma_persistent::SPECS`).
+/// Steps 10-13 and 17-20 list every instance (also as `k10_tuned::SPECS`, `k11_mma::SPECS`, `k12_wgmma::SPECS`, `k13_wgmma_ws::SPECS`, `k17_wgmma_ss::SPECS`, `k18_wgmma_tr::SPECS`, `k19_wgmma_16bit::SPECS`, `k20_wgmma_persistent::SPECS`, `k21_mma_16bit::SPECS`).
 pub const KERNELS: &[KernelSpec] = &[
     crate::k01_naive::SPEC,
     crate::k02_tiled16::SPEC,
@@ -44,12 +44,34 @@ pub const KERNELS: &[KernelSpec] = &[
     crate::k20_wgmma_persistent::SPEC_F16_128X256X64_S4,
     crate::k20_wgmma_persistent::SPEC_BF16_128X256X64_S4_C16,
     crate::k20_wgmma_persistent::SPEC_F16_128X256X64_S4_C16,
+    crate::k21_mma_16bit::SPEC_BF16_128X256X64_W64X64_S3,
+    crate::k21_mma_16bit::SPEC_F16_128X256X64_W64X64_S3,
+    crate::k21_mma_16bit::SPEC_BF16_128X128X64_W64X64_S4,
+    crate::k21_mma_16bit::SPEC_F16_128X128X64_W64X64_S4,
+    crate::k21_mma_16bit::SPEC_BF16_128X128X64_W64X64_S4_C16,
+    crate::k21_mma_16bit::SPEC_F16_128X128X64_W64X64_S4_C16,
 ];
 
 /// Kernels that read A or B transposed (`KernelSpec::ops`): the library's
-/// transposed calls. Not in [`KERNELS`], whose users (host, bench, the
+/// transposed calls (also as `k10_tuned::TRANSPOSED`, `k21_mma_16bit::TRANSPOSED`). Not in [`KERNELS`], whose users (host, bench, the
 /// emulator tests) give every kernel A and B as they are.
-pub const TRANSPOSED: &[KernelSpec] = crate::k10_tuned::TRANSPOSED;
+pub const TRANSPOSED: &[KernelSpec] = &[
+    crate::k10_tuned::SPEC_128X128X16_W32X64_TN,
+    crate::k10_tuned::SPEC_128X128X16_W32X64_NT,
+    crate::k10_tuned::SPEC_128X128X16_W32X64_TT,
+    crate::k21_mma_16bit::SPEC_BF16_128X128X64_W64X32_S4_TN,
+    crate::k21_mma_16bit::SPEC_BF16_128X128X64_W64X32_S4_TN_C16,
+    crate::k21_mma_16bit::SPEC_F16_128X128X64_W64X32_S4_TN,
+    crate::k21_mma_16bit::SPEC_F16_128X128X64_W64X32_S4_TN_C16,
+    crate::k21_mma_16bit::SPEC_BF16_128X128X64_W64X32_S4_NT,
+    crate::k21_mma_16bit::SPEC_BF16_128X128X64_W64X32_S4_NT_C16,
+    crate::k21_mma_16bit::SPEC_F16_128X128X64_W64X32_S4_NT,
+    crate::k21_mma_16bit::SPEC_F16_128X128X64_W64X32_S4_NT_C16,
+    crate::k21_mma_16bit::SPEC_BF16_128X128X64_W64X32_S4_TT,
+    crate::k21_mma_16bit::SPEC_BF16_128X128X64_W64X32_S4_TT_C16,
+    crate::k21_mma_16bit::SPEC_F16_128X128X64_W64X32_S4_TT,
+    crate::k21_mma_16bit::SPEC_F16_128X128X64_W64X32_S4_TT_C16,
+];
 
 /// Entries that are not GEMM kernels but take the GEMM parameters
 /// (launched through the same path): split-K's reduction.

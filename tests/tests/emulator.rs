@@ -11,14 +11,15 @@ use std::sync::{PoisonError, RwLock};
 use std::time::Instant;
 
 use kernels_gpu::device::async_copy::{commit_group, wait_group};
-use kernels_gpu::device::mma::{mma_m16n8k8_tf32, to_tf32};
+use kernels_gpu::device::mma::{mma_m16n8k8_tf32, mma_m16n8k16, to_tf32};
 use kernels_gpu::device::warp::{shuffle_xor, warp_sum};
 use kernels_gpu::device::{SharedTile, block_idx_x, block_idx_y, sync_threads, thread_idx_x};
-use kernels_gpu::elem::{Elems, Math};
+use kernels_gpu::elem::{Bf16, Elem, Element, Elems, F16, Math};
 use kernels_gpu::emu::{self, EmuReport, Memory, Op};
 use kernels_gpu::gemm::Gemm;
 use kernels_gpu::k02_tiled16::{self, mutants};
 use kernels_gpu::k11_mma;
+use kernels_gpu::k21_mma_16bit;
 use kernels_gpu::launch::{Body, KernelSpec, Launch, Operands, Ops};
 use kernels_gpu::modules;
 use kernels_gpu::registry::KERNELS;
@@ -49,9 +50,11 @@ fn inputs(m: usize, n: usize, k: usize) -> (Vec<f32>, Vec<f32>) {
 /// Checks `report.c` against `A * B` computed in f64. The tolerance is
 /// f32 rounding of k fused multiply-adds: k * 2^-23 relative to the sum
 /// of the products' magnitudes (with a safety factor of 4). A TF32
-/// kernel is checked against the product of its inputs rounded to TF32
-/// (the emulator's `mma` is exact on those), so the same tight tolerance
-/// holds and a fragment in the wrong place cannot hide in TF32's error.
+/// kernel is checked against the product of its inputs rounded to TF32,
+/// a 16-bit kernel against that of its inputs rounded to its type (the
+/// emulator's `mma` is exact on those), so the same tight tolerance
+/// holds and a fragment in the wrong place cannot hide in the type's
+/// error; a 16-bit C adds its one rounding of the result.
 fn assert_matches_reference(
     report: &EmuReport,
     elems: Elems,
@@ -59,20 +62,31 @@ fn assert_matches_reference(
     b: &[f32],
     (m, n, k): (usize, usize, usize),
 ) {
-    let input = |x: f32| match elems.math {
-        Math::Tf32 => f32::from_bits(to_tf32(x)) as f64,
+    // What the kernel multiplies: the inputs as stored (a 16-bit kernel
+    // reads them rounded to its type), rounded to TF32 for a TF32 kernel.
+    let input = |elem: Elem, x: f32| match (elem, elems.math) {
+        (_, Math::Tf32) => f32::from_bits(to_tf32(x)) as f64,
+        (Elem::Bf16, _) => Bf16::from_f32(x).to_f32() as f64,
+        (Elem::F16, _) => F16::from_f32(x).to_f32() as f64,
         _ => x as f64,
+    };
+    // A 16-bit C adds one rounding of the result.
+    let c_rounding = if elems.c == Elem::F32 {
+        0.0
+    } else {
+        elems.c.unit_roundoff()
     };
     for row in 0..m {
         for col in 0..n {
             let (mut exact, mut magnitude) = (0.0f64, 0.0f64);
             for kk in 0..k {
-                let p = input(a[row * k + kk]) * input(b[kk * n + col]);
+                let p = input(elems.a, a[row * k + kk]) * input(elems.b, b[kk * n + col]);
                 exact += p;
                 magnitude += p.abs();
             }
             let got = report.c[row * n + col] as f64;
-            let tolerance = 4.0 * k as f64 * f32::EPSILON as f64 * magnitude;
+            let tolerance =
+                4.0 * k as f64 * f32::EPSILON as f64 * magnitude + c_rounding * exact.abs();
             assert!(
                 (got - exact).abs() <= tolerance,
                 "{} at m={m} n={n} k={k}: C[{row}][{col}] = {got}, expected {exact} (tolerance {tolerance:e})",
@@ -562,6 +576,150 @@ fn tf32_kernel_shared_memory_is_conflict_free() {
                 .all(|s| s.site.file().ends_with("k11_mma.rs")),
             "{banks}"
         );
+    }
+}
+
+/// A kernel body and what it is.
+type NamedBody = (&'static str, fn(Gemm));
+
+/// Step 21's instance the mutants break.
+const MMA16_SPEC: &KernelSpec = &k21_mma_16bit::SPEC_BF16_128X128X64_W64X64_S4;
+
+/// A broken 16-bit kernel computes a product that differs from the good
+/// one's in most elements, with every access legal: A's fragment in the
+/// wrong registers, or B's N-major tile read without `.trans` (each lane
+/// then holds two values along N where the `mma` expects two along K).
+#[test]
+fn bf16_kernel_with_a_wrong_fragment_layout_computes_a_wrong_product() {
+    // K = 128 (aligned, two tiles) and K = 70 (copied value by value).
+    for shape in [(64, 128, 128), (33, 40, 70)] {
+        let (good, a, b) = run(MMA16_SPEC, MMA16_SPEC.emulated().unwrap(), shape);
+        assert!(good.is_clean(), "{good}");
+        assert_matches_reference(&good, MMA16_SPEC.elems, &a, &b, shape);
+        let mutants: [NamedBody; 2] = [
+            (
+                "swapped A fragment",
+                k21_mma_16bit::mutants::swapped_fragment,
+            ),
+            ("B without .trans", k21_mma_16bit::mutants::untransposed_b),
+        ];
+        for (what, body) in mutants {
+            let (bad, ..) = run(MMA16_SPEC, body, shape);
+            assert!(bad.is_clean(), "{what}: {bad}");
+            let wrong = (bad.c.iter().zip(&good.c))
+                .filter(|(x, y)| (*x - *y).abs() > 1e-3)
+                .count();
+            assert!(
+                wrong > bad.c.len() / 2,
+                "{what} at {shape:?}: only {wrong} of {} elements differ",
+                bad.c.len()
+            );
+        }
+    }
+}
+
+/// Per the header of k21_mma_16bit.rs: `ldmatrix` (plain and `.trans`)
+/// of every tile and the `cp.async` writes are free of bank conflicts,
+/// for every layout of A and B.
+#[test]
+fn bf16_kernel_shared_memory_is_conflict_free_in_every_layout() {
+    for spec in k21_mma_16bit::SPECS.iter().chain(k21_mma_16bit::TRANSPOSED) {
+        let (bm, bn) = spec.launch.block_tile;
+        // Square, so every layout reads its inputs in bounds.
+        let d = bm.max(bn);
+        let (report, ..) = run(spec, spec.emulated().unwrap(), (d, d, 128));
+        assert!(report.is_clean(), "{}: {report}", spec.name);
+        let banks = &report.banks;
+        assert!(
+            banks.loads.requests > 0 && banks.stores.requests > 0,
+            "{banks}"
+        );
+        assert_eq!(
+            (banks.loads.conflicts, banks.stores.conflicts),
+            (0, 0),
+            "{}: {banks}",
+            spec.name
+        );
+    }
+}
+
+/// Small integers, exact in BF16 and FP16, different for most positions.
+fn small(i: usize, mul: usize, modulus: usize) -> f32 {
+    (i * mul % modulus) as f32 - (modulus / 2) as f32
+}
+
+/// Every lane's `mma.m16n8k16` of a known product, its fragments built
+/// from the PTX ISA's table (independently of the kernels): A[m][k] =
+/// small(16m + k), B[k][n] = small(8k + n), C[m][n] = 8m + n; lane l
+/// writes its four results to C[4l .. 4l + 4].
+fn mma16_of_a_known_product<T: Element>(g: Gemm) {
+    let lane = thread_idx_x();
+    let (gr, t) = (lane / 4, lane % 4);
+    let a = |m: usize, k: usize| small(16 * m + k, 7, 13);
+    let b = |k: usize, n: usize| small(8 * k + n, 5, 11);
+    // One register: two neighbours along K, the lower in the low half.
+    let pair = |lo: f32, hi: f32| T::from_f32(lo).bits() | (T::from_f32(hi).bits() << 16);
+    let af = [
+        pair(a(gr, 2 * t), a(gr, 2 * t + 1)),
+        pair(a(gr + 8, 2 * t), a(gr + 8, 2 * t + 1)),
+        pair(a(gr, 2 * t + 8), a(gr, 2 * t + 9)),
+        pair(a(gr + 8, 2 * t + 8), a(gr + 8, 2 * t + 9)),
+    ];
+    let bf = [
+        pair(b(2 * t, gr), b(2 * t + 1, gr)),
+        pair(b(2 * t + 8, gr), b(2 * t + 9, gr)),
+    ];
+    let cell = |m: usize, n: usize| (8 * m + n) as f32;
+    let mut c = [
+        cell(gr, 2 * t),
+        cell(gr, 2 * t + 1),
+        cell(gr + 8, 2 * t),
+        cell(gr + 8, 2 * t + 1),
+    ];
+    mma_m16n8k16::<T>(&mut c, af, bf);
+    for (i, v) in c.into_iter().enumerate() {
+        // SAFETY: 4 distinct elements per lane of a 1 x 128 C.
+        unsafe { g.c.write(4 * lane + i, v) };
+    }
+}
+
+#[test]
+fn the_emulated_16_bit_mma_follows_the_ptx_fragment_layout() {
+    let bodies: [NamedBody; 2] = [
+        ("bf16", mma16_of_a_known_product::<Bf16>),
+        ("f16", mma16_of_a_known_product::<F16>),
+    ];
+    for (name, body) in bodies {
+        let spec = probe("mma16_layout", 32, 0, body);
+        let spec = KernelSpec {
+            launch: Launch {
+                block_tile: (1, 128),
+                ..spec.launch
+            },
+            ..spec
+        };
+        let (report, ..) = run(&spec, body, (1, 128, 1));
+        assert!(report.is_clean(), "{report}");
+        for lane in 0..32 {
+            let (gr, t) = (lane / 4, lane % 4);
+            let d = |m: usize, n: usize| -> f32 {
+                let dot: f32 = (0..16)
+                    .map(|k| small(16 * m + k, 7, 13) * small(8 * k + n, 5, 11))
+                    .sum();
+                dot + (8 * m + n) as f32
+            };
+            let want = [
+                d(gr, 2 * t),
+                d(gr, 2 * t + 1),
+                d(gr + 8, 2 * t),
+                d(gr + 8, 2 * t + 1),
+            ];
+            assert_eq!(
+                report.c[4 * lane..4 * lane + 4],
+                want,
+                "{name}, lane {lane}"
+            );
+        }
     }
 }
 

@@ -167,6 +167,59 @@ fn tensor_core_kernels_use_mma_sync_tf32_once_per_warp_tile() {
     }
 }
 
+/// Step 21's entries: 16-bit `mma.sync` of their own type, once per warp
+/// tile and k-step in each of the six bodies (aligned, aligned with
+/// checks, one value at a time; each for one product and for a batch),
+/// as for step 11; `ldmatrix.trans` exactly where a tile is M- or N-major
+/// (A transposed, B as it is), plain `ldmatrix` where one is K-major.
+#[test]
+fn sixteen_bit_mma_kernels_use_mma_sync_k16_once_per_warp_tile() {
+    use kernels_gpu::elem::Elem;
+    use kernels_gpu::k21_mma_16bit;
+    use kernels_gpu::launch::Op;
+    let ptx = rust_gemm::ptx(&kernels_gpu::modules::MMA16);
+    for k in k21_mma_16bit::SPECS.iter().chain(k21_mma_16bit::TRANSPOSED) {
+        let body = ptx_entry(ptx, k.name).unwrap();
+        let (bm, bn) = k.launch.block_tile;
+        let per_step = bm * bn / (4 * k.launch.threads() as usize);
+        let ty = match k.elems.a {
+            Elem::Bf16 => "bf16",
+            _ => "f16",
+        };
+        let mma = format!("mma.sync.aligned.m16n8k16.row.col.f32.{ty}.{ty}.f32");
+        assert_eq!(
+            body.matches(&mma).count(),
+            6 * (k21_mma_16bit::BK / 16) * per_step,
+            "{}: {mma} count",
+            k.name
+        );
+        assert_eq!(body.matches("mma.sync").count(), body.matches(&mma).count());
+        let trans = "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16";
+        let plain = "ldmatrix.sync.aligned.m8n8.x4.shared.b16";
+        let (k_major_a, k_major_b) = (k.ops.a == Op::N, k.ops.b == Op::T);
+        assert_eq!(
+            body.contains(trans),
+            !(k_major_a && k_major_b),
+            "{}: {trans}",
+            k.name
+        );
+        assert_eq!(
+            body.contains(plain),
+            k_major_a || k_major_b,
+            "{}: {plain}",
+            k.name
+        );
+        for needed in [
+            "cp.async.cg.shared.global",
+            "cp.async.commit_group",
+            "cp.async.wait_group",
+            "bar.sync",
+        ] {
+            assert!(body.contains(needed), "{}: no {needed}", k.name);
+        }
+    }
+}
+
 /// Steps 12-13 and 17-18: `wgmma` (64 x 256 x 8, BK / 8 per tile, in one
 /// body: TMA handles every edge), TMA tile copies completing on
 /// `mbarrier`s; steps 12-13 round B's register fragments to TF32 in the

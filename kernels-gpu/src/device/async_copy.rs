@@ -30,6 +30,7 @@
 
 use super::global::GlobalIn;
 use super::shared::SharedTile;
+use crate::elem::Element;
 
 impl<const ROWS: usize, const COLS: usize> SharedTile<ROWS, COLS> {
     /// Starts copying `src[index..index + valid]` (`valid <= 4` floats)
@@ -51,6 +52,29 @@ impl<const ROWS: usize, const COLS: usize> SharedTile<ROWS, COLS> {
     ) {
         // SAFETY: forwarded from this function's contract.
         unsafe { backend::copy::<4>(self.word(row, col), src, index, valid) }
+    }
+
+    /// Starts copying `src[index..index + valid]` (`valid <= 16 / size of
+    /// T` elements: 8 of a 16-bit type) into the 16 bytes at
+    /// `tile[row][col..col + 4]`, zero-filling the rest: one 16-byte
+    /// `cp.async.cg`, for tiles of any stored type (two 16-bit elements
+    /// per word, the lower index in the low half).
+    ///
+    /// # Safety
+    /// As [`Self::copy4_async`]; alignment counts bytes: the source
+    /// `index` is a multiple of `16 / size of T`.
+    #[inline(always)]
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    pub unsafe fn copy16_async<T: Element>(
+        self,
+        row: usize,
+        col: usize,
+        src: GlobalIn<T>,
+        index: usize,
+        valid: usize,
+    ) {
+        // SAFETY: forwarded from this function's contract.
+        unsafe { backend::copy16::<T>(self.word(row, col), src, index, valid) }
     }
 
     /// Starts copying `src[index]` (when `valid`, else zero) into
@@ -95,6 +119,7 @@ pub fn wait_group<const PENDING: u32>() {
 mod backend {
     use super::GlobalIn;
     use crate::device::shared;
+    use crate::elem::Element;
     use core::arch::asm;
 
     /// # Safety
@@ -127,6 +152,26 @@ mod backend {
                     options(nostack),
                 );
             }
+        }
+    }
+
+    /// # Safety
+    /// `word..word + 4` lies in shared memory; rules 1-3 of the module.
+    #[inline(always)]
+    pub unsafe fn copy16<T: Element>(word: usize, src: GlobalIn<T>, index: usize, valid: usize) {
+        let dst = shared::address(word);
+        let src = src.address(if valid > 0 { index } else { 0 });
+        let bytes = (core::mem::size_of::<T>() * valid) as u32;
+        // SAFETY: as for `copy::<4>`: 16 bytes of shared memory, `bytes`
+        // inside the source buffer, both 16-byte aligned (caller).
+        unsafe {
+            asm!(
+                "cp.async.cg.shared.global [{dst}], [{src}], 16, {bytes};",
+                dst = in(reg32) dst,
+                src = in(reg64) src,
+                bytes = in(reg32) bytes,
+                options(nostack),
+            );
         }
     }
 

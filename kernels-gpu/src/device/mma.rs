@@ -21,6 +21,26 @@
 //! k 4-7), (rows 8-15, k 4-7) those are `a[0..4]`. (B's fragment would need
 //! B stored k-contiguous per column; with B row-major it is two scalar loads.)
 //!
+//! The 16-bit form, `mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32`
+//! (or `.f16`), doubles K: each 32-bit register holds two neighbours along
+//! K, the lower index in the low half (PTX ISA, "Matrix Fragments for
+//! mma.m16n8k16 with floating point type"):
+//!
+//! | fragment | registers | lane holds (each a pair along K: `k`, `k + 1`) |
+//! |---|---|---|
+//! | A (16 x 16, row-major) | `a[0..4]` | `A[g][2t..]`, `A[g + 8][2t..]`, `A[g][2t + 8..]`, `A[g + 8][2t + 8..]` |
+//! | B (16 x 8, "col") | `b[0..2]` | `B[2t..][g]`, `B[2t + 8..][g]` |
+//! | C, D (16 x 8) | `c[0..4]` | as for `m16n8k8` |
+//!
+//! A row of 8 16-bit values is 16 bytes, one `ldmatrix` row: an 8 x 8
+//! matrix stored with K contiguous gives lane `(g, t)` the pair
+//! `[g][2t..2t + 2]`, a fragment register as it is. Stored the other way
+//! (M or N contiguous, as a row-major B is), `ldmatrix.trans`
+//! ([`SharedTile::load_matrix_x4_trans`]) hands out the transpose: lane
+//! `(g, t)` gets `[2t][g]` and `[2t + 1][g]` in one register, again a
+//! fragment register. So either operand is read as it is stored, in
+//! whichever of the two layouts.
+//!
 //! Safety model: `mma.sync` and `ldmatrix` are warp-collective. Every lane
 //! of the warp must execute the same instruction with the warp converged
 //! (`.aligned`), or the result is undefined. So they are called only from
@@ -40,6 +60,7 @@
 //! reported as a broken warp collective, like a broken barrier.
 
 use super::shared::SharedTile;
+use crate::elem::{Elem, Element};
 
 /// `x` rounded to TF32 (`cvt.rna.tf32.f32`: to nearest, ties away from
 /// zero, keeping 10 of f32's 23 mantissa bits), as the bits of an f32
@@ -62,7 +83,40 @@ pub fn mma_m16n8k8_tf32(c: &mut [f32; 4], a: [u32; 4], b: [u32; 2]) {
     backend::mma_m16n8k8_tf32(c, a, b)
 }
 
+/// `c += A * B` for one 16 x 8 x 16 tile of 16-bit type `T` (BF16 or
+/// FP16) held by the calling warp, in the `m16n8k16` layout of this
+/// module's second table; `c` accumulates in f32.
+///
+/// Every lane of the warp must make the same call at the same time (see
+/// the safety model).
+#[inline(always)]
+#[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+pub fn mma_m16n8k16<T: Element>(c: &mut [f32; 4], a: [u32; 4], b: [u32; 2]) {
+    const {
+        assert!(
+            matches!(T::ELEM, Elem::Bf16 | Elem::F16),
+            "m16n8k16 takes BF16 or FP16"
+        )
+    };
+    backend::mma_m16n8k16::<T>(c, a, b)
+}
+
 impl<const ROWS: usize, const COLS: usize> SharedTile<ROWS, COLS> {
+    /// `ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16`: as
+    /// [`Self::load_matrix_x4`], but each matrix is handed out transposed,
+    /// as 16-bit values: lane `(g, t)` gets, for each of the four
+    /// matrices, elements `g` of rows `2t` and `2t + 1` (the low half and
+    /// the high half of the register).
+    ///
+    /// # Safety
+    /// As [`Self::load_matrix_x4`].
+    #[inline(always)]
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    pub unsafe fn load_matrix_x4_trans(self, row: usize, col: usize) -> [u32; 4] {
+        // SAFETY: forwarded from this function's contract.
+        unsafe { backend::load_matrix_x4_trans(self.word(row, col)) }
+    }
+
     /// `ldmatrix.sync.aligned.m8n8.x4.shared.b16`: this lane names
     /// `tile[row][col..col + 4]` as row `lane % 8` of matrix `lane / 8`, and
     /// gets back, for each of the four matrices, word `lane % 4` of its row
@@ -86,6 +140,7 @@ impl<const ROWS: usize, const COLS: usize> SharedTile<ROWS, COLS> {
 #[cfg(target_arch = "nvptx64")]
 mod backend {
     use crate::device::shared;
+    use crate::elem::{Elem, Element};
     use core::arch::asm;
 
     /// # Safety
@@ -108,6 +163,70 @@ mod backend {
             );
         }
         [d0, d1, d2, d3].map(f32::from_bits)
+    }
+
+    /// # Safety
+    /// As [`super::SharedTile::load_matrix_x4_trans`], for the word `word`.
+    #[inline(always)]
+    pub unsafe fn load_matrix_x4_trans(word: usize) -> [u32; 4] {
+        let (d0, d1, d2, d3): (u32, u32, u32, u32);
+        // SAFETY: as for `load_matrix_x4`.
+        unsafe {
+            asm!(
+                "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {{{d0}, {d1}, {d2}, {d3}}}, [{addr}];",
+                d0 = out(reg32) d0,
+                d1 = out(reg32) d1,
+                d2 = out(reg32) d2,
+                d3 = out(reg32) d3,
+                addr = in(reg32) shared::address(word),
+                options(nostack, readonly),
+            );
+        }
+        [d0, d1, d2, d3]
+    }
+
+    /// `T` is BF16 or FP16 (the caller's `const` check).
+    #[inline(always)]
+    pub fn mma_m16n8k16<T: Element>(c: &mut [f32; 4], a: [u32; 4], b: [u32; 2]) {
+        // SAFETY: as for `mma_m16n8k8_tf32`: registers only. One of the
+        // two branches survives monomorphisation.
+        unsafe {
+            if matches!(T::ELEM, Elem::Bf16) {
+                asm!(
+                    "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 \
+                     {{{c0}, {c1}, {c2}, {c3}}}, {{{a0}, {a1}, {a2}, {a3}}}, {{{b0}, {b1}}}, \
+                     {{{c0}, {c1}, {c2}, {c3}}};",
+                    c0 = inout(reg32) c[0],
+                    c1 = inout(reg32) c[1],
+                    c2 = inout(reg32) c[2],
+                    c3 = inout(reg32) c[3],
+                    a0 = in(reg32) a[0],
+                    a1 = in(reg32) a[1],
+                    a2 = in(reg32) a[2],
+                    a3 = in(reg32) a[3],
+                    b0 = in(reg32) b[0],
+                    b1 = in(reg32) b[1],
+                    options(nomem, nostack),
+                );
+            } else {
+                asm!(
+                    "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 \
+                     {{{c0}, {c1}, {c2}, {c3}}}, {{{a0}, {a1}, {a2}, {a3}}}, {{{b0}, {b1}}}, \
+                     {{{c0}, {c1}, {c2}, {c3}}};",
+                    c0 = inout(reg32) c[0],
+                    c1 = inout(reg32) c[1],
+                    c2 = inout(reg32) c[2],
+                    c3 = inout(reg32) c[3],
+                    a0 = in(reg32) a[0],
+                    a1 = in(reg32) a[1],
+                    a2 = in(reg32) a[2],
+                    a3 = in(reg32) a[3],
+                    b0 = in(reg32) b[0],
+                    b1 = in(reg32) b[1],
+                    options(nomem, nostack),
+                );
+            }
+        }
     }
 
     #[inline(always)]

@@ -344,6 +344,7 @@ pub mod global {
 /// collectives (`super::block`), TF32 rounding bit for bit.
 pub mod mma {
     use super::*;
+    use crate::elem::Element;
     use crate::emu::block::Operands;
 
     /// `cvt.rna.tf32.f32`: round to the nearest TF32 value, ties away from
@@ -417,6 +418,121 @@ pub mod mma {
                 .warp_collective(t.tid, site, Box::new((a, b, *c)), &lanes, &t.launch)
         });
         *c = *out.downcast::<[f32; 4]>().expect("mma result");
+    }
+
+    /// One lane's operands of `mma.m16n8k16`: A, B (pairs of 16-bit
+    /// values), C.
+    type Mma16Lane = ([u32; 4], [u32; 2], [f32; 4]);
+
+    /// The 16-bit value in half `half` (0: low, 1: high) of `word`, as
+    /// `T` widened to f64 (exact).
+    fn half<T: Element>(word: u32, half: usize) -> f64 {
+        f64::from(T::from_bits((word >> (16 * half)) & 0xffff).to_f32())
+    }
+
+    /// `mma.sync.aligned.m16n8k16.row.col.f32.{bf16,f16}` for the warp, in
+    /// the layout of [`crate::device::mma`]'s second table: products are
+    /// exact, each sum is taken in f64 and rounded once.
+    #[track_caller]
+    pub fn mma_m16n8k16<T: Element>(c: &mut [f32; 4], a: [u32; 4], b: [u32; 2]) {
+        let site = Location::caller();
+        let lanes = |inputs: Vec<Operands>| -> Vec<Operands> {
+            assert_eq!(
+                inputs.len(),
+                32,
+                "mma.sync needs all 32 lanes of a warp, this warp has {}",
+                inputs.len()
+            );
+            let lane: Vec<Mma16Lane> = inputs
+                .into_iter()
+                .map(|x| *x.downcast::<Mma16Lane>().expect("mma operands"))
+                .collect();
+            let (mut am, mut bm, mut cm) = ([[0.0; 16]; 16], [[0.0; 8]; 16], [[0.0; 8]; 16]);
+            for (l, (a, b, c)) in lane.iter().enumerate() {
+                let (g, t) = (l / 4, l % 4);
+                for h in 0..2 {
+                    let k = 2 * t + h;
+                    (am[g][k], am[g + 8][k], am[g][k + 8], am[g + 8][k + 8]) = (
+                        half::<T>(a[0], h),
+                        half::<T>(a[1], h),
+                        half::<T>(a[2], h),
+                        half::<T>(a[3], h),
+                    );
+                    (bm[k][g], bm[k + 8][g]) = (half::<T>(b[0], h), half::<T>(b[1], h));
+                }
+                (
+                    cm[g][2 * t],
+                    cm[g][2 * t + 1],
+                    cm[g + 8][2 * t],
+                    cm[g + 8][2 * t + 1],
+                ) = (c[0].into(), c[1].into(), c[2].into(), c[3].into());
+            }
+            let d = |row: usize, col: usize| -> f32 {
+                let sum: f64 = (0..16).map(|k| am[row][k] * bm[k][col]).sum();
+                (cm[row][col] + sum) as f32
+            };
+            (0..32)
+                .map(|l| {
+                    let (g, t) = (l / 4, l % 4);
+                    let out = [
+                        d(g, 2 * t),
+                        d(g, 2 * t + 1),
+                        d(g + 8, 2 * t),
+                        d(g + 8, 2 * t + 1),
+                    ];
+                    Box::new(out) as Operands
+                })
+                .collect()
+        };
+        let out = with(|t| {
+            t.block
+                .warp_collective(t.tid, site, Box::new((a, b, *c)), &lanes, &t.launch)
+        });
+        *c = *out.downcast::<[f32; 4]>().expect("mma result");
+    }
+
+    /// `ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16`: each lane reads
+    /// its own 16-byte row (8 16-bit values) as for [`load_matrix_x4`];
+    /// then lane `(g, t)` gets, of each matrix `i` (rows from lanes `8i ..
+    /// 8i + 8`), value `g` of row `2t` in its low half and of row `2t + 1`
+    /// in its high half.
+    ///
+    /// # Safety
+    /// None on the host (the access is checked); `unsafe` to match the
+    /// nvptx backend, whose contract the caller states.
+    #[track_caller]
+    pub unsafe fn load_matrix_x4_trans(word: usize) -> [u32; 4] {
+        let site = Location::caller();
+        // SAFETY: checked on the host (a bad row reads NaN and is reported).
+        let row = unsafe { super::shared::load4(word) }.map(f32::to_bits);
+        let trade = |inputs: Vec<Operands>| -> Vec<Operands> {
+            assert_eq!(
+                inputs.len(),
+                32,
+                "ldmatrix.x4.trans needs all 32 lanes of a warp, this warp has {}",
+                inputs.len()
+            );
+            let rows: Vec<[u32; 4]> = inputs
+                .into_iter()
+                .map(|x| *x.downcast::<[u32; 4]>().expect("ldmatrix row"))
+                .collect();
+            // Value j (0..8) of the row lane r read.
+            let value = |r: usize, j: usize| (rows[r][j / 2] >> (16 * (j % 2))) & 0xffff;
+            (0..32)
+                .map(|l| {
+                    let (g, t) = (l / 4, l % 4);
+                    let out: [u32; 4] = array::from_fn(|i| {
+                        value(8 * i + 2 * t, g) | (value(8 * i + 2 * t + 1, g) << 16)
+                    });
+                    Box::new(out) as Operands
+                })
+                .collect()
+        };
+        let out = with(|t| {
+            t.block
+                .warp_collective(t.tid, site, Box::new(row), &trade, &t.launch)
+        });
+        *out.downcast::<[u32; 4]>().expect("ldmatrix result")
     }
 
     /// `ldmatrix.sync.aligned.m8n8.x4.shared.b16`: this lane reads its own
@@ -502,6 +618,7 @@ pub mod warp {
 pub mod async_copy {
     use super::*;
     use crate::device::GlobalIn;
+    use crate::elem::Element;
 
     /// A copy in flight: where it goes, what it carries, where it started.
     #[derive(Clone, Copy, Debug)]
@@ -574,6 +691,52 @@ pub mod async_copy {
             let copy = Copy {
                 word,
                 width: W,
+                values,
+                site,
+            };
+            t.log.push(copy.access(true));
+            t.copies.open.push(copy);
+        });
+    }
+
+    /// Starts a 16-byte copy of `src[index..index + valid]` (`valid <=
+    /// 16 / size of T`) to the 4 shared words at `word`, zero-filling the
+    /// rest: the elements' bits packed as the GPU stores them (two 16-bit
+    /// elements per word, the lower index in the low half).
+    ///
+    /// # Safety
+    /// As [`copy`].
+    #[track_caller]
+    pub unsafe fn copy16<T: Element>(word: usize, src: GlobalIn<T>, index: usize, valid: usize) {
+        let site = Location::caller();
+        let buffer = src.buffer();
+        let size = core::mem::size_of::<T>();
+        let per_chunk = 16 / size;
+        let mut bytes = [0u8; 16];
+        let values = if valid > per_chunk || !(buffer.base + index).is_multiple_of(per_chunk) {
+            let at = buffer.base + index;
+            with(|t| t.bad_access(site, buffer.memory, Op::Load, at, per_chunk, buffer.len));
+            [f32::NAN; 4]
+        } else {
+            for j in 0..valid {
+                let x = T::from_f32(super::global::read_n::<1>(buffer, index + j)[0]).bits();
+                bytes[j * size..(j + 1) * size].copy_from_slice(&x.to_le_bytes()[..size]);
+            }
+            array::from_fn(|w| {
+                f32::from_bits(u32::from_le_bytes(
+                    bytes[4 * w..4 * w + 4].try_into().expect("4 bytes"),
+                ))
+            })
+        };
+        with(|t| {
+            let len = t.block.shared.len();
+            if check(word, 4, len).is_err() {
+                t.bad_access(site, Memory::Shared, Op::Store, word, 4, len);
+                return;
+            }
+            let copy = Copy {
+                word,
+                width: 4,
                 values,
                 site,
             };
