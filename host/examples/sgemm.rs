@@ -1,18 +1,23 @@
 //! Multiplies matrices on the GPU through the library, as another Rust
 //! program would: `cargo run --release -p host --example sgemm`.
 //!
-//! Six calls on the same handle: a plain product, one with B transposed
-//! and alpha/beta, one with A transposed, one with both, a strided batch,
-//! and a deep one that `Auto` splits along K; each result is compared
-//! with a product computed here on the CPU. Without a GPU it says so and
-//! exits with status 2. (`cargo xtask sanitize` runs it under
-//! compute-sanitizer: it launches the entries `host` does not.)
+//! Six f32 calls on the same handle: a plain product, one with B
+//! transposed and alpha/beta, one with A transposed, one with both, a
+//! strided batch, and a deep one that `Auto` splits along K; then BF16
+//! and FP16 calls (`half::bf16`, `half::f16` buffers) with C in f32 or in
+//! the inputs' type, in every layout and as a batch. Each result is
+//! compared with a product computed here on the CPU. Without a GPU it
+//! says so and exits with status 2. (`cargo xtask sanitize` runs it
+//! under compute-sanitizer: it launches the entries `host` does not.)
 
 use std::process::ExitCode;
 use std::time::Instant;
 
 use cudarc::driver::CudaContext;
-use rust_gemm::blas::{GemmConfig, Op, Sgemm};
+use cudarc::driver::CudaStream;
+use half::{bf16, f16};
+use rust_gemm::blas::{GemmConfig, GemmElement, Op, Sgemm};
+use std::sync::Arc;
 
 fn main() -> ExitCode {
     match rust_gemm::gpu::device_count() {
@@ -120,5 +125,111 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
             return Err(format!("{what}: the GPU result differs from the CPU's by {worst}").into());
         }
     }
+    // 16-bit A and B. The inputs are multiples of 1/8 below 1, exact in
+    // BF16 and FP16, and the tensor cores' f32 sums of their products are
+    // exact too: with C in f32 the GPU must match the CPU exactly; a
+    // 16-bit C adds one rounding (8 or 11 bits).
+    let (m, n, k) = (1024, 768, 512);
+    let big = GemmConfig::new(m, n, k);
+    let batch = GemmConfig::new(64, 64, 64).batched(8, 64 * 64, 64 * 64, 64 * 64);
+    let calls: [(&str, GemmConfig); 5] = [
+        ("C = A B", big.clone()),
+        (
+            "C = 2 A B^T - C",
+            big.clone().op_b(Op::T).scalars(2.0, -1.0),
+        ),
+        ("C = A^T B", big.clone().op_a(Op::T)),
+        ("C = A^T B^T", big.clone().op_a(Op::T).op_b(Op::T)),
+        ("8 products of 64 x 64 x 64", batch),
+    ];
+    for (what, cfg) in &calls {
+        sixteen::<bf16, f32>(
+            &sgemm,
+            &stream,
+            &format!("BF16 {what}"),
+            cfg,
+            bf16::from_f32,
+            |x| x,
+        )?;
+        sixteen::<f16, f32>(
+            &sgemm,
+            &stream,
+            &format!("FP16 {what}"),
+            cfg,
+            f16::from_f32,
+            |x| x,
+        )?;
+    }
+    for (what, cfg) in &calls[..2] {
+        sixteen::<bf16, bf16>(
+            &sgemm,
+            &stream,
+            &format!("BF16 {what}, C BF16"),
+            cfg,
+            bf16::from_f32,
+            bf16::from_f32,
+        )?;
+        sixteen::<f16, f16>(
+            &sgemm,
+            &stream,
+            &format!("FP16 {what}, C FP16"),
+            cfg,
+            f16::from_f32,
+            f16::from_f32,
+        )?;
+    }
+    Ok(())
+}
+
+/// One call with A and B of type `T` and C of type `C` (f32 or `T`);
+/// `to` and `to_c` convert from f32 (exact for these inputs).
+fn sixteen<T: GemmElement, C: GemmElement + Into<f32>>(
+    sgemm: &Sgemm,
+    stream: &Arc<CudaStream>,
+    what: &str,
+    cfg: &GemmConfig,
+    to: fn(f32) -> T,
+    to_c: fn(f32) -> C,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let len = |rows: usize, ld: usize, stride: usize| (cfg.batch - 1) * stride + rows * ld;
+    let a_rows = if cfg.op_a == Op::N { cfg.m } else { cfg.k };
+    let b_rows = if cfg.op_b == Op::N { cfg.k } else { cfg.n };
+    let a: Vec<f32> = (0..len(a_rows, cfg.lda, cfg.stride_a))
+        .map(|i| ((i * 7 % 13) as f32 - 6.0) / 8.0)
+        .collect();
+    let b: Vec<f32> = (0..len(b_rows, cfg.ldb, cfg.stride_b))
+        .map(|i| ((i * 5 % 11) as f32 - 5.0) / 8.0)
+        .collect();
+    let c: Vec<C> = (0..len(cfg.m, cfg.ldc, cfg.stride_c))
+        .map(|i| to_c((i % 3) as f32))
+        .collect();
+    let a_dev = stream.clone_htod(&a.iter().map(|&x| to(x)).collect::<Vec<T>>())?;
+    let b_dev = stream.clone_htod(&b.iter().map(|&x| to(x)).collect::<Vec<T>>())?;
+    let mut c_dev = stream.clone_htod(&c)?;
+    let choice = sgemm.gemm(cfg, &a_dev, &b_dev, &mut c_dev)?;
+    let got: Vec<f32> = stream
+        .clone_dtoh(&c_dev)?
+        .into_iter()
+        .map(Into::into)
+        .collect();
+    let mut want: Vec<f32> = c.into_iter().map(Into::into).collect();
+    cpu(cfg, &a, &b, &mut want);
+    // A 16-bit C holds the result rounded to 8 (BF16) or 11 (FP16)
+    // significant bits: at most half a unit in its last place, 2^-8 or
+    // 2^-11 of it; with C in f32 nothing may differ.
+    let rounding = if std::mem::size_of::<C>() == 2 {
+        2f64.powi(-8)
+    } else {
+        0.0
+    };
+    let mut worst = 0.0f64;
+    for (g, w) in got.iter().zip(&want) {
+        let diff = (g - w).abs() as f64;
+        worst = worst.max(diff);
+        if diff > rounding * w.abs() as f64 {
+            return Err(format!("{what}: the GPU gives {g} where the CPU gives {w}").into());
+        }
+    }
+    println!("{what:>28}: ran {choice}, largest difference from the CPU {worst:.1e}");
     Ok(())
 }

@@ -1,5 +1,5 @@
-//! The library: `C = alpha * op(A) * op(B) + beta * C` in f32 on the
-//! caller's device buffers, on the caller's stream, with BLAS semantics.
+//! The library: `C = alpha * op(A) * op(B) + beta * C` in f32, BF16 or
+//! FP16 on the caller's device buffers, on the caller's stream, with BLAS semantics.
 //!
 //! ```no_run
 //! use std::sync::Arc;
@@ -40,16 +40,43 @@
 //! (`slices x m x n` floats of partial sums), allocated the first time a
 //! call needs more than the handle holds and kept for later calls.
 //!
-//! Precision: every kernel the library runs multiplies in f32 (FMA), as
-//! cuBLAS SGEMM does by default; the TF32 tensor-core kernels are not
+//! Element types ([`GemmElement`]): A, B and C are `f32`, or A and B are
+//! both `half::bf16` or both `half::f16` (cudarc's `f16` feature) with C
+//! in f32 or in their type (rounded to nearest once, in the epilogue);
+//! alpha and beta are f32, and so is the accumulation. Any other mix is
+//! a typed error naming the types ([`GemmError::Types`]). The types come
+//! from the buffers: the same [`Sgemm::gemm`] takes all of them.
+//!
+//! ```no_run
+//! # use std::sync::Arc;
+//! # use cudarc::driver::CudaContext;
+//! # use rust_gemm::blas::{GemmConfig, Sgemm};
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! # let stream = CudaContext::new(0)?.default_stream();
+//! # let sgemm = Sgemm::new(stream.clone())?;
+//! use half::bf16;
+//! let (m, n, k) = (300, 200, 100);
+//! let a = stream.clone_htod(&vec![bf16::from_f32(1.0); m * k])?;
+//! let b = stream.clone_htod(&vec![bf16::from_f32(0.5); k * n])?;
+//! let mut c = stream.alloc_zeros::<f32>(m * n)?;
+//! sgemm.gemm(&GemmConfig::new(m, n, k), &a, &b, &mut c)?;
+//! assert!(stream.clone_dtoh(&c)?.iter().all(|&x| x == 50.0));
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! Precision: every f32 call the library runs multiplies in f32 (FMA),
+//! as cuBLAS SGEMM does by default; the TF32 tensor-core kernels are not
 //! used by `Auto` (they round A and B to 10 mantissa bits) and can be
-//! named explicitly.
+//! named explicitly. A 16-bit call multiplies on the tensor cores
+//! (products exact, sums in f32), as cuBLAS's `cublasGemmEx` with compute
+//! 32F does.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut};
-use kernels_gpu::elem::Elems;
+use kernels_gpu::elem::{Elem, Elems, Storage};
 use kernels_gpu::gemm::GemmParams;
 use kernels_gpu::k14_split_k::REDUCE;
 use kernels_gpu::launch::{KernelSpec, Operands, Ops};
@@ -67,6 +94,35 @@ use crate::runner::{GemmCall, Kernel};
 pub enum Layout {
     RowMajor,
     ColMajor,
+}
+
+/// A Rust element type the library multiplies in device buffers: `f32`,
+/// `half::bf16` or `half::f16`. Which mixes a call may take: the module's
+/// docs ("Element types").
+pub trait GemmElement: cudarc::driver::DeviceRepr + Copy + 'static {
+    /// How the kernels store it.
+    const ELEM: Elem;
+}
+
+impl GemmElement for f32 {
+    const ELEM: Elem = Elem::F32;
+}
+
+impl GemmElement for half::bf16 {
+    const ELEM: Elem = Elem::Bf16;
+}
+
+impl GemmElement for half::f16 {
+    const ELEM: Elem = Elem::F16;
+}
+
+/// The stored types of a call on buffers of `A`, `B` and `C`.
+pub fn storage_of<A: GemmElement, B: GemmElement, C: GemmElement>() -> Storage {
+    Storage {
+        a: A::ELEM,
+        b: B::ELEM,
+        c: C::ELEM,
+    }
 }
 
 /// Which kernel computes a call.
@@ -280,7 +336,9 @@ pub enum GemmError {
         matrix: &'static str,
         lines: &'static str,
     },
-    #[error("{arg} holds {len} floats, but the call reads or writes {needs}: pass a larger buffer")]
+    #[error(
+        "{arg} holds {len} elements, but the call reads or writes {needs}: pass a larger buffer"
+    )]
     BufferTooSmall {
         arg: &'static str,
         len: usize,
@@ -293,10 +351,15 @@ pub enum GemmError {
         why: &'static str,
     },
     #[error(
-        "stride_c = {stride} is less than C's span of {span} floats: the products of the batch \
+        "stride_c = {stride} is less than C's span of {span} elements: the products of the batch \
          would write over each other"
     )]
     OverlappingBatch { stride: usize, span: usize },
+    #[error(
+        "no kernel multiplies {storage} (A x B -> C): A and B must be of one type (f32, BF16 or \
+         FP16) and C f32 or their type; convert the buffers that differ"
+    )]
+    Types { storage: Storage },
     #[error("split_k = {split_k}: {why}")]
     BadSplit { split_k: usize, why: String },
     #[error("no kernel is called {name}: see `host --list-kernels`")]
@@ -320,11 +383,38 @@ pub struct Plan {
     /// A column-major call: the kernel's A is the caller's B and its B
     /// the caller's A.
     pub swapped: bool,
+    /// A, B and C as the caller's buffers store them (of the row-major
+    /// problem: A and B are one type, so a swap changes nothing).
+    pub storage: Storage,
 }
 
-/// Checks `cfg` against buffers of `lens` (floats of A, B and C) and
-/// reduces it to a row-major [`Plan`]. No GPU needed.
+/// [`plan_for`] of an f32 call.
 pub fn plan(cfg: &GemmConfig, lens: (usize, usize, usize)) -> Result<Plan, GemmError> {
+    plan_for(cfg, lens, Storage::F32)
+}
+
+/// Whether some kernel multiplies `storage`: all f32, or A and B of one
+/// 16-bit type with C f32 or that type.
+pub fn check_types(storage: Storage) -> Result<(), GemmError> {
+    let ok = match (storage.a, storage.b, storage.c) {
+        (Elem::F32, Elem::F32, Elem::F32) => true,
+        (a, b, c) => a == b && a != Elem::F32 && (c == Elem::F32 || c == a),
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(GemmError::Types { storage })
+    }
+}
+
+/// Checks `cfg` against buffers of `lens` (elements of A, B and C) that
+/// store `storage`, and reduces it to a row-major [`Plan`]. No GPU needed.
+pub fn plan_for(
+    cfg: &GemmConfig,
+    lens: (usize, usize, usize),
+    storage: Storage,
+) -> Result<Plan, GemmError> {
+    check_types(storage)?;
     for (arg, v) in [("m", cfg.m), ("n", cfg.n), ("k", cfg.k)] {
         if v == 0 {
             return Err(GemmError::ZeroDimension { arg });
@@ -426,6 +516,7 @@ pub fn plan(cfg: &GemmConfig, lens: (usize, usize, usize)) -> Result<Plan, GemmE
         ops: Ops { a: op_a, b: op_b },
         batch: cfg.batch,
         swapped,
+        storage,
     })
 }
 
@@ -460,10 +551,10 @@ pub struct Candidate {
     pub blocks_per_sm: usize,
 }
 
-/// Measured FP32 throughput of each step-10 instance on an H200 at
-/// n = 4096 (GFLOP/s, docs/bench.json of the README's run): how fast a
-/// kernel is once the GPU is full. A kernel missing here (another GPU's
-/// favourite, a new instance) counts as the slowest listed.
+/// Measured throughput of each candidate on an H200 at n = 4096
+/// (GFLOP/s, docs/bench.json of the README's run): how fast a kernel is
+/// once the GPU is full. A kernel missing here (another GPU's favourite,
+/// a new instance) counts as the slowest listed of its stored types.
 const FULL_RATE: &[(&str, f64)] = &[
     ("tuned_128x128x16_w64x64", 48_297.0),
     ("tuned_128x128x8_w64x64", 46_889.0),
@@ -480,6 +571,17 @@ const FULL_RATE: &[(&str, f64)] = &[
     ("tuned_128x128x16_w32x64_tn", 45_701.0),
     ("tuned_128x128x16_w32x64_nt", 45_701.0),
     ("tuned_128x128x16_w32x64_tt", 45_701.0),
+    // 16-bit: steps 19-20 (Hopper, A and B as they are), step 21 (any
+    // GPU since Ampere, every layout).
+    ("wgmma_bf16_persistent_128x256x64_s4", 685_604.0),
+    ("wgmma_bf16_128x256x64_s4", 664_547.0),
+    ("wgmma_f16_persistent_128x256x64_s4", 610_644.0),
+    ("wgmma_f16_128x256x64_s4", 594_665.0),
+    ("mma16_bf16_128x256x64_w64x64_s3", 347_349.0),
+    ("mma16_f16_128x256x64_w64x64_s3", 344_742.0),
+    ("mma16_bf16_128x128x64_w64x64_s4", 290_259.0),
+    ("mma16_f16_128x128x64_w64x64_s4", 293_643.0),
+    ("mma16_bf16_128x128x64_w64x64_s4_c16", 290_299.0),
 ];
 
 /// One measured call: the fastest registered kernel and split for it (a
@@ -515,16 +617,23 @@ pub fn table_for(name: &str) -> Option<Vec<AutoEntry>> {
 /// 1.41 times.
 pub const TABLE_REACH: f64 = 1.0;
 
-/// The kernels `Auto` chooses from for `ops`: the FP32 pointer kernels of
-/// step 10 (A and B as they are, or the transposed instances), step 15's
-/// skinny kernel (C of one row) and step 16's matrix-vector kernel (C of
-/// one column).
-pub fn auto_candidates(ops: Ops) -> impl Iterator<Item = &'static KernelSpec> {
+/// The kernels `Auto` chooses from for `ops` on buffers of `storage`: for
+/// f32, the FP32 pointer kernels of step 10 (A and B as they are, or the
+/// transposed instances), step 15's skinny kernel (C of one row) and step
+/// 16's matrix-vector kernel (C of one column); for BF16 and FP16, steps
+/// 19 and 20 (Hopper's `wgmma`, A and B as they are) and step 21
+/// (`mma.sync`, every layout) of those types. (The caller keeps those its
+/// GPU can load.)
+pub fn auto_candidates(ops: Ops, storage: Storage) -> impl Iterator<Item = &'static KernelSpec> {
     registry::all().filter(move |k| {
-        matches!(k.step, 10 | 15 | 16)
-            && k.ops == ops
-            && k.elems == Elems::FP32
-            && k.operands == Operands::Pointers
+        let steps = if storage == Storage::F32 {
+            matches!(k.step, 10 | 15 | 16)
+                && k.elems == Elems::FP32
+                && k.operands == Operands::Pointers
+        } else {
+            matches!(k.step, 19..=21)
+        };
+        steps && k.ops == ops && k.elems.storage() == storage
     })
 }
 
@@ -544,15 +653,20 @@ pub fn auto_candidates(ops: Ops) -> impl Iterator<Item = &'static KernelSpec> {
 ///      (`rate / sms`), where `depth` is K, or a slice of it with split-K;
 ///      the time is that of the busiest SM: `blocks_per_sm` blocks per
 ///      full wave, and `ceil(rest / sms)` for a last, partial wave;
-///    - split-K (one product only, K at least 512) cuts K into 2-32
+///    - split-K (FP32 pointer kernels, one product only, K at least 512) cuts K into 2-32
 ///      slices of at least 256 and adds the reduction, which moves
 ///      `slices * m * n` floats twice at the GPU's DRAM bandwidth
 ///      (`dram_gbs`);
 ///    - no kernel runs faster than its DRAM traffic: A read once per
 ///      column of tiles, B once per row of tiles, C once (no reuse in L2
-///      assumed). This is what rules step 16's one-column tiles out for
-///      a C of many columns and in for a matrix-vector product;
-///    - a kernel whose grid CUDA cannot launch for the call is skipped.
+///      assumed; each element its stored type's bytes). This is what
+///      rules step 16's one-column tiles out for a C of many columns and
+///      in for a matrix-vector product; of two kernels the traffic bounds
+///      alike, the one with the faster arithmetic wins;
+///    - a kernel whose grid CUDA cannot launch for the call, or that does
+///      not take batches when the call is one, is skipped.
+///
+/// The measured table holds f32 calls: a 16-bit call is modelled.
 ///
 /// So the shapes the suite measures get what was fastest there, and
 /// others what the model predicts: the fastest kernel at full occupancy
@@ -596,27 +710,41 @@ pub fn choose_with(
 pub fn choose(plan: &Plan, candidates: &[Candidate], sms: usize, dram_gbs: f64) -> Option<Choice> {
     let p = &plan.params;
     let (m, n, k) = (p.m as f64, p.n as f64, p.k as f64);
-    let slowest = FULL_RATE.iter().map(|r| r.1).fold(f64::INFINITY, f64::min);
-    let mut best: Option<(f64, Choice)> = None;
-    let launchable =
-        |c: &&Candidate| crate::runner::grid(c.spec, p.m as usize, p.n as usize, 1).is_ok();
-    for c in (candidates.iter())
-        .filter(|c| c.spec.ops == plan.ops)
-        .filter(launchable)
-    {
+    let of_the_call = |c: &&Candidate| {
+        c.spec.ops == plan.ops
+            && c.spec.elems.storage() == plan.storage
+            && c.spec.unsupported(p, plan.batch).is_none()
+            && crate::runner::grid(c.spec, p.m as usize, p.n as usize, 1).is_ok()
+    };
+    let listed = |c: &&Candidate| FULL_RATE.iter().find(|r| r.0 == c.spec.name).map(|r| r.1);
+    let slowest = (candidates.iter().filter(of_the_call))
+        .filter_map(|c| listed(&c))
+        .fold(f64::INFINITY, f64::min);
+    let slowest = if slowest.is_finite() {
+        slowest
+    } else {
+        FULL_RATE.iter().map(|r| r.1).fold(f64::INFINITY, f64::min)
+    };
+    let bytes = |e: Elem| e.bytes() as f64;
+    let (a_bytes, b_bytes, c_bytes) = (
+        bytes(plan.storage.a),
+        bytes(plan.storage.b),
+        bytes(plan.storage.c),
+    );
+    let mut best: Option<((f64, f64), Choice)> = None;
+    for c in candidates.iter().filter(of_the_call) {
         let (bm, bn) = c.spec.launch.block_tile;
-        let rate = FULL_RATE
-            .iter()
-            .find(|r| r.0 == c.spec.name)
-            .map_or(slowest, |r| r.1)
-            * 1e9;
+        let rate = listed(&c).unwrap_or(slowest) * 1e9;
         let per_sm = c.blocks_per_sm.max(1) as f64;
         let (tiles_m, tiles_n) = ((p.m as usize).div_ceil(bm), (p.n as usize).div_ceil(bn));
         let tiles = tiles_m * tiles_n * plan.batch;
-        let traffic =
-            4.0 * plan.batch as f64 * (m * k * tiles_n as f64 + k * n * tiles_m as f64 + m * n);
+        let traffic = plan.batch as f64
+            * (a_bytes * m * k * tiles_n as f64
+                + b_bytes * k * n * tiles_m as f64
+                + c_bytes * m * n);
         let memory_s = traffic / (dram_gbs * 1e9);
-        let max_split = if plan.batch == 1 && p.k >= 512 {
+        let splits = c.spec.elems == Elems::FP32 && c.spec.operands == Operands::Pointers;
+        let max_split = if splits && plan.batch == 1 && p.k >= 512 {
             (p.k as usize / 256).clamp(1, 32)
         } else {
             1
@@ -635,7 +763,10 @@ pub fn choose(plan: &Plan, candidates: &[Candidate], sms: usize, dram_gbs: f64) 
             } else {
                 0.0
             };
-            let t = (on_busiest * block_s).max(memory_s) + reduce_s;
+            let compute_s = on_busiest * block_s;
+            // Ties (both bound by DRAM in the model) go to the faster
+            // arithmetic.
+            let t = (compute_s.max(memory_s) + reduce_s, compute_s);
             if best.is_none_or(|(bt, _)| t < bt) {
                 best = Some((
                     t,
@@ -671,9 +802,9 @@ struct Loaded {
 }
 
 /// The kernel the caller named (`Algorithm::Kernel`), checked against
-/// the call: known, reading the call's layouts, taking f32 A, B and C
-/// (this API's buffers; a kernel of other stored types is refused with
-/// them named), and the split asked for. No GPU needed.
+/// the call: known, reading the call's layouts, taking the stored types
+/// of the call's buffers (a kernel of other types is refused with both
+/// named), and the split asked for. No GPU needed.
 pub fn choose_named(plan: &Plan, name: &str, split_k: usize) -> Result<Choice, GemmError> {
     let spec = registry::find(name)
         .filter(|s| s.name != REDUCE.name)
@@ -690,11 +821,12 @@ pub fn choose_named(plan: &Plan, name: &str, split_k: usize) -> Result<Choice, G
             spec.ops.a, spec.ops.b, plan.ops.a, plan.ops.b
         )));
     }
-    if spec.elems.storage() != kernels_gpu::elem::Storage::F32 {
+    if spec.elems.storage() != plan.storage {
         return Err(unsupported(format!(
-            "it takes {} and this API's buffers are f32; name a kernel of f32 A, B and C \
+            "it takes {} and the call's buffers hold {}; name a kernel of the call's types \
              (host --list-kernels)",
-            spec.elems.storage()
+            spec.elems.storage(),
+            plan.storage
         )));
     }
     if split_k == 0 {
@@ -738,8 +870,11 @@ pub fn choose_named(plan: &Plan, name: &str, split_k: usize) -> Result<Choice, G
 pub struct Sgemm {
     gpu: Gpu,
     kernels: Mutex<HashMap<&'static str, Arc<Loaded>>>,
-    /// `Auto`'s candidates with their occupancy.
+    /// `Auto`'s f32 candidates with their occupancy.
     candidates: Vec<Candidate>,
+    /// `Auto`'s candidates for the other stored types, loaded by the
+    /// first call of each.
+    others: Mutex<HashMap<Storage, Arc<Vec<Candidate>>>>,
     /// `Auto`'s measured choices for this GPU model, if the repository
     /// has them.
     table: Option<Vec<AutoEntry>>,
@@ -748,9 +883,10 @@ pub struct Sgemm {
 
 impl Sgemm {
     /// A handle that enqueues on `stream`. Loads the PTX modules of
-    /// `Auto`'s kernels into the stream's context (the driver compiles
-    /// them; the first time on a machine this takes seconds, later the
-    /// driver's cache has them); a kernel named in a call loads its
+    /// `Auto`'s f32 kernels into the stream's context (the driver
+    /// compiles them; the first time on a machine this takes seconds,
+    /// later the driver's cache has them); the first call of 16-bit types
+    /// loads those types' kernels, and a kernel named in a call loads its
     /// module then.
     pub fn new(stream: Arc<CudaStream>) -> Result<Self, GemmError> {
         let gpu = Gpu::for_stream(stream)?;
@@ -759,21 +895,41 @@ impl Sgemm {
             gpu,
             kernels: Mutex::new(HashMap::new()),
             candidates: Vec::new(),
+            others: Mutex::new(HashMap::new()),
             table,
             workspace: Mutex::new(None),
         };
+        me.candidates = me.load_candidates(Storage::F32)?;
+        Ok(me)
+    }
+
+    /// `Auto`'s candidates for `storage` that this GPU can run, loaded.
+    fn load_candidates(&self, storage: Storage) -> Result<Vec<Candidate>, GemmError> {
         let mut candidates = Vec::new();
         for ops in [Ops::NN, Ops::TN, Ops::NT, Ops::TT] {
-            for spec in auto_candidates(ops) {
-                let loaded = me.loaded(spec)?;
+            for spec in auto_candidates(ops, storage).filter(|k| self.gpu.runs(k)) {
+                let loaded = self.loaded(spec)?;
                 candidates.push(Candidate {
                     spec,
                     blocks_per_sm: loaded.blocks_per_sm,
                 });
             }
         }
-        me.candidates = candidates;
-        Ok(me)
+        Ok(candidates)
+    }
+
+    /// `Auto`'s candidates for a call of `storage` (a checked mix).
+    fn candidates_for(&self, storage: Storage) -> Result<Arc<Vec<Candidate>>, GemmError> {
+        if storage == Storage::F32 {
+            return Ok(Arc::new(self.candidates.clone()));
+        }
+        let mut others = self.others.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(c) = others.get(&storage) {
+            return Ok(c.clone());
+        }
+        let loaded = Arc::new(self.load_candidates(storage)?);
+        others.insert(storage, loaded.clone());
+        Ok(loaded)
     }
 
     /// The stream calls are enqueued on.
@@ -786,7 +942,7 @@ impl Sgemm {
         &self.gpu.info
     }
 
-    /// `Auto`'s candidates and their occupancy on this GPU.
+    /// `Auto`'s f32 candidates and their occupancy on this GPU.
     pub fn candidates(&self) -> &[Candidate] {
         &self.candidates
     }
@@ -797,10 +953,12 @@ impl Sgemm {
     }
 
     /// Enqueues `C = alpha * op(A) * op(B) + beta * C` as `cfg` says, on
-    /// the handle's stream, and returns what computed it. Nothing waits
-    /// for the GPU; the buffers must stay alive until the stream has run
-    /// the call (cudarc's buffers record the stream's use of them).
-    pub fn gemm<A, B, C>(
+    /// the handle's stream, and returns what computed it. The element
+    /// types are the buffers' ([`GemmElement`]: f32, or BF16 / FP16 A
+    /// and B with C f32 or of their type). Nothing waits for the GPU; the
+    /// buffers must stay alive until the stream has run the call
+    /// (cudarc's buffers record the stream's use of them).
+    pub fn gemm<TA, TB, TC, A, B, C>(
         &self,
         cfg: &GemmConfig,
         a: &A,
@@ -808,11 +966,15 @@ impl Sgemm {
         c: &mut C,
     ) -> Result<Choice, GemmError>
     where
-        A: DevicePtr<f32>,
-        B: DevicePtr<f32>,
-        C: DevicePtrMut<f32>,
+        TA: GemmElement,
+        TB: GemmElement,
+        TC: GemmElement,
+        A: DevicePtr<TA>,
+        B: DevicePtr<TB>,
+        C: DevicePtrMut<TC>,
     {
-        let plan = plan(cfg, (a.len(), b.len(), c.len()))?;
+        let storage = storage_of::<TA, TB, TC>();
+        let plan = plan_for(cfg, (a.len(), b.len(), c.len()), storage)?;
         let choice = self.choice(&plan, &cfg.algorithm)?;
         let stream = &self.gpu.stream;
         let (a_ptr, _a_sync) = a.device_ptr(stream);
@@ -833,13 +995,25 @@ impl Sgemm {
         Ok(choice)
     }
 
-    /// What would compute a call of `cfg` on buffers of `lens` floats.
+    /// What would compute a call of `cfg` on f32 buffers of `lens`
+    /// elements.
     pub fn choose(
         &self,
         cfg: &GemmConfig,
         lens: (usize, usize, usize),
     ) -> Result<Choice, GemmError> {
-        let plan = plan(cfg, lens)?;
+        self.choose_for(cfg, lens, Storage::F32)
+    }
+
+    /// What would compute a call of `cfg` on buffers of `lens` elements
+    /// that store `storage`.
+    pub fn choose_for(
+        &self,
+        cfg: &GemmConfig,
+        lens: (usize, usize, usize),
+        storage: Storage,
+    ) -> Result<Choice, GemmError> {
+        let plan = plan_for(cfg, lens, storage)?;
         self.choice(&plan, &cfg.algorithm)
     }
 
@@ -848,15 +1022,21 @@ impl Sgemm {
             Algorithm::Auto => {
                 let dram = self.gpu.info.peak_dram_gbs().unwrap_or(1000.0);
                 let sms = self.gpu.info.sms.max(1) as usize;
-                choose_with(plan, &self.candidates, sms, dram, self.table.as_deref()).ok_or_else(
-                    || GemmError::KernelUnsupported {
+                let candidates = self.candidates_for(plan.storage)?;
+                // The measured table holds f32 calls only.
+                let table = self
+                    .table
+                    .as_deref()
+                    .filter(|_| plan.storage == Storage::F32);
+                choose_with(plan, &candidates, sms, dram, table).ok_or_else(|| {
+                    GemmError::KernelUnsupported {
                         kernel: "Auto".into(),
                         why: format!(
-                            "no kernel for A {:?} and B {:?} loaded on this GPU",
-                            plan.ops.a, plan.ops.b
+                            "no kernel of {} for A {:?} and B {:?} loaded on this GPU",
+                            plan.storage, plan.ops.a, plan.ops.b
                         ),
-                    },
-                )
+                    }
+                })
             }
             Algorithm::Kernel { name, split_k } => choose_named(plan, name, *split_k),
         }
@@ -982,9 +1162,29 @@ pub fn steps(plan: &Plan, choice: Choice) -> Steps {
         workspace: 0,
     };
     if p.alpha == 0.0 {
+        if plan.storage.c == Elem::F32 {
+            return one(Step {
+                spec: &REDUCE,
+                params: reduce_params(p, 0),
+                batch: plan.batch,
+                a: Buf::C,
+                b: Buf::C,
+                c: Buf::C,
+            });
+        }
+        // A 16-bit C: a step-21 kernel of the call's types with K = 0,
+        // whose epilogue alone runs (`C = 0 * 0 + beta * C`, A and B
+        // unread).
         return one(Step {
-            spec: &REDUCE,
-            params: reduce_params(p, 0),
+            spec: scale_16(plan.storage),
+            params: GemmParams {
+                k: 0,
+                lda: 1,
+                ldb: p.n,
+                stride_a: 0,
+                stride_b: 0,
+                ..p
+            },
             batch: plan.batch,
             a: Buf::C,
             b: Buf::C,
@@ -1040,6 +1240,15 @@ pub fn steps(plan: &Plan, choice: Choice) -> Steps {
     }
 }
 
+/// The step-21 kernel that computes `C = beta * C` for a 16-bit C
+/// (`storage` a checked mix) when alpha is 0: one reading A and B as
+/// they are, C of the call's type.
+fn scale_16(storage: Storage) -> &'static KernelSpec {
+    registry::all()
+        .find(|k| k.step == 21 && k.ops == Ops::NN && k.elems.storage() == storage)
+        .expect("step 21 has an instance of every 16-bit type and C")
+}
+
 /// The reduction's parameters for `slices` partial sums into the C of
 /// `p`: C's shape, leading dimension, scalars and batch stride; its A is
 /// the workspace, dense m x n planes (`k = 1, lda = n` describe one row of
@@ -1059,7 +1268,9 @@ fn reduce_params(p: GemmParams, slices: usize) -> GemmParams {
 
 /// Runs a call on the CPU emulator (`kernels_gpu::emu`): the same plan,
 /// choice and launches as [`Sgemm::gemm`], each launch emulated with its
-/// checks. Returns C after the call, and the first launch whose checks
+/// checks. The buffers are of the choice's stored types, their values
+/// held as f32 (a 16-bit kernel reads each rounded to its type, and
+/// writes a 16-bit C's values rounded). Returns C after the call, and the first launch whose checks
 /// found something (races, bad accesses, ...), as text. For tests and
 /// small sizes: the emulator runs every GPU thread as an OS thread.
 pub fn emulate(
@@ -1069,7 +1280,11 @@ pub fn emulate(
     b: &[f32],
     c: &[f32],
 ) -> Result<Result<Vec<f32>, String>, GemmError> {
-    let plan = plan(cfg, (a.len(), b.len(), c.len()))?;
+    let plan = plan_for(
+        cfg,
+        (a.len(), b.len(), c.len()),
+        choice.kernel.elems.storage(),
+    )?;
     let (a, b) = if plan.swapped { (b, a) } else { (a, b) };
     let steps = steps(&plan, choice);
     let mut c = c.to_vec();

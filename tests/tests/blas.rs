@@ -5,7 +5,7 @@
 //! f64 reference; property tests over random calls. The same paths on
 //! the GPU: tests/tests/gpu.rs.
 
-use kernels_gpu::elem::{Elems, Storage};
+use kernels_gpu::elem::{Elem, Storage};
 use kernels_gpu::launch::Ops;
 use kernels_gpu::registry;
 use proptest::prelude::*;
@@ -13,6 +13,7 @@ use rust_gemm::blas::{
     self, Algorithm, Candidate, Choice, GemmConfig, GemmError, Layout, Op, Plan, choose,
     choose_with,
 };
+use rust_gemm::matrix::round_to;
 use rust_gemm::reference::check_gemm;
 use tests::values;
 
@@ -21,11 +22,16 @@ fn lens(cfg: &GemmConfig) -> (usize, usize, usize) {
     cfg.buffer_lens()
 }
 
-/// Every candidate at one block per SM.
+/// Every f32 candidate at one block per SM.
 fn candidates() -> Vec<Candidate> {
+    candidates_of(Storage::F32)
+}
+
+/// Every candidate for `storage` at one block per SM.
+fn candidates_of(storage: Storage) -> Vec<Candidate> {
     [Ops::NN, Ops::TN, Ops::NT, Ops::TT]
         .into_iter()
-        .flat_map(blas::auto_candidates)
+        .flat_map(|ops| blas::auto_candidates(ops, storage))
         .map(|spec| Candidate {
             spec,
             blocks_per_sm: 1,
@@ -41,24 +47,74 @@ fn auto(cfg: &GemmConfig) -> Choice {
         .expect("a candidate for every layout")
 }
 
-/// Runs `cfg` as `choice` on the emulator on random A, B and C (NaN in C
-/// when beta is 0, so a read of C would show) and checks it.
+/// Runs `cfg` as `choice` on the emulator on random A, B and C of the
+/// choice's stored types (NaN in C when beta is 0, so a read of C would
+/// show) and checks it against the f64 reference with the tolerance of
+/// the choice's types.
 fn emulate_and_check(cfg: &GemmConfig, choice: Choice) {
+    let storage = choice.kernel.elems.storage();
     let (la, lb, lc) = lens(cfg);
-    let a = values(la, 1);
-    let b = values(lb, 2);
+    let stored = |elem, mut v: Vec<f32>| {
+        round_to(elem, &mut v);
+        v
+    };
+    let a = stored(storage.a, values(la, 1));
+    let b = stored(storage.b, values(lb, 2));
     let c = if cfg.beta == 0.0 {
         vec![f32::NAN; lc]
     } else {
-        values(lc, 3)
+        stored(storage.c, values(lc, 3))
     };
     let after = match blas::emulate(cfg, choice, &a, &b, &c) {
         Ok(Ok(after)) => after,
         Ok(Err(report)) => panic!("{choice} on {cfg:?}: the emulator found\n{report}"),
         Err(e) => panic!("{choice} on {cfg:?}: {e}"),
     };
-    let v = check_gemm(cfg, (&a, &b), (&c, &after), Elems::FP32, usize::MAX, 0);
+    let v = check_gemm(
+        cfg,
+        (&a, &b),
+        (&c, &after),
+        choice.kernel.elems,
+        usize::MAX,
+        0,
+    );
     assert!(v.passed, "{choice} on {cfg:?}: {v:?}");
+}
+
+/// The 16-bit mixes the library takes: BF16 or FP16 A and B, C f32 or
+/// of their type.
+const STORAGES_16: [Storage; 4] = [
+    Storage {
+        a: Elem::Bf16,
+        b: Elem::Bf16,
+        c: Elem::F32,
+    },
+    Storage {
+        a: Elem::Bf16,
+        b: Elem::Bf16,
+        c: Elem::Bf16,
+    },
+    Storage {
+        a: Elem::F16,
+        b: Elem::F16,
+        c: Elem::F32,
+    },
+    Storage {
+        a: Elem::F16,
+        b: Elem::F16,
+        c: Elem::F16,
+    },
+];
+
+/// What `Auto` runs for a call of `storage` on a GPU without `wgmma`
+/// (an A100: 108 SMs, no table): step 21's kernels alone, which the
+/// emulator runs.
+fn auto_ampere(cfg: &GemmConfig, storage: Storage) -> Choice {
+    let plan = blas::plan_for(cfg, lens(cfg), storage).expect("a valid call");
+    let ampere: Vec<Candidate> = (candidates_of(storage).into_iter())
+        .filter(|c| c.spec.module.arch.runs_on((8, 0)))
+        .collect();
+    choose_with(&plan, &ampere, 108, 2000.0, None).expect("a candidate for every layout")
 }
 
 fn kernel(name: &str, split_k: usize) -> Choice {
@@ -99,6 +155,89 @@ fn a_named_kernel_of_other_stored_types_is_refused_with_them() {
         blas::choose_named(&plan, tf32, 1).unwrap().kernel.name,
         tf32
     );
+}
+
+/// A mix of element types no kernel multiplies is refused before
+/// anything else, with the types named; the mixes the library takes pass.
+#[test]
+fn a_mix_of_types_no_kernel_multiplies_is_a_typed_error_that_names_them() {
+    let cfg = GemmConfig::new(8, 8, 8);
+    let (bf, f16, f32) = (Elem::Bf16, Elem::F16, Elem::F32);
+    for (a, b, c) in [
+        (bf, f16, f32),
+        (f32, f32, bf),
+        (bf, bf, f16),
+        (f32, bf, f32),
+        (f16, f16, bf),
+    ] {
+        let storage = Storage { a, b, c };
+        let e = blas::plan_for(&cfg, lens(&cfg), storage).expect_err("refused");
+        assert!(matches!(e, GemmError::Types { .. }), "{e}");
+        let text = e.to_string();
+        assert!(text.contains(&storage.to_string()), "{text}");
+        assert!(text.starts_with("no kernel multiplies"), "{text}");
+    }
+    for storage in STORAGES_16.into_iter().chain([Storage::F32]) {
+        assert!(
+            blas::plan_for(&cfg, lens(&cfg), storage).is_ok(),
+            "{storage}"
+        );
+    }
+}
+
+/// A 16-bit call that names a kernel of other types is refused with both
+/// named; one of its own types is taken; a split of K is refused (only
+/// the FP32 pointer kernels split).
+#[test]
+fn a_16_bit_call_takes_named_kernels_of_its_types_only_and_no_split() {
+    let cfg = GemmConfig::new(256, 256, 256);
+    let storage = STORAGES_16[0];
+    let plan = blas::plan_for(&cfg, lens(&cfg), storage).unwrap();
+    let e = blas::choose_named(&plan, "tuned_128x128x16_w32x64", 1).expect_err("f32 kernel");
+    let text = e.to_string();
+    assert!(matches!(e, GemmError::KernelUnsupported { .. }), "{text}");
+    assert!(
+        text.contains("f32 x f32 -> f32") && text.contains("bf16 x bf16 -> f32"),
+        "{text}"
+    );
+    let own = kernels_gpu::k21_mma_16bit::SPEC_BF16_128X128X64_W64X64_S4.name;
+    assert_eq!(blas::choose_named(&plan, own, 1).unwrap().kernel.name, own);
+    let e = blas::choose_named(&plan, own, 2).expect_err("split");
+    assert!(matches!(e, GemmError::BadSplit { .. }), "{e}");
+}
+
+/// `Auto` on a Hopper GPU: A and B as they are go to the `wgmma`
+/// kernels (step 20 at large sizes), other layouts to step 21's, and
+/// every choice stores the call's types; on an Ampere GPU step 21 alone.
+#[test]
+fn auto_chooses_among_the_kernels_of_the_calls_types() {
+    for storage in STORAGES_16 {
+        let plan = |cfg: &GemmConfig| blas::plan_for(cfg, lens(cfg), storage).unwrap();
+        let hopper = candidates_of(storage);
+        let large = GemmConfig::new(4096, 4096, 4096);
+        let c = choose_with(&plan(&large), &hopper, 132, 4800.0, None).unwrap();
+        assert_eq!((c.kernel.step, c.split_k), (20, 1), "{storage}: {c}");
+        for (op_a, op_b) in [(Op::T, Op::N), (Op::N, Op::T), (Op::T, Op::T)] {
+            let cfg = large.clone().op_a(op_a).op_b(op_b);
+            let c = choose_with(&plan(&cfg), &hopper, 132, 4800.0, None).unwrap();
+            assert_eq!(
+                (c.kernel.step, c.kernel.ops.a, c.kernel.ops.b),
+                (21, op_a, op_b),
+                "{c}"
+            );
+            assert_eq!(c.kernel.elems.storage(), storage, "{c}");
+        }
+        // A batch: the TMA kernels take one product; step 21 takes batches.
+        let batch = GemmConfig::new(512, 512, 512).batched(8, 512 * 512, 512 * 512, 512 * 512);
+        let c = choose_with(&plan(&batch), &hopper, 132, 4800.0, None).unwrap();
+        assert_eq!(c.kernel.step, 21, "{c}");
+        let c = auto_ampere(&large, storage);
+        assert_eq!(
+            (c.kernel.step, c.kernel.elems.storage()),
+            (21, storage),
+            "{c}"
+        );
+    }
 }
 
 #[test]
@@ -500,6 +639,62 @@ fn the_naive_kernel_runs_every_call_it_is_named_for() {
     emulate_and_check(&cfg, kernel("naive", 1));
 }
 
+/// Every op, layout and scalar pair of every 16-bit mix, as `Auto` runs
+/// it on an Ampere GPU (step 21), on the emulator: odd sizes, so every
+/// copy is guarded and rows are not 16-byte aligned.
+#[test]
+fn every_16_bit_op_layout_and_scalar_pair_matches_the_reference_on_the_emulator() {
+    let (m, n, k) = (19, 9, 13);
+    for storage in STORAGES_16 {
+        for layout in [Layout::RowMajor, Layout::ColMajor] {
+            for op_a in [Op::N, Op::T] {
+                for op_b in [Op::N, Op::T] {
+                    for &(alpha, beta) in SCALARS {
+                        let cfg = GemmConfig::new(m, n, k)
+                            .layout(layout)
+                            .op_a(op_a)
+                            .op_b(op_b)
+                            .scalars(alpha, beta);
+                        emulate_and_check(&cfg, auto_ampere(&cfg, storage));
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// 16-bit calls with rows 16-byte aligned (the `cp.async` path, interior
+/// blocks included), padded leading dimensions, and strided batches.
+#[test]
+fn aligned_padded_and_batched_16_bit_calls_match_the_reference_on_the_emulator() {
+    for storage in [STORAGES_16[0], STORAGES_16[3]] {
+        for (op_a, op_b) in [
+            (Op::N, Op::N),
+            (Op::T, Op::N),
+            (Op::N, Op::T),
+            (Op::T, Op::T),
+        ] {
+            let aligned = GemmConfig::new(128, 128, 128)
+                .op_a(op_a)
+                .op_b(op_b)
+                .scalars(1.0, 1.0);
+            emulate_and_check(&aligned, auto_ampere(&aligned, storage));
+            let dense = GemmConfig::new(17, 24, 40).op_a(op_a).op_b(op_b);
+            let padded = dense
+                .clone()
+                .lds(dense.lda + 8, dense.ldb + 3, dense.ldc + 1);
+            let (la, lb, lc) = lens(&padded);
+            let batch = padded
+                .clone()
+                .scalars(1.5, 0.25)
+                .batched(3, la + 8, lb + 1, lc + 2);
+            for cfg in [padded, batch] {
+                emulate_and_check(&cfg, auto_ampere(&cfg, storage));
+            }
+        }
+    }
+}
+
 // ---- Random calls ----
 
 fn op() -> impl Strategy<Value = Op> {
@@ -540,5 +735,13 @@ proptest! {
             choice.split_k = split;
         }
         emulate_and_check(&cfg, choice);
+    }
+
+    #[test]
+    fn random_16_bit_calls_match_the_reference_on_the_emulator(
+        cfg in call(),
+        storage in prop::sample::select(STORAGES_16.to_vec()),
+    ) {
+        emulate_and_check(&cfg, auto_ampere(&cfg, storage));
     }
 }

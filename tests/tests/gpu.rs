@@ -5,8 +5,10 @@
 
 use std::process::{Command, ExitCode};
 
+use half::{bf16, f16};
+use kernels_gpu::elem::Storage;
 use kernels_gpu::registry::KERNELS;
-use rust_gemm::blas::{Algorithm, GemmConfig, Layout, Op, Sgemm};
+use rust_gemm::blas::{Algorithm, GemmConfig, GemmElement, Layout, Op, Sgemm};
 use rust_gemm::gpu::{self, Gpu};
 use rust_gemm::reference::Reference;
 use rust_gemm::reference::check_gemm;
@@ -191,6 +193,197 @@ fn library_call(
     Ok(choice.to_string())
 }
 
+/// A stored type of the 16-bit calls: how a value converts.
+trait Convert: GemmElement {
+    fn from(x: f32) -> Self;
+    fn to(self) -> f32;
+}
+
+impl Convert for f32 {
+    fn from(x: f32) -> Self {
+        x
+    }
+    fn to(self) -> f32 {
+        self
+    }
+}
+
+impl Convert for bf16 {
+    fn from(x: f32) -> Self {
+        bf16::from_f32(x)
+    }
+    fn to(self) -> f32 {
+        self.to_f32()
+    }
+}
+
+impl Convert for f16 {
+    fn from(x: f32) -> Self {
+        f16::from_f32(x)
+    }
+    fn to(self) -> f32 {
+        self.to_f32()
+    }
+}
+
+/// [`library_call`] with A and B of type `T` and C of type `C`, views
+/// `offset` elements into their buffers: the reference multiplies the
+/// values as stored.
+fn library_call_typed<T: Convert, C: Convert>(
+    sgemm: &Sgemm,
+    cfg: &GemmConfig,
+    offset: usize,
+    seed: u64,
+) -> Result<String, String> {
+    let (la, lb, lc) = lens(cfg);
+    let stream = sgemm.stream();
+    let stored_t = |v: Vec<f32>| -> (Vec<T>, Vec<f32>) {
+        let t: Vec<T> = v.into_iter().map(T::from).collect();
+        let f = t.iter().map(|&x| x.to()).collect();
+        (t, f)
+    };
+    let (a_t, a) = stored_t(values(la + offset, seed));
+    let (b_t, b) = stored_t(values(lb + offset, seed + 1));
+    let c_t: Vec<C> = if cfg.beta == 0.0 {
+        vec![C::from(f32::NAN); lc + offset]
+    } else {
+        values(lc + offset, seed + 2)
+            .into_iter()
+            .map(C::from)
+            .collect()
+    };
+    let c0: Vec<f32> = c_t.iter().map(|&x| x.to()).collect();
+    let e = |e: cudarc::driver::DriverError| e.to_string();
+    let a_dev = stream.clone_htod(&a_t).map_err(e)?;
+    let b_dev = stream.clone_htod(&b_t).map_err(e)?;
+    let mut c_dev = stream.clone_htod(&c_t).map_err(e)?;
+    let choice = {
+        let a_view = a_dev.slice(offset..);
+        let b_view = b_dev.slice(offset..);
+        let mut c_view = c_dev.slice_mut(offset..);
+        sgemm
+            .gemm(cfg, &a_view, &b_view, &mut c_view)
+            .map_err(|e| e.to_string())?
+    };
+    let after: Vec<f32> = stream
+        .clone_dtoh(&c_dev)
+        .map_err(e)?
+        .into_iter()
+        .map(C::to)
+        .collect();
+    if choice.kernel.elems.storage()
+        != (Storage {
+            a: T::ELEM,
+            b: T::ELEM,
+            c: C::ELEM,
+        })
+        && cfg.alpha != 0.0
+    {
+        return Err(format!("{choice} does not store the call's types"));
+    }
+    let v = check_gemm(
+        cfg,
+        (&a[offset..], &b[offset..]),
+        (&c0[offset..], &after[offset..]),
+        kernels_gpu::elem::Elems::new(T::ELEM, T::ELEM, C::ELEM, choice.kernel.elems.math),
+        usize::MAX,
+        seed,
+    );
+    if !v.passed {
+        return Err(format!(
+            "{choice}: max error {:e}, {} non-finite, worst {:?}",
+            v.max_error, v.nonfinite, v.worst
+        ));
+    }
+    if after[..offset]
+        .iter()
+        .zip(&c0[..offset])
+        .any(|(x, y)| x.to_bits() != y.to_bits())
+    {
+        return Err(format!("{choice} wrote before C's view"));
+    }
+    Ok(choice.to_string())
+}
+
+/// The 16-bit calls on the GPU for A and B of type `T`, C of type `C`:
+/// every op x layout x scalar pair (aligned, padded and batched, and on
+/// misaligned views), large aligned and unaligned products (the `wgmma`
+/// kernels and their padded copies on Hopper), and every candidate of
+/// the types by name.
+fn library_16<T: Convert, C: Convert>(sgemm: &Sgemm, out: &mut Vec<(String, Result<(), String>)>) {
+    let ok = |r: Result<String, String>| r.map(|_| ());
+    let types = format!("{}_{}", T::ELEM.name(), C::ELEM.name());
+    let mut seed = 5000;
+    for (m, n, k) in [(67, 45, 131), (256, 256, 256)] {
+        for layout in [Layout::RowMajor, Layout::ColMajor] {
+            for op_a in [Op::N, Op::T] {
+                for op_b in [Op::N, Op::T] {
+                    for (alpha, beta) in [(1.0, 0.0), (0.5, -2.0), (0.0, 0.5)] {
+                        let cfg = GemmConfig::new(m, n, k)
+                            .layout(layout)
+                            .op_a(op_a)
+                            .op_b(op_b)
+                            .scalars(alpha, beta);
+                        let name = format!(
+                            "{types}_{layout:?}_{op_a:?}{op_b:?}_a{alpha}_b{beta}_{m}x{n}x{k}"
+                        );
+                        seed += 3;
+                        out.push((
+                            name.clone(),
+                            ok(library_call_typed::<T, C>(sgemm, &cfg, 0, seed)),
+                        ));
+                        let padded = cfg.clone().lds(cfg.lda + 8, cfg.ldb + 3, cfg.ldc + 5);
+                        let (la, lb, lc) = lens(&padded);
+                        let batch = padded.batched(3, la + 8, lb, lc + 1);
+                        out.push((
+                            format!("{name}_ld_batch3"),
+                            ok(library_call_typed::<T, C>(sgemm, &batch, 0, seed)),
+                        ));
+                        out.push((
+                            format!("{name}_misaligned"),
+                            ok(library_call_typed::<T, C>(sgemm, &cfg, 1, seed)),
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    for (m, n, k) in [(1024, 1024, 1024), (1031, 517, 263)] {
+        let cfg = GemmConfig::new(m, n, k).scalars(1.0, 1.0);
+        seed += 3;
+        out.push((
+            format!("{types}_auto_{m}x{n}x{k}"),
+            ok(library_call_typed::<T, C>(sgemm, &cfg, 0, seed)),
+        ));
+    }
+    let storage = Storage {
+        a: T::ELEM,
+        b: T::ELEM,
+        c: C::ELEM,
+    };
+    let named: Vec<_> = kernels_gpu::registry::all()
+        .filter(|k| matches!(k.step, 19..=21) && k.elems.storage() == storage)
+        .collect();
+    for spec in named {
+        let cfg = GemmConfig::new(300, 200, 320)
+            .op_a(spec.ops.a)
+            .op_b(spec.ops.b)
+            .scalars(1.0, 1.0)
+            .algorithm(Algorithm::Kernel {
+                name: spec.name.into(),
+                split_k: 1,
+            });
+        seed += 3;
+        let result = library_call_typed::<T, C>(sgemm, &cfg, 0, seed);
+        // A kernel this GPU cannot run is refused (the Hopper steps elsewhere).
+        let result = match result {
+            Err(e) if e.contains("needs compute capability") => Ok(String::new()),
+            r => r,
+        };
+        out.push((format!("{types}_{}", spec.name), ok(result)));
+    }
+}
+
 /// The library on the GPU: every op x layout x scalar pair, padded
 /// leading dimensions and strided batches, misaligned views, every
 /// candidate kernel by name, split-K, and the errors only a GPU can give.
@@ -265,6 +458,26 @@ fn library(gpu: &Gpu) -> Vec<(String, Result<(), String>)> {
             }
         }),
     ));
+    // 16-bit A and B, C in f32 or their type.
+    library_16::<bf16, f32>(&sgemm, &mut out);
+    library_16::<bf16, bf16>(&sgemm, &mut out);
+    library_16::<f16, f32>(&sgemm, &mut out);
+    library_16::<f16, f16>(&sgemm, &mut out);
+    // A mix no kernel multiplies.
+    {
+        let a = gpu.stream.alloc_zeros::<bf16>(64 * 64).unwrap();
+        let b = gpu.stream.alloc_zeros::<f16>(64 * 64).unwrap();
+        let mut c = gpu.stream.alloc_zeros::<f32>(64 * 64).unwrap();
+        let want = "no kernel multiplies bf16 x f16 -> f32";
+        out.push((
+            "error_mixed_types".into(),
+            match sgemm.gemm(&GemmConfig::new(64, 64, 64), &a, &b, &mut c) {
+                Ok(choice) => Err(format!("{choice} ran")),
+                Err(e) if e.to_string().contains(want) => Ok(()),
+                Err(e) => Err(format!("'{e}' does not say '{want}'")),
+            },
+        ));
+    }
     // Errors.
     let a = gpu.stream.alloc_zeros::<f32>(64 * 64).unwrap();
     let mut c = gpu.stream.alloc_zeros::<f32>(64 * 64).unwrap();
@@ -316,7 +529,7 @@ fn library(gpu: &Gpu) -> Vec<(String, Result<(), String>)> {
         expect_err(
             GemmConfig::new(64, 64, 64).lds(64, 64, 65),
             &mut c,
-            "c holds 4096 floats",
+            "c holds 4096 elements",
         ),
     ));
     out
