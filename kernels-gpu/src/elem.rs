@@ -282,21 +282,7 @@ impl Element for F16 {
 
     #[inline(always)]
     fn to_f32(self) -> f32 {
-        let h = self.0 as u32;
-        let sign = (h & 0x8000) << 16;
-        let exp = (h >> 10) & 0x1f;
-        let man = h & 0x3ff;
-        let bits = match exp {
-            // Zero, or a subnormal: man * 2^-24, exact in f32.
-            0 => {
-                let v = man as f32 * (1.0 / 16_777_216.0);
-                return if sign != 0 { -v } else { v };
-            }
-            // Infinity or NaN (payload kept).
-            0x1f => sign | 0x7f80_0000 | (man << 13),
-            _ => sign | ((exp + 112) << 23) | (man << 13),
-        };
-        f32::from_bits(bits)
+        crate::device::math::f16_bits_to_f32(self.0)
     }
 
     #[inline(always)]

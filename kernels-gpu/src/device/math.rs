@@ -1,8 +1,8 @@
 //! Arithmetic that must map to one PTX instruction.
 //!
 //! Safety model: pure functions, nothing to uphold. The conversions to
-//! 16 bits are `cvt.rn` on the GPU (sm_80 and newer: the modules that use
-//! them) and the same rounding in integer code on the host, which a test
+//! and from 16 bits are `cvt` on the GPU (sm_80 and newer: the modules
+//! that use them) and the same arithmetic in integer code on the host, which a test
 //! checks against the `half` crate bit for bit (NaN aside: the hardware
 //! returns the canonical NaN).
 
@@ -61,9 +61,48 @@ pub fn to_f16_bits(x: f32) -> u16 {
     }
 }
 
+/// The IEEE binary16 of bits `h` as an f32 (exact): `cvt.f32.f16` on the
+/// GPU, one instruction where the integer code (subnormals, infinities)
+/// is a dozen with branches; that code on the host.
+#[inline(always)]
+pub fn f16_bits_to_f32(h: u16) -> f32 {
+    #[cfg(target_arch = "nvptx64")]
+    {
+        let x: f32;
+        // SAFETY: a conversion between registers; no memory, no side effect.
+        unsafe {
+            core::arch::asm!("cvt.f32.f16 {x}, {h};", x = out(reg32) x, h = in(reg16) h,
+                options(pure, nomem, nostack));
+        }
+        x
+    }
+    #[cfg(not(target_arch = "nvptx64"))]
+    {
+        host::f16_bits_to_f32(h)
+    }
+}
+
 /// The host's conversions: what `cvt.rn` does, in integer arithmetic.
 #[cfg(not(target_arch = "nvptx64"))]
 mod host {
+    pub fn f16_bits_to_f32(h: u16) -> f32 {
+        let h = h as u32;
+        let sign = (h & 0x8000) << 16;
+        let exp = (h >> 10) & 0x1f;
+        let man = h & 0x3ff;
+        let bits = match exp {
+            // Zero, or a subnormal: man * 2^-24, exact in f32.
+            0 => {
+                let v = man as f32 * (1.0 / 16_777_216.0);
+                return if sign != 0 { -v } else { v };
+            }
+            // Infinity or NaN (payload kept).
+            0x1f => sign | 0x7f80_0000 | (man << 13),
+            _ => sign | ((exp + 112) << 23) | (man << 13),
+        };
+        f32::from_bits(bits)
+    }
+
     pub fn to_bf16_bits(x: f32) -> u16 {
         let bits = x.to_bits();
         if x.is_nan() {
