@@ -864,6 +864,9 @@ pub fn choose_named(plan: &Plan, name: &str, split_k: usize) -> Result<Choice, G
     })
 }
 
+/// `Auto`'s candidates for one stored type and layout, shared.
+type Candidates = Arc<Vec<Candidate>>;
+
 /// A handle on one GPU stream: its kernels, loaded once, and split-K's
 /// workspace. Calls through one handle run in order on its stream; the
 /// handle may be shared between threads (`Sync`).
@@ -872,9 +875,10 @@ pub struct Sgemm {
     kernels: Mutex<HashMap<&'static str, Arc<Loaded>>>,
     /// `Auto`'s f32 candidates with their occupancy.
     candidates: Vec<Candidate>,
-    /// `Auto`'s candidates for the other stored types, loaded by the
-    /// first call of each.
-    others: Mutex<HashMap<Storage, Arc<Vec<Candidate>>>>,
+    /// `Auto`'s candidates for the other stored types, per layout,
+    /// loaded by the first call of each (the driver compiles a module's
+    /// PTX when it is first loaded).
+    others: Mutex<HashMap<(Storage, Ops), Candidates>>,
     /// `Auto`'s measured choices for this GPU model, if the repository
     /// has them.
     table: Option<Vec<AutoEntry>>,
@@ -886,8 +890,8 @@ impl Sgemm {
     /// `Auto`'s f32 kernels into the stream's context (the driver
     /// compiles them; the first time on a machine this takes seconds,
     /// later the driver's cache has them); the first call of 16-bit types
-    /// loads those types' kernels, and a kernel named in a call loads its
-    /// module then.
+    /// in a layout loads the kernels of those types and that layout, and
+    /// a kernel named in a call loads its module then.
     pub fn new(stream: Arc<CudaStream>) -> Result<Self, GemmError> {
         let gpu = Gpu::for_stream(stream)?;
         let table = table_for(&gpu.info.name);
@@ -899,14 +903,19 @@ impl Sgemm {
             table,
             workspace: Mutex::new(None),
         };
-        me.candidates = me.load_candidates(Storage::F32)?;
+        me.candidates = me.load_candidates(Storage::F32, &[Ops::NN, Ops::TN, Ops::NT, Ops::TT])?;
         Ok(me)
     }
 
-    /// `Auto`'s candidates for `storage` that this GPU can run, loaded.
-    fn load_candidates(&self, storage: Storage) -> Result<Vec<Candidate>, GemmError> {
+    /// `Auto`'s candidates for `storage` and these layouts that this GPU
+    /// can run, loaded.
+    fn load_candidates(
+        &self,
+        storage: Storage,
+        layouts: &[Ops],
+    ) -> Result<Vec<Candidate>, GemmError> {
         let mut candidates = Vec::new();
-        for ops in [Ops::NN, Ops::TN, Ops::NT, Ops::TT] {
+        for &ops in layouts {
             for spec in auto_candidates(ops, storage).filter(|k| self.gpu.runs(k)) {
                 let loaded = self.loaded(spec)?;
                 candidates.push(Candidate {
@@ -918,17 +927,18 @@ impl Sgemm {
         Ok(candidates)
     }
 
-    /// `Auto`'s candidates for a call of `storage` (a checked mix).
-    fn candidates_for(&self, storage: Storage) -> Result<Arc<Vec<Candidate>>, GemmError> {
+    /// `Auto`'s candidates for a call of `storage` (a checked mix) and
+    /// layouts `ops`.
+    fn candidates_for(&self, storage: Storage, ops: Ops) -> Result<Candidates, GemmError> {
         if storage == Storage::F32 {
             return Ok(Arc::new(self.candidates.clone()));
         }
         let mut others = self.others.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(c) = others.get(&storage) {
+        if let Some(c) = others.get(&(storage, ops)) {
             return Ok(c.clone());
         }
-        let loaded = Arc::new(self.load_candidates(storage)?);
-        others.insert(storage, loaded.clone());
+        let loaded = Arc::new(self.load_candidates(storage, &[ops])?);
+        others.insert((storage, ops), loaded.clone());
         Ok(loaded)
     }
 
@@ -1022,7 +1032,7 @@ impl Sgemm {
             Algorithm::Auto => {
                 let dram = self.gpu.info.peak_dram_gbs().unwrap_or(1000.0);
                 let sms = self.gpu.info.sms.max(1) as usize;
-                let candidates = self.candidates_for(plan.storage)?;
+                let candidates = self.candidates_for(plan.storage, plan.ops)?;
                 // The measured table holds f32 calls only.
                 let table = self
                     .table

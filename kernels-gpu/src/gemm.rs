@@ -562,7 +562,8 @@ output_16!(crate::elem::F16);
 /// parameters `(const A* A, const B* B, C* C, GemmParams p)`, which runs
 /// the body on `Gemm::from_raw` for one product and on
 /// `Gemm::from_raw_batched` for a batch; `gemm_kernel!(name, one_product)`
-/// only the first (`KernelSpec::batches` false);
+/// only the first (`KernelSpec::batches` false); `gemm_kernel!(name,
+/// strided, elems(..))` the second for both (one copy of the body);
 /// `gemm_kernel!(name, tensor_maps)` a body `fn name(Gemm, TensorMaps)`
 /// with one more parameter, `const u8* maps`.
 ///
@@ -610,6 +611,35 @@ macro_rules! gemm_kernel {
                     // SAFETY: as above, for every product of the batch.
                     super::$name(unsafe { $crate::gemm::Gemm::from_raw_batched(a, b, c, p) })
                 }
+            }
+        }
+    };
+    // One body for one product and for a batch: `Gemm::from_raw_batched`
+    // even at z = 0 (half the code of `batched`, whose one-product copy
+    // keeps the parameters in the constant bank; for kernels that are not
+    // the fastest of their kind, where the driver's compile time counts).
+    ($name:ident, strided, elems($a:ty, $b:ty, $c:ty)) => {
+        #[cfg(target_arch = "nvptx64")]
+        mod entry {
+            // The 16-bit types by name, for `elems(Bf16, ...)` (the types
+            // are resolved in this module, not in the kernel's).
+            #[allow(unused_imports)]
+            use $crate::elem::{Bf16, F16};
+
+            /// PTX entry point; see the body of the same name in the parent module.
+            ///
+            /// # Safety
+            /// Launched by the host with the geometry of the kernel's `SPEC`
+            /// and buffers as [`Gemm::from_raw_batched`](crate::gemm::Gemm::from_raw_batched) requires.
+            #[unsafe(no_mangle)]
+            pub unsafe extern "ptx-kernel" fn $name(
+                a: *const $a,
+                b: *const $b,
+                c: *mut $c,
+                p: $crate::gemm::GemmParams,
+            ) {
+                // SAFETY: the host upholds the launch contract above.
+                super::$name(unsafe { $crate::gemm::Gemm::from_raw_batched(a, b, c, p) })
             }
         }
     };

@@ -135,7 +135,15 @@ impl Params {
         assert!(self.stages >= 2 && self.stages <= 6);
         assert!(self.shared_bytes() <= MAX_SHARED_BYTES);
     }
-    const fn spec(self, name: &'static str, ab: Elem, c: Elem, body: Body) -> KernelSpec {
+    const fn spec(
+        self,
+        name: &'static str,
+        ab: Elem,
+        c: Elem,
+        body: Body,
+        module: &'static modules::PtxModule,
+        batches: bool,
+    ) -> KernelSpec {
         self.check();
         assert!(ab.bytes() == ELEM_BYTES);
         let math = match ab {
@@ -145,7 +153,7 @@ impl Params {
         KernelSpec {
             name,
             step: 21,
-            module: &modules::MMA16,
+            module,
             elems: Elems::new(ab, ab, c, math),
             summary: "16-bit tensor cores (mma.sync m16n8k16), ldmatrix(.trans) for A and B as stored, cp.async pipeline",
             launch: Launch {
@@ -159,7 +167,7 @@ impl Params {
             body,
             operands: Operands::Pointers,
             ops: self.ops,
-            batches: true,
+            batches,
         }
     }
 }
@@ -168,10 +176,11 @@ impl Params {
 /// as the emulator's launches are, f32 views of its buffers), and the PTX
 /// entry `name` with A and B of type `$t` and C of type `$c`.
 macro_rules! instance {
-    ($name:ident, $spec:ident, $t:ident, $c:ty, $ops:ident, $bm:literal, $bn:literal, $wm:literal, $wn:literal, $s:literal) => {
+    ($module:ident = $cfg:literal, $kind:ident, $name:ident, $spec:ident, $t:ident, $c:ty, $ops:ident, $bm:literal, $bn:literal, $wm:literal, $wn:literal, $s:literal) => {
         #[cfg(not(target_arch = "nvptx64"))]
         pub const $spec: KernelSpec = Params { bm: $bm, bn: $bn, wm: $wm, wn: $wn, stages: $s, ops: Ops::$ops }
-            .spec(stringify!($name), <$t as Element>::ELEM, <$c as Element>::ELEM, Body::Emulated($name));
+            .spec(stringify!($name), <$t as Element>::ELEM, <$c as Element>::ELEM, Body::Emulated($name),
+                &modules::$module, Kind::$kind.batches());
         /// The body of the PTX entry of the same name (inlined into it).
         #[cfg(target_arch = "nvptx64")]
         #[inline(always)]
@@ -184,37 +193,56 @@ macro_rules! instance {
         pub fn $name(g: Gemm) {
             mma16::<$t, $c, $bm, $bn, $wm, $wn, $s, { $wm / 16 }, { $wn / 8 }, { ($bm / $wm) * ($bn / $wn) * 32 }, { $s - 2 }, { Ops::$ops.a as u8 }, { Ops::$ops.b as u8 }, NONE>(g.retyped())
         }
+        // The entry goes into its own module's PTX only.
+        #[cfg(any(not(target_arch = "nvptx64"), gemm_module = $cfg))]
         mod $name {
             #[cfg(target_arch = "nvptx64")]
             use super::$name;
-            crate::gemm_kernel!($name, batched, elems($t, $t, $c));
+            crate::gemm_kernel!($name, $kind, elems($t, $t, $c));
         }
     };
+}
+
+/// How an instance's entry takes products (`gemm_kernel!`'s kinds): the
+/// fastest NN instances one at a time, the others one body for one
+/// product or a batch, so that each entry is three copies of the body
+/// (the driver compiles the PTX of a module when it is first loaded:
+/// fewer copies, less waiting).
+#[allow(non_camel_case_types, dead_code)]
+enum Kind {
+    one_product,
+    strided,
+}
+
+impl Kind {
+    const fn batches(self) -> bool {
+        matches!(self, Kind::strided)
+    }
 }
 
 #[rustfmt::skip]
 mod instances {
     use super::*;
-    instance!(mma16_bf16_128x256x64_w64x64_s3, SPEC_BF16_128X256X64_W64X64_S3, Bf16, f32, NN, 128, 256, 64, 64, 3);
-    instance!(mma16_f16_128x256x64_w64x64_s3, SPEC_F16_128X256X64_W64X64_S3, F16, f32, NN, 128, 256, 64, 64, 3);
-    instance!(mma16_bf16_128x128x64_w64x64_s4, SPEC_BF16_128X128X64_W64X64_S4, Bf16, f32, NN, 128, 128, 64, 64, 4);
-    instance!(mma16_f16_128x128x64_w64x64_s4, SPEC_F16_128X128X64_W64X64_S4, F16, f32, NN, 128, 128, 64, 64, 4);
+    instance!(MMA16 = "mma16", one_product, mma16_bf16_128x256x64_w64x64_s3, SPEC_BF16_128X256X64_W64X64_S3, Bf16, f32, NN, 128, 256, 64, 64, 3);
+    instance!(MMA16 = "mma16", one_product, mma16_f16_128x256x64_w64x64_s3, SPEC_F16_128X256X64_W64X64_S3, F16, f32, NN, 128, 256, 64, 64, 3);
+    instance!(MMA16 = "mma16", strided, mma16_bf16_128x128x64_w64x64_s4, SPEC_BF16_128X128X64_W64X64_S4, Bf16, f32, NN, 128, 128, 64, 64, 4);
+    instance!(MMA16 = "mma16", strided, mma16_f16_128x128x64_w64x64_s4, SPEC_F16_128X128X64_W64X64_S4, F16, f32, NN, 128, 128, 64, 64, 4);
     // C in the input type.
-    instance!(mma16_bf16_128x128x64_w64x64_s4_c16, SPEC_BF16_128X128X64_W64X64_S4_C16, Bf16, Bf16, NN, 128, 128, 64, 64, 4);
-    instance!(mma16_f16_128x128x64_w64x64_s4_c16, SPEC_F16_128X128X64_W64X64_S4_C16, F16, F16, NN, 128, 128, 64, 64, 4);
+    instance!(MMA16 = "mma16", strided, mma16_bf16_128x128x64_w64x64_s4_c16, SPEC_BF16_128X128X64_W64X64_S4_C16, Bf16, Bf16, NN, 128, 128, 64, 64, 4);
+    instance!(MMA16 = "mma16", strided, mma16_f16_128x128x64_w64x64_s4_c16, SPEC_F16_128X128X64_W64X64_S4_C16, F16, F16, NN, 128, 128, 64, 64, 4);
     // A or B transposed (the library's transposed calls), C in f32 or in the input type.
-    instance!(mma16_bf16_128x128x64_w64x32_s4_tn, SPEC_BF16_128X128X64_W64X32_S4_TN, Bf16, f32, TN, 128, 128, 64, 32, 4);
-    instance!(mma16_bf16_128x128x64_w64x32_s4_tn_c16, SPEC_BF16_128X128X64_W64X32_S4_TN_C16, Bf16, Bf16, TN, 128, 128, 64, 32, 4);
-    instance!(mma16_f16_128x128x64_w64x32_s4_tn, SPEC_F16_128X128X64_W64X32_S4_TN, F16, f32, TN, 128, 128, 64, 32, 4);
-    instance!(mma16_f16_128x128x64_w64x32_s4_tn_c16, SPEC_F16_128X128X64_W64X32_S4_TN_C16, F16, F16, TN, 128, 128, 64, 32, 4);
-    instance!(mma16_bf16_128x128x64_w64x32_s4_nt, SPEC_BF16_128X128X64_W64X32_S4_NT, Bf16, f32, NT, 128, 128, 64, 32, 4);
-    instance!(mma16_bf16_128x128x64_w64x32_s4_nt_c16, SPEC_BF16_128X128X64_W64X32_S4_NT_C16, Bf16, Bf16, NT, 128, 128, 64, 32, 4);
-    instance!(mma16_f16_128x128x64_w64x32_s4_nt, SPEC_F16_128X128X64_W64X32_S4_NT, F16, f32, NT, 128, 128, 64, 32, 4);
-    instance!(mma16_f16_128x128x64_w64x32_s4_nt_c16, SPEC_F16_128X128X64_W64X32_S4_NT_C16, F16, F16, NT, 128, 128, 64, 32, 4);
-    instance!(mma16_bf16_128x128x64_w64x32_s4_tt, SPEC_BF16_128X128X64_W64X32_S4_TT, Bf16, f32, TT, 128, 128, 64, 32, 4);
-    instance!(mma16_bf16_128x128x64_w64x32_s4_tt_c16, SPEC_BF16_128X128X64_W64X32_S4_TT_C16, Bf16, Bf16, TT, 128, 128, 64, 32, 4);
-    instance!(mma16_f16_128x128x64_w64x32_s4_tt, SPEC_F16_128X128X64_W64X32_S4_TT, F16, f32, TT, 128, 128, 64, 32, 4);
-    instance!(mma16_f16_128x128x64_w64x32_s4_tt_c16, SPEC_F16_128X128X64_W64X32_S4_TT_C16, F16, F16, TT, 128, 128, 64, 32, 4);
+    instance!(MMA16_TN = "mma16_tn", strided, mma16_bf16_128x128x64_w64x32_s4_tn, SPEC_BF16_128X128X64_W64X32_S4_TN, Bf16, f32, TN, 128, 128, 64, 32, 4);
+    instance!(MMA16_TN = "mma16_tn", strided, mma16_bf16_128x128x64_w64x32_s4_tn_c16, SPEC_BF16_128X128X64_W64X32_S4_TN_C16, Bf16, Bf16, TN, 128, 128, 64, 32, 4);
+    instance!(MMA16_TN = "mma16_tn", strided, mma16_f16_128x128x64_w64x32_s4_tn, SPEC_F16_128X128X64_W64X32_S4_TN, F16, f32, TN, 128, 128, 64, 32, 4);
+    instance!(MMA16_TN = "mma16_tn", strided, mma16_f16_128x128x64_w64x32_s4_tn_c16, SPEC_F16_128X128X64_W64X32_S4_TN_C16, F16, F16, TN, 128, 128, 64, 32, 4);
+    instance!(MMA16_NT = "mma16_nt", strided, mma16_bf16_128x128x64_w64x32_s4_nt, SPEC_BF16_128X128X64_W64X32_S4_NT, Bf16, f32, NT, 128, 128, 64, 32, 4);
+    instance!(MMA16_NT = "mma16_nt", strided, mma16_bf16_128x128x64_w64x32_s4_nt_c16, SPEC_BF16_128X128X64_W64X32_S4_NT_C16, Bf16, Bf16, NT, 128, 128, 64, 32, 4);
+    instance!(MMA16_NT = "mma16_nt", strided, mma16_f16_128x128x64_w64x32_s4_nt, SPEC_F16_128X128X64_W64X32_S4_NT, F16, f32, NT, 128, 128, 64, 32, 4);
+    instance!(MMA16_NT = "mma16_nt", strided, mma16_f16_128x128x64_w64x32_s4_nt_c16, SPEC_F16_128X128X64_W64X32_S4_NT_C16, F16, F16, NT, 128, 128, 64, 32, 4);
+    instance!(MMA16_TT = "mma16_tt", strided, mma16_bf16_128x128x64_w64x32_s4_tt, SPEC_BF16_128X128X64_W64X32_S4_TT, Bf16, f32, TT, 128, 128, 64, 32, 4);
+    instance!(MMA16_TT = "mma16_tt", strided, mma16_bf16_128x128x64_w64x32_s4_tt_c16, SPEC_BF16_128X128X64_W64X32_S4_TT_C16, Bf16, Bf16, TT, 128, 128, 64, 32, 4);
+    instance!(MMA16_TT = "mma16_tt", strided, mma16_f16_128x128x64_w64x32_s4_tt, SPEC_F16_128X128X64_W64X32_S4_TT, F16, f32, TT, 128, 128, 64, 32, 4);
+    instance!(MMA16_TT = "mma16_tt", strided, mma16_f16_128x128x64_w64x32_s4_tt_c16, SPEC_F16_128X128X64_W64X32_S4_TT_C16, F16, F16, TT, 128, 128, 64, 32, 4);
 }
 pub use instances::*;
 

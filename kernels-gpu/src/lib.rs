@@ -44,6 +44,9 @@
         not(target_arch = "nvptx64"),
         gemm_module = "mma",
         gemm_module = "mma16",
+        gemm_module = "mma16_tn",
+        gemm_module = "mma16_nt",
+        gemm_module = "mma16_tt",
         gemm_module = "wgmma"
     ),
     feature(stmt_expr_attributes)
@@ -85,7 +88,7 @@ ladder_files!(["ladder"]: k01_naive, k02_tiled16, k03_tiled32, k04_blocktile_1d,
     k06_vectorized, k07_double_buffer, k08_warptile, k09_prefetch, k14_split_k, k15_skinny, k16_gemv);
 ladder_files!(["tuned_a" | "tuned_b" | "tuned_t"]: k10_tuned);
 ladder_files!(["mma"]: k11_mma);
-ladder_files!(["mma16"]: k21_mma_16bit);
+ladder_files!(["mma16" | "mma16_tn" | "mma16_nt" | "mma16_tt"]: k21_mma_16bit);
 ladder_files!(["wgmma"]: k12_wgmma, k13_wgmma_ws, k17_wgmma_ss, k18_wgmma_tr, k19_wgmma_16bit,
     k20_wgmma_persistent);
 

@@ -129,12 +129,32 @@ pub const MMA: PtxModule = PtxModule {
     files: "k11_mma",
     utility_entries: &[],
 };
-/// Step 21: 16-bit tensor cores through `mma.sync` (a module of its
-/// own, so step 11's PTX is untouched by it).
+/// Step 21: 16-bit tensor cores through `mma.sync` (modules of their
+/// own, so step 11's PTX is untouched by them): A and B as they are here,
+/// each transposed layout in a module of its own, so that the driver
+/// compiles a layout's entries only when a program first loads them.
 pub const MMA16: PtxModule = PtxModule {
     name: "mma16",
     arch: Arch::SM80,
-    files: "k21_mma_16bit",
+    files: "k21_mma_16bit (A and B as they are)",
+    utility_entries: &[],
+};
+pub const MMA16_TN: PtxModule = PtxModule {
+    name: "mma16_tn",
+    arch: Arch::SM80,
+    files: "k21_mma_16bit (A transposed)",
+    utility_entries: &[],
+};
+pub const MMA16_NT: PtxModule = PtxModule {
+    name: "mma16_nt",
+    arch: Arch::SM80,
+    files: "k21_mma_16bit (B transposed)",
+    utility_entries: &[],
+};
+pub const MMA16_TT: PtxModule = PtxModule {
+    name: "mma16_tt",
+    arch: Arch::SM80,
+    files: "k21_mma_16bit (both transposed)",
     utility_entries: &[],
 };
 
@@ -150,7 +170,9 @@ pub const WGMMA: PtxModule = PtxModule {
 };
 
 /// Every module, in ladder order.
-pub const MODULES: &[PtxModule] = &[LADDER, TUNED_A, TUNED_B, TUNED_T, MMA, MMA16, WGMMA];
+pub const MODULES: &[PtxModule] = &[
+    LADDER, TUNED_A, TUNED_B, TUNED_T, MMA, MMA16, MMA16_TN, MMA16_NT, MMA16_TT, WGMMA,
+];
 
 #[cfg(test)]
 mod tests {

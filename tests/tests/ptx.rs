@@ -168,18 +168,17 @@ fn tensor_core_kernels_use_mma_sync_tf32_once_per_warp_tile() {
 }
 
 /// Step 21's entries: 16-bit `mma.sync` of their own type, once per warp
-/// tile and k-step in each of the six bodies (aligned, aligned with
-/// checks, one value at a time; each for one product and for a batch),
-/// as for step 11; `ldmatrix.trans` exactly where a tile is M- or N-major
+/// tile and k-step in each of the three bodies (aligned, aligned with
+/// checks, one value at a time: one product or a batch, never both), as
+/// for step 11; `ldmatrix.trans` exactly where a tile is M- or N-major
 /// (A transposed, B as it is), plain `ldmatrix` where one is K-major.
 #[test]
 fn sixteen_bit_mma_kernels_use_mma_sync_k16_once_per_warp_tile() {
     use kernels_gpu::elem::Elem;
     use kernels_gpu::k21_mma_16bit;
     use kernels_gpu::launch::Op;
-    let ptx = rust_gemm::ptx(&kernels_gpu::modules::MMA16);
     for k in k21_mma_16bit::SPECS.iter().chain(k21_mma_16bit::TRANSPOSED) {
-        let body = ptx_entry(ptx, k.name).unwrap();
+        let body = ptx_entry(rust_gemm::ptx(k.module), k.name).unwrap();
         let (bm, bn) = k.launch.block_tile;
         let per_step = bm * bn / (4 * k.launch.threads() as usize);
         let ty = match k.elems.a {
@@ -189,7 +188,7 @@ fn sixteen_bit_mma_kernels_use_mma_sync_k16_once_per_warp_tile() {
         let mma = format!("mma.sync.aligned.m16n8k16.row.col.f32.{ty}.{ty}.f32");
         assert_eq!(
             body.matches(&mma).count(),
-            6 * (k21_mma_16bit::BK / 16) * per_step,
+            3 * (k21_mma_16bit::BK / 16) * per_step,
             "{}: {mma} count",
             k.name
         );
