@@ -527,6 +527,60 @@ impl Output for f32 {
     }
 }
 
+/// The epilogue of a warp's `mma.sync` accumulators (step 21; step 11's
+/// f32 loop is the same code, kept in its file because this one, inlined
+/// there, changes its PTX's register numbering):
+/// `acc[mi][ni]` is the m16 x n8 tile at rows `row0 + 16 mi`, columns
+/// `col0 + 8 ni` of C, lane `(g, t)` = `(lane / 4, lane % 4)` holding
+/// `C[g][2t..2t + 2]` and `C[g + 8][2t..2t + 2]` of it
+/// (`crate::device::mma`). One pair store where the pair is inside C and
+/// C's rows allow it ([`Output::pairs`]), else one value at a time;
+/// nothing outside C.
+///
+/// # Safety
+/// No other thread writes these elements of C (each lane of each warp
+/// owns its own), and C spans at most [`MAX_ELEMS`] elements.
+#[inline(always)]
+#[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+pub unsafe fn store_mma_tiles<
+    A: Element,
+    B: Element,
+    C: Output,
+    const MI: usize,
+    const NI: usize,
+>(
+    g: Gemm<A, B, C>,
+    acc: &[[[f32; 4]; NI]; MI],
+    (row0, col0): (usize, usize),
+    lane: usize,
+) {
+    let (group, quad) = (lane / 4, lane % 4);
+    let pairs = C::pairs(g);
+    crate::unroll::unroll!(MI; 4, |mi| {
+        crate::unroll::unroll!(NI; 8, |ni| {
+            let col = col0 + ni * 8 + 2 * quad;
+            crate::unroll::unroll!(2; 2, |half| {
+                let row = row0 + mi * 16 + group + 8 * half;
+                let pair = [acc[mi][ni][2 * half], acc[mi][ni][2 * half + 1]];
+                if row < g.m {
+                    if pairs && col + 1 < g.n {
+                        // SAFETY: row < m and col + 1 < n; col is even and
+                        // so is ldc (pairs), so the index is; one owner.
+                        unsafe { C::store2(g, row * g.ldc + col, pair) };
+                    } else {
+                        crate::unroll::unroll!(2; 2, |j| {
+                            if col + j < g.n {
+                                // SAFETY: row < m, col + j < n; one owner.
+                                unsafe { C::store(g, row * g.ldc + col + j, pair[j]) };
+                            }
+                        });
+                    }
+                }
+            });
+        });
+    });
+}
+
 /// [`Output`] for a 16-bit C: reads and writes through the pair accesses
 /// of `GlobalOut`, values rounded to nearest by `Element::from_f32`.
 macro_rules! output_16 {

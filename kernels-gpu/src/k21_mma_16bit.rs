@@ -50,7 +50,7 @@ use crate::device::async_copy::{commit_group, wait_group};
 use crate::device::mma::mma_m16n8k16;
 use crate::device::{GlobalIn, SharedTile, block_idx_x, block_idx_y, sync_threads, thread_idx_x};
 use crate::elem::{Bf16, Elem, Element, Elems, F16, Math};
-use crate::gemm::{Gemm, Output};
+use crate::gemm::{Gemm, Output, store_mma_tiles};
 use crate::launch::{Body, KernelSpec, Launch, Op, Operands, Ops};
 use crate::modules;
 use crate::unroll::unroll;
@@ -568,7 +568,6 @@ fn body<
     };
 
     let (warp, lane) = (tid / 32, tid % 32);
-    let (group, quad) = (lane / 4, lane % 4);
     let warp_row = warp / (BN / WN) * WM;
     let warp_col = warp % (BN / WN) * WN;
 
@@ -661,31 +660,7 @@ fn body<
     // Every group is retired before the kernel ends (the last ones are empty).
     wait_group::<0>();
 
-    // Epilogue: lane (g, t) holds C[g][2t..2t + 2] and C[g + 8][2t..2t + 2]
-    // of each n8 tile: one pair store where the pair is inside C and C's
-    // rows allow it, else one value at a time.
-    let pairs = C::pairs(g);
-    unroll!(MI; 4, |mi| {
-        unroll!(NI; 8, |ni| {
-            let col = col0 + warp_col + ni * 8 + 2 * quad;
-            unroll!(2; 2, |half| {
-                let row = row0 + warp_row + mi * 16 + group + 8 * half;
-                let pair = [acc[mi][ni][2 * half], acc[mi][ni][2 * half + 1]];
-                if row < g.m {
-                    if pairs && col + 1 < g.n {
-                        // SAFETY: row < m and col + 1 < n; col is even and
-                        // ldc even (pairs), so the index is; one owner.
-                        unsafe { C::store2(g, row * g.ldc + col, pair) };
-                    } else {
-                        unroll!(2; 2, |j| {
-                            if col + j < g.n {
-                                // SAFETY: row < m, col + j < n; one owner.
-                                unsafe { C::store(g, row * g.ldc + col + j, pair[j]) };
-                            }
-                        });
-                    }
-                }
-            });
-        });
-    });
+    // SAFETY: each lane of each warp owns its elements of the block's
+    // tile of C (blocks own their tiles); C's span is the host's check.
+    unsafe { store_mma_tiles(g, &acc, (row0 + warp_row, col0 + warp_col), lane) };
 }

@@ -138,59 +138,17 @@ fn lens(cfg: &GemmConfig) -> (usize, usize, usize) {
     cfg.buffer_lens()
 }
 
-/// Runs `cfg` through the library on views that start `offset` floats
-/// into their buffers (so 0 gives 16-byte aligned operands, 1 misaligned
-/// ones), C holding NaN where beta is 0, and checks the whole C buffer.
+/// Runs `cfg` through the library on f32 views that start `offset`
+/// floats into their buffers (so 0 gives 16-byte aligned operands, 1
+/// misaligned ones), C holding NaN where beta is 0, and checks the whole
+/// C buffer.
 fn library_call(
     sgemm: &Sgemm,
     cfg: &GemmConfig,
     offset: usize,
     seed: u64,
 ) -> Result<String, String> {
-    let (la, lb, lc) = lens(cfg);
-    let stream = sgemm.stream();
-    let a = values(la + offset, seed);
-    let b = values(lb + offset, seed + 1);
-    let c0 = if cfg.beta == 0.0 {
-        vec![f32::NAN; lc + offset]
-    } else {
-        values(lc + offset, seed + 2)
-    };
-    let e = |e: cudarc::driver::DriverError| e.to_string();
-    let a_dev = stream.clone_htod(&a).map_err(e)?;
-    let b_dev = stream.clone_htod(&b).map_err(e)?;
-    let mut c_dev = stream.clone_htod(&c0).map_err(e)?;
-    let choice = {
-        let a_view = a_dev.slice(offset..);
-        let b_view = b_dev.slice(offset..);
-        let mut c_view = c_dev.slice_mut(offset..);
-        sgemm
-            .gemm(cfg, &a_view, &b_view, &mut c_view)
-            .map_err(|e| e.to_string())?
-    };
-    let after = stream.clone_dtoh(&c_dev).map_err(e)?;
-    let v = check_gemm(
-        cfg,
-        (&a[offset..], &b[offset..]),
-        (&c0[offset..], &after[offset..]),
-        choice.kernel.elems,
-        usize::MAX,
-        seed,
-    );
-    if !v.passed {
-        return Err(format!(
-            "{choice}: max error {:e}, {} non-finite, worst {:?}",
-            v.max_error, v.nonfinite, v.worst
-        ));
-    }
-    if after[..offset]
-        .iter()
-        .zip(&c0[..offset])
-        .any(|(x, y)| x.to_bits() != y.to_bits())
-    {
-        return Err(format!("{choice} wrote before C's view"));
-    }
-    Ok(choice.to_string())
+    library_call_typed::<f32, f32>(sgemm, cfg, offset, seed)
 }
 
 /// A stored type of the 16-bit calls: how a value converts.
@@ -228,7 +186,8 @@ impl Convert for f16 {
 
 /// [`library_call`] with A and B of type `T` and C of type `C`, views
 /// `offset` elements into their buffers: the reference multiplies the
-/// values as stored.
+/// values as stored, with the tolerance of the types and of the math of
+/// the kernel that ran.
 fn library_call_typed<T: Convert, C: Convert>(
     sgemm: &Sgemm,
     cfg: &GemmConfig,

@@ -185,47 +185,41 @@ mod backend {
         [d0, d1, d2, d3]
     }
 
-    /// `T` is BF16 or FP16 (the caller's `const` check).
+    /// `mma.sync.aligned.m16n8k16.row.col.f32.$ty.$ty.f32` on registers.
+    macro_rules! mma_m16n8k16 {
+        ($ty:literal, $c:ident, $a:ident, $b:ident) => {
+            // SAFETY: as for `mma_m16n8k8_tf32`: registers only.
+            unsafe {
+                asm!(
+                    concat!(
+                        "mma.sync.aligned.m16n8k16.row.col.f32.", $ty, ".", $ty, ".f32 ",
+                        "{{{c0}, {c1}, {c2}, {c3}}}, {{{a0}, {a1}, {a2}, {a3}}}, {{{b0}, {b1}}}, ",
+                        "{{{c0}, {c1}, {c2}, {c3}}};"
+                    ),
+                    c0 = inout(reg32) $c[0],
+                    c1 = inout(reg32) $c[1],
+                    c2 = inout(reg32) $c[2],
+                    c3 = inout(reg32) $c[3],
+                    a0 = in(reg32) $a[0],
+                    a1 = in(reg32) $a[1],
+                    a2 = in(reg32) $a[2],
+                    a3 = in(reg32) $a[3],
+                    b0 = in(reg32) $b[0],
+                    b1 = in(reg32) $b[1],
+                    options(nomem, nostack),
+                )
+            }
+        };
+    }
+
+    /// `T` is BF16 or FP16 (the caller's `const` check); one of the two
+    /// branches survives monomorphisation.
     #[inline(always)]
     pub fn mma_m16n8k16<T: Element>(c: &mut [f32; 4], a: [u32; 4], b: [u32; 2]) {
-        // SAFETY: as for `mma_m16n8k8_tf32`: registers only. One of the
-        // two branches survives monomorphisation.
-        unsafe {
-            if matches!(T::ELEM, Elem::Bf16) {
-                asm!(
-                    "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 \
-                     {{{c0}, {c1}, {c2}, {c3}}}, {{{a0}, {a1}, {a2}, {a3}}}, {{{b0}, {b1}}}, \
-                     {{{c0}, {c1}, {c2}, {c3}}};",
-                    c0 = inout(reg32) c[0],
-                    c1 = inout(reg32) c[1],
-                    c2 = inout(reg32) c[2],
-                    c3 = inout(reg32) c[3],
-                    a0 = in(reg32) a[0],
-                    a1 = in(reg32) a[1],
-                    a2 = in(reg32) a[2],
-                    a3 = in(reg32) a[3],
-                    b0 = in(reg32) b[0],
-                    b1 = in(reg32) b[1],
-                    options(nomem, nostack),
-                );
-            } else {
-                asm!(
-                    "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 \
-                     {{{c0}, {c1}, {c2}, {c3}}}, {{{a0}, {a1}, {a2}, {a3}}}, {{{b0}, {b1}}}, \
-                     {{{c0}, {c1}, {c2}, {c3}}};",
-                    c0 = inout(reg32) c[0],
-                    c1 = inout(reg32) c[1],
-                    c2 = inout(reg32) c[2],
-                    c3 = inout(reg32) c[3],
-                    a0 = in(reg32) a[0],
-                    a1 = in(reg32) a[1],
-                    a2 = in(reg32) a[2],
-                    a3 = in(reg32) a[3],
-                    b0 = in(reg32) b[0],
-                    b1 = in(reg32) b[1],
-                    options(nomem, nostack),
-                );
-            }
+        if matches!(T::ELEM, Elem::Bf16) {
+            mma_m16n8k16!("bf16", c, a, b);
+        } else {
+            mma_m16n8k16!("f16", c, a, b);
         }
     }
 

@@ -360,16 +360,26 @@ pub mod mma {
         bits.wrapping_add(0x1000) & !0x1fff
     }
 
-    /// One lane's operands of `mma.m16n8k8`: A, B (TF32 bits), C.
+    /// One lane's operands of an `mma.sync` m16n8kK: A's and B's fragment
+    /// registers, C (the same for TF32 k8 and 16-bit k16).
     type MmaLane = ([u32; 4], [u32; 2], [f32; 4]);
 
-    /// `mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32` for the warp:
-    /// every lane hands in its fragments; the result follows the layout
-    /// of [`crate::device::mma`]. A and B keep only their TF32 bits (the
-    /// hardware ignores the low 13), products are exact, each sum is taken
-    /// in f64 and rounded once.
+    /// Puts lane `l`'s A and B registers into the 16 x K A and the K x 8 B.
+    type Unpack<const K: usize> = fn(usize, &MmaLane, &mut [[f64; K]; 16], &mut [[f64; 8]; K]);
+
+    /// The warp's `D = A * B + C` for one 16 x 8 x `K` tile, as a warp
+    /// collective at `site`: every lane hands in its fragments, `unpack`
+    /// puts lane `l`'s A and B registers into the 16 x K and K x 8
+    /// matrices (the layout of its form), C and D follow the layout both
+    /// forms share (`crate::device::mma`). Products are exact, each sum is
+    /// taken in f64 and rounded once.
     #[track_caller]
-    pub fn mma_m16n8k8_tf32(c: &mut [f32; 4], a: [u32; 4], b: [u32; 2]) {
+    fn mma_warp<const K: usize>(
+        c: &mut [f32; 4],
+        a: [u32; 4],
+        b: [u32; 2],
+        unpack: Unpack<K>,
+    ) {
         let site = Location::caller();
         let lanes = |inputs: Vec<Operands>| -> Vec<Operands> {
             assert_eq!(
@@ -382,13 +392,10 @@ pub mod mma {
                 .into_iter()
                 .map(|x| *x.downcast::<MmaLane>().expect("mma operands"))
                 .collect();
-            let tf32 = |bits: u32| f64::from(f32::from_bits(bits & !0x1fff));
-            let (mut am, mut bm, mut cm) = ([[0.0; 8]; 16], [[0.0; 8]; 8], [[0.0; 8]; 16]);
-            for (l, (a, b, c)) in lane.iter().enumerate() {
-                let (g, t) = (l / 4, l % 4);
-                (am[g][t], am[g + 8][t], am[g][t + 4], am[g + 8][t + 4]) =
-                    (tf32(a[0]), tf32(a[1]), tf32(a[2]), tf32(a[3]));
-                (bm[t][g], bm[t + 4][g]) = (tf32(b[0]), tf32(b[1]));
+            let (mut am, mut bm, mut cm) = ([[0.0; K]; 16], [[0.0; 8]; K], [[0.0; 8]; 16]);
+            for (l, operands) in lane.iter().enumerate() {
+                unpack(l, operands, &mut am, &mut bm);
+                let (g, t, c) = (l / 4, l % 4, operands.2);
                 (
                     cm[g][2 * t],
                     cm[g][2 * t + 1],
@@ -397,7 +404,7 @@ pub mod mma {
                 ) = (c[0].into(), c[1].into(), c[2].into(), c[3].into());
             }
             let d = |row: usize, col: usize| -> f32 {
-                let sum: f64 = (0..8).map(|k| am[row][k] * bm[k][col]).sum();
+                let sum: f64 = (0..K).map(|k| am[row][k] * bm[k][col]).sum();
                 (cm[row][col] + sum) as f32
             };
             (0..32)
@@ -420,9 +427,20 @@ pub mod mma {
         *c = *out.downcast::<[f32; 4]>().expect("mma result");
     }
 
-    /// One lane's operands of `mma.m16n8k16`: A, B (pairs of 16-bit
-    /// values), C.
-    type Mma16Lane = ([u32; 4], [u32; 2], [f32; 4]);
+    /// `mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32` for the warp:
+    /// every lane hands in its fragments; the result follows the layout
+    /// of [`crate::device::mma`]. A and B keep only their TF32 bits (the
+    /// hardware ignores the low 13).
+    #[track_caller]
+    pub fn mma_m16n8k8_tf32(c: &mut [f32; 4], a: [u32; 4], b: [u32; 2]) {
+        mma_warp::<8>(c, a, b, |l, (a, b, _), am, bm| {
+            let tf32 = |bits: u32| f64::from(f32::from_bits(bits & !0x1fff));
+            let (g, t) = (l / 4, l % 4);
+            (am[g][t], am[g + 8][t], am[g][t + 4], am[g + 8][t + 4]) =
+                (tf32(a[0]), tf32(a[1]), tf32(a[2]), tf32(a[3]));
+            (bm[t][g], bm[t + 4][g]) = (tf32(b[0]), tf32(b[1]));
+        });
+    }
 
     /// The 16-bit value in half `half` (0: low, 1: high) of `word`, as
     /// `T` widened to f64 (exact).
@@ -431,64 +449,23 @@ pub mod mma {
     }
 
     /// `mma.sync.aligned.m16n8k16.row.col.f32.{bf16,f16}` for the warp, in
-    /// the layout of [`crate::device::mma`]'s second table: products are
-    /// exact, each sum is taken in f64 and rounded once.
+    /// the layout of [`crate::device::mma`]'s second table: each register
+    /// two neighbours along K, the lower in the low half.
     #[track_caller]
     pub fn mma_m16n8k16<T: Element>(c: &mut [f32; 4], a: [u32; 4], b: [u32; 2]) {
-        let site = Location::caller();
-        let lanes = |inputs: Vec<Operands>| -> Vec<Operands> {
-            assert_eq!(
-                inputs.len(),
-                32,
-                "mma.sync needs all 32 lanes of a warp, this warp has {}",
-                inputs.len()
-            );
-            let lane: Vec<Mma16Lane> = inputs
-                .into_iter()
-                .map(|x| *x.downcast::<Mma16Lane>().expect("mma operands"))
-                .collect();
-            let (mut am, mut bm, mut cm) = ([[0.0; 16]; 16], [[0.0; 8]; 16], [[0.0; 8]; 16]);
-            for (l, (a, b, c)) in lane.iter().enumerate() {
-                let (g, t) = (l / 4, l % 4);
-                for h in 0..2 {
-                    let k = 2 * t + h;
-                    (am[g][k], am[g + 8][k], am[g][k + 8], am[g + 8][k + 8]) = (
-                        half::<T>(a[0], h),
-                        half::<T>(a[1], h),
-                        half::<T>(a[2], h),
-                        half::<T>(a[3], h),
-                    );
-                    (bm[k][g], bm[k + 8][g]) = (half::<T>(b[0], h), half::<T>(b[1], h));
-                }
-                (
-                    cm[g][2 * t],
-                    cm[g][2 * t + 1],
-                    cm[g + 8][2 * t],
-                    cm[g + 8][2 * t + 1],
-                ) = (c[0].into(), c[1].into(), c[2].into(), c[3].into());
+        mma_warp::<16>(c, a, b, |l, (a, b, _), am, bm| {
+            let (g, t) = (l / 4, l % 4);
+            for h in 0..2 {
+                let k = 2 * t + h;
+                (am[g][k], am[g + 8][k], am[g][k + 8], am[g + 8][k + 8]) = (
+                    half::<T>(a[0], h),
+                    half::<T>(a[1], h),
+                    half::<T>(a[2], h),
+                    half::<T>(a[3], h),
+                );
+                (bm[k][g], bm[k + 8][g]) = (half::<T>(b[0], h), half::<T>(b[1], h));
             }
-            let d = |row: usize, col: usize| -> f32 {
-                let sum: f64 = (0..16).map(|k| am[row][k] * bm[k][col]).sum();
-                (cm[row][col] + sum) as f32
-            };
-            (0..32)
-                .map(|l| {
-                    let (g, t) = (l / 4, l % 4);
-                    let out = [
-                        d(g, 2 * t),
-                        d(g, 2 * t + 1),
-                        d(g + 8, 2 * t),
-                        d(g + 8, 2 * t + 1),
-                    ];
-                    Box::new(out) as Operands
-                })
-                .collect()
-        };
-        let out = with(|t| {
-            t.block
-                .warp_collective(t.tid, site, Box::new((a, b, *c)), &lanes, &t.launch)
         });
-        *c = *out.downcast::<[f32; 4]>().expect("mma result");
     }
 
     /// `ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16`: each lane reads
