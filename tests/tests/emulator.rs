@@ -618,6 +618,21 @@ fn bf16_kernel_with_a_wrong_fragment_layout_computes_a_wrong_product() {
     }
 }
 
+/// Step 21 at the odd shape (37 x 53 x 29: every copy one value
+/// at a time) and at one whose rows are 16-byte aligned but whose tiles
+/// all have edges (129 x 65 x 72: guarded `cp.async`), beyond the shapes
+/// every kernel runs.
+#[test]
+fn sixteen_bit_kernels_match_at_odd_and_edge_shapes() {
+    for spec in k21_mma_16bit::SPECS {
+        for shape in [(37, 53, 29), (129, 65, 72)] {
+            let (report, a, b) = run(spec, spec.emulated().unwrap(), shape);
+            assert!(report.is_clean(), "{} at {shape:?}: {report}", spec.name);
+            assert_matches_reference(&report, spec.elems, &a, &b, shape);
+        }
+    }
+}
+
 /// Per the header of k21_mma_16bit.rs: `ldmatrix` (plain and `.trans`)
 /// of every tile and the `cp.async` writes are free of bank conflicts,
 /// for every layout of A and B.
