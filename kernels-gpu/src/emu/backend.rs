@@ -374,12 +374,7 @@ pub mod mma {
     /// forms share (`crate::device::mma`). Products are exact, each sum is
     /// taken in f64 and rounded once.
     #[track_caller]
-    fn mma_warp<const K: usize>(
-        c: &mut [f32; 4],
-        a: [u32; 4],
-        b: [u32; 2],
-        unpack: Unpack<K>,
-    ) {
+    fn mma_warp<const K: usize>(c: &mut [f32; 4], a: [u32; 4], b: [u32; 2], unpack: Unpack<K>) {
         let site = Location::caller();
         let lanes = |inputs: Vec<Operands>| -> Vec<Operands> {
             assert_eq!(
