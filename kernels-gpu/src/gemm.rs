@@ -673,6 +673,15 @@ macro_rules! gemm_kernel {
     // keeps the parameters in the constant bank; for kernels that are not
     // the fastest of their kind, where the driver's compile time counts).
     ($name:ident, strided, elems($a:ty, $b:ty, $c:ty)) => {
+        $crate::gemm_kernel!(@one_body $name, from_raw_batched, $a, $b, $c);
+    };
+    // A kernel that computes one product per launch (`KernelSpec::batches`
+    // false; the host never launches it with gridDim.z > 1).
+    ($name:ident, one_product, elems($a:ty, $b:ty, $c:ty)) => {
+        $crate::gemm_kernel!(@one_body $name, from_raw, $a, $b, $c);
+    };
+    // The entry of the two forms above: the body once, on `Gemm::$make`.
+    (@one_body $name:ident, $make:ident, $a:ty, $b:ty, $c:ty) => {
         #[cfg(target_arch = "nvptx64")]
         mod entry {
             // The 16-bit types by name, for `elems(Bf16, ...)` (the types
@@ -684,7 +693,9 @@ macro_rules! gemm_kernel {
             ///
             /// # Safety
             /// Launched by the host with the geometry of the kernel's `SPEC`
-            /// and buffers as [`Gemm::from_raw_batched`](crate::gemm::Gemm::from_raw_batched) requires.
+            /// and buffers as `Gemm::from_raw` requires: one product for
+            /// `one_product` kernels, every product of the batch (moved by
+            /// `z * stride_*`) for `strided` ones.
             #[unsafe(no_mangle)]
             pub unsafe extern "ptx-kernel" fn $name(
                 a: *const $a,
@@ -693,35 +704,7 @@ macro_rules! gemm_kernel {
                 p: $crate::gemm::GemmParams,
             ) {
                 // SAFETY: the host upholds the launch contract above.
-                super::$name(unsafe { $crate::gemm::Gemm::from_raw_batched(a, b, c, p) })
-            }
-        }
-    };
-    // A kernel that computes one product per launch (`KernelSpec::batches`
-    // false; the host never launches it with gridDim.z > 1).
-    ($name:ident, one_product, elems($a:ty, $b:ty, $c:ty)) => {
-        #[cfg(target_arch = "nvptx64")]
-        mod entry {
-            // The 16-bit types by name, for `elems(Bf16, ...)` (the types
-            // are resolved in this module, not in the kernel's).
-            #[allow(unused_imports)]
-            use $crate::elem::{Bf16, F16};
-
-            /// PTX entry point; see the body of the same name in the parent module.
-            ///
-            /// # Safety
-            /// Launched by the host with the geometry of the kernel's `SPEC`,
-            /// one product, and buffers as
-            /// [`Gemm::from_raw`](crate::gemm::Gemm::from_raw) requires.
-            #[unsafe(no_mangle)]
-            pub unsafe extern "ptx-kernel" fn $name(
-                a: *const $a,
-                b: *const $b,
-                c: *mut $c,
-                p: $crate::gemm::GemmParams,
-            ) {
-                // SAFETY: the host upholds the launch contract above.
-                super::$name(unsafe { $crate::gemm::Gemm::from_raw(a, b, c, p) })
+                super::$name(unsafe { $crate::gemm::Gemm::$make(a, b, c, p) })
             }
         }
     };

@@ -283,6 +283,16 @@ const fn swizzle(row: usize, col: usize, cols: usize) -> usize {
     (row * cols + ((col / 8) ^ (row % 8)) * 8) / 2
 }
 
+/// The 16-byte chunk at `word` of shared memory (a multiple of 4: the
+/// swizzle moves whole chunks), as a 1 x 4 tile of words: what one
+/// `cp.async`, one 128-bit store or one lane's `ldmatrix` row touches.
+/// The swizzled layouts are computed here, so the tiles are addressed
+/// chunk by chunk.
+#[inline(always)]
+const fn chunk(word: usize) -> SharedTile<1, 4> {
+    SharedTile::at(word)
+}
+
 /// What [`body`] breaks: nothing for the kernels; the others are the
 /// `mutants` feature's test-only variants (constants, so the kernels' PTX
 /// has no trace of them).
@@ -404,8 +414,6 @@ unsafe fn copy_tile<
     src: GlobalIn<T>,
     w: Window,
 ) {
-    // The tile as words (two values each) for the shared accessors.
-    let tile = SharedTile::<1, 4>::at(w.base);
     let per_row = COLS / 8;
     let tid = thread_idx_x();
     // This thread's chunks: rows r0 + i * pass, values c..c + 8.
@@ -420,14 +428,14 @@ unsafe fn copy_tile<
         let word = swizzle(r, c, COLS);
         let inside = w.row + r < w.height;
         if ALIGNED {
-            let n = if !GUARD || inside { if GUARD { valid } else { 8 } } else { 0 };
+            let n = if !GUARD { 8 } else if inside { valid } else { 0 };
             // SAFETY: word + 4 <= ROWS * COLS / 2 (r < ROWS, the chunk
             // stays in its row), a multiple of 4 (chunks are 4 words and
             // tiles start on chunks); the n values read are inside the
             // matrix (the window or the checks), 16-byte aligned (rows
             // aligned, w.col + c a multiple of 8); the stage is untouched
             // until its wait and barrier (caller).
-            unsafe { tile.copy16_async(0, word, src, idx, n) };
+            unsafe { chunk(w.base + word).copy16_async(0, 0, src, idx, n) };
         } else {
             let mut words = [0.0f32; 4];
             unroll!(8; 8, |j| {
@@ -443,7 +451,7 @@ unsafe fn copy_tile<
             // SAFETY: as above for the shared words; the stage is
             // untouched by other threads until the barrier that ends
             // this tile's copies (caller).
-            unsafe { tile.store4(0, word, words) };
+            unsafe { chunk(w.base + word).store4(0, 0, words) };
         }
     });
 }
@@ -475,16 +483,15 @@ unsafe fn load_x4<const COLS: usize, const K_MAJOR: bool, const A_ORDER: bool>(
     } else {
         (8 * (matrix / 2), 8 * (matrix % 2))
     };
-    let tile = SharedTile::<1, 4>::at(base);
     if K_MAJOR {
         let row = o + o_off + r;
         // SAFETY: the row's 16 bytes at this chunk lie in the tile, 16-byte
         // aligned (chunks are); the warp is converged (caller).
-        unsafe { tile.load_matrix_x4(0, swizzle(row, k + k_off, COLS)) }.map(f32::to_bits)
+        unsafe { chunk(base + swizzle(row, k + k_off, COLS)).load_matrix_x4(0, 0) }.map(f32::to_bits)
     } else {
         let row = k + k_off + r;
         // SAFETY: as above.
-        unsafe { tile.load_matrix_x4_trans(0, swizzle(row, o + o_off, COLS)) }
+        unsafe { chunk(base + swizzle(row, o + o_off, COLS)).load_matrix_x4_trans(0, 0) }
     }
 }
 
@@ -604,8 +611,8 @@ fn body<
                     // The mutant: B's N-major tile read without `.trans`.
                     let (matrix, r) = (lane / 8, lane % 8);
                     let row = k + 8 * (matrix % 2) + r;
-                    SharedTile::<1, 4>::at(b_base(s))
-                        .load_matrix_x4(0, swizzle(row, o + 8 * (matrix / 2), BN))
+                    chunk(b_base(s) + swizzle(row, o + 8 * (matrix / 2), BN))
+                        .load_matrix_x4(0, 0)
                         .map(f32::to_bits)
                 } else {
                     load_x4::<BN, false, false>(b_base(s), o, k, lane)

@@ -143,46 +143,44 @@ mod backend {
     use crate::elem::{Elem, Element};
     use core::arch::asm;
 
+    /// `ldmatrix.sync.aligned.m8n8.x4{$shape}.shared.b16` of the rows at
+    /// `$word`, the four registers as they come.
+    macro_rules! ldmatrix_x4 {
+        ($shape:literal, $word:expr) => {{
+            let (d0, d1, d2, d3): (u32, u32, u32, u32);
+            // SAFETY: every lane's 16-byte row is inside shared memory and
+            // aligned, and the warp is converged (caller). Reads memory: no
+            // `nomem`, so LLVM keeps it after the barrier before it.
+            unsafe {
+                asm!(
+                    concat!(
+                        "ldmatrix.sync.aligned.m8n8.x4", $shape, ".shared.b16 ",
+                        "{{{d0}, {d1}, {d2}, {d3}}}, [{addr}];"
+                    ),
+                    d0 = out(reg32) d0,
+                    d1 = out(reg32) d1,
+                    d2 = out(reg32) d2,
+                    d3 = out(reg32) d3,
+                    addr = in(reg32) shared::address($word),
+                    options(nostack, readonly),
+                );
+            }
+            [d0, d1, d2, d3]
+        }};
+    }
+
     /// # Safety
     /// As [`super::SharedTile::load_matrix_x4`], for the word `word`.
     #[inline(always)]
     pub unsafe fn load_matrix_x4(word: usize) -> [f32; 4] {
-        let (d0, d1, d2, d3): (u32, u32, u32, u32);
-        // SAFETY: every lane's 16-byte row is inside shared memory and
-        // aligned, and the warp is converged (caller). Reads memory: no
-        // `nomem`, so LLVM keeps it after the barrier before it.
-        unsafe {
-            asm!(
-                "ldmatrix.sync.aligned.m8n8.x4.shared.b16 {{{d0}, {d1}, {d2}, {d3}}}, [{addr}];",
-                d0 = out(reg32) d0,
-                d1 = out(reg32) d1,
-                d2 = out(reg32) d2,
-                d3 = out(reg32) d3,
-                addr = in(reg32) shared::address(word),
-                options(nostack, readonly),
-            );
-        }
-        [d0, d1, d2, d3].map(f32::from_bits)
+        ldmatrix_x4!("", word).map(f32::from_bits)
     }
 
     /// # Safety
     /// As [`super::SharedTile::load_matrix_x4_trans`], for the word `word`.
     #[inline(always)]
     pub unsafe fn load_matrix_x4_trans(word: usize) -> [u32; 4] {
-        let (d0, d1, d2, d3): (u32, u32, u32, u32);
-        // SAFETY: as for `load_matrix_x4`.
-        unsafe {
-            asm!(
-                "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {{{d0}, {d1}, {d2}, {d3}}}, [{addr}];",
-                d0 = out(reg32) d0,
-                d1 = out(reg32) d1,
-                d2 = out(reg32) d2,
-                d3 = out(reg32) d3,
-                addr = in(reg32) shared::address(word),
-                options(nostack, readonly),
-            );
-        }
-        [d0, d1, d2, d3]
+        ldmatrix_x4!(".trans", word)
     }
 
     /// `mma.sync.aligned.m16n8k16.row.col.f32.$ty.$ty.f32` on registers.
