@@ -96,39 +96,10 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         // A small C over a long K: Auto splits K.
         ("C = A B, 128 x 128 x 4096", GemmConfig::new(128, 128, 4096)),
     ];
-    for (what, cfg) in calls {
-        let len = |rows: usize, ld: usize, stride: usize| (cfg.batch - 1) * stride + rows * ld;
-        let a_rows = if cfg.op_a == Op::N { cfg.m } else { cfg.k };
-        let b_rows = if cfg.op_b == Op::N { cfg.k } else { cfg.n };
-        let a: Vec<f32> = (0..len(a_rows, cfg.lda, cfg.stride_a))
-            .map(|i| ((i * 7 % 13) as f32 - 6.0) / 8.0)
-            .collect();
-        let b: Vec<f32> = (0..len(b_rows, cfg.ldb, cfg.stride_b))
-            .map(|i| ((i * 5 % 11) as f32 - 5.0) / 8.0)
-            .collect();
-        let mut want: Vec<f32> = (0..len(cfg.m, cfg.ldc, cfg.stride_c))
-            .map(|i| (i % 3) as f32)
-            .collect();
-        let (a_dev, b_dev) = (stream.clone_htod(&a)?, stream.clone_htod(&b)?);
-        let mut c_dev = stream.clone_htod(&want)?;
-        // Asynchronous: the call returns once the work is enqueued.
-        let choice = sgemm.gemm(&cfg, &a_dev, &b_dev, &mut c_dev)?;
-        let got = stream.clone_dtoh(&c_dev)?;
-        cpu(&cfg, &a, &b, &mut want);
-        let worst = got
-            .iter()
-            .zip(&want)
-            .map(|(g, w)| (g - w).abs() as f64)
-            .fold(0.0, f64::max);
-        println!("{what:>28}: ran {choice}, largest difference from the CPU {worst:.1e}");
-        if worst > 1e-3 {
-            return Err(format!("{what}: the GPU result differs from the CPU's by {worst}").into());
-        }
+    for (what, cfg) in &calls {
+        call::<f32, f32>(&sgemm, &stream, what, cfg, |x| x, |x| x)?;
     }
-    // 16-bit A and B. The inputs are multiples of 1/8 below 1, exact in
-    // BF16 and FP16, and the tensor cores' f32 sums of their products are
-    // exact too: with C in f32 the GPU must match the CPU exactly; a
-    // 16-bit C adds one rounding (8 or 11 bits).
+    // 16-bit A and B: the same inputs, exact in BF16 and FP16 too.
     let (m, n, k) = (1024, 768, 512);
     let big = GemmConfig::new(m, n, k);
     let batch = GemmConfig::new(64, 64, 64).batched(8, 64 * 64, 64 * 64, 64 * 64);
@@ -143,7 +114,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         ("8 products of 64 x 64 x 64", batch),
     ];
     for (what, cfg) in &calls {
-        sixteen::<bf16, f32>(
+        call::<bf16, f32>(
             &sgemm,
             &stream,
             &format!("BF16 {what}"),
@@ -151,7 +122,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
             bf16::from_f32,
             |x| x,
         )?;
-        sixteen::<f16, f32>(
+        call::<f16, f32>(
             &sgemm,
             &stream,
             &format!("FP16 {what}"),
@@ -161,7 +132,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         )?;
     }
     for (what, cfg) in &calls[..2] {
-        sixteen::<bf16, bf16>(
+        call::<bf16, bf16>(
             &sgemm,
             &stream,
             &format!("BF16 {what}, C BF16"),
@@ -169,7 +140,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
             bf16::from_f32,
             bf16::from_f32,
         )?;
-        sixteen::<f16, f16>(
+        call::<f16, f16>(
             &sgemm,
             &stream,
             &format!("FP16 {what}, C FP16"),
@@ -182,8 +153,12 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
 }
 
 /// One call with A and B of type `T` and C of type `C` (f32 or `T`);
-/// `to` and `to_c` convert from f32 (exact for these inputs).
-fn sixteen<T: GemmElement, C: GemmElement + Into<f32>>(
+/// `to` and `to_c` convert from f32 (exact for these inputs), and the
+/// result is compared with the CPU's. The inputs are multiples of 1/8
+/// below 1 and every sum of their products is exact in f32, whatever the
+/// order (split-K's included): with C in f32 the GPU must match the CPU
+/// exactly; a 16-bit C adds one rounding (8 or 11 bits).
+fn call<T: GemmElement, C: GemmElement + Into<f32>>(
     sgemm: &Sgemm,
     stream: &Arc<CudaStream>,
     what: &str,

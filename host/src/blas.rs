@@ -552,7 +552,9 @@ pub struct Candidate {
 }
 
 /// Measured throughput of each candidate on an H200 at n = 4096
-/// (GFLOP/s, docs/bench.json of the README's run): how fast a kernel is
+/// (GFLOP/s, from README runs' docs/bench.json: the FP32 rows from the
+/// run they were fitted to, the 16-bit ones from commit b4e3313's, the
+/// current one; docs/measurements.md has both): how fast a kernel is
 /// once the GPU is full. A kernel missing here (another GPU's favourite,
 /// a new instance) counts as the slowest listed of its stored types.
 const FULL_RATE: &[(&str, f64)] = &[
@@ -879,7 +881,7 @@ pub struct Sgemm {
     gpu: Gpu,
     kernels: Mutex<HashMap<&'static str, Arc<Loaded>>>,
     /// `Auto`'s f32 candidates with their occupancy.
-    candidates: Vec<Candidate>,
+    candidates: Candidates,
     /// `Auto`'s candidates for the other stored types, per layout,
     /// loaded by the first call of each (the driver compiles a module's
     /// PTX when it is first loaded).
@@ -903,12 +905,13 @@ impl Sgemm {
         let mut me = Self {
             gpu,
             kernels: Mutex::new(HashMap::new()),
-            candidates: Vec::new(),
+            candidates: Arc::new(Vec::new()),
             others: Mutex::new(HashMap::new()),
             table,
             workspace: Mutex::new(None),
         };
-        me.candidates = me.load_candidates(Storage::F32, &[Ops::NN, Ops::TN, Ops::NT, Ops::TT])?;
+        me.candidates =
+            Arc::new(me.load_candidates(Storage::F32, &[Ops::NN, Ops::TN, Ops::NT, Ops::TT])?);
         Ok(me)
     }
 
@@ -936,7 +939,7 @@ impl Sgemm {
     /// layouts `ops`.
     fn candidates_for(&self, storage: Storage, ops: Ops) -> Result<Candidates, GemmError> {
         if storage == Storage::F32 {
-            return Ok(Arc::new(self.candidates.clone()));
+            return Ok(self.candidates.clone());
         }
         let mut others = self.others.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(c) = others.get(&(storage, ops)) {

@@ -131,7 +131,7 @@ mod tests {
         assert_eq!(
             e.to_string(),
             "kernel mma_128x128x32_w64x64_s2 needs compute capability 8.0 or newer \
-             (sm_80, mma.sync TF32 tensor cores, cp.async), but NVIDIA T4 is compute \
+             (sm_80, mma.sync tensor cores (TF32, BF16, FP16), cp.async), but NVIDIA T4 is compute \
              capability 7.5: choose another kernel (see --list-kernels)"
         );
         let e = HostError::TooMuchShared {

@@ -37,8 +37,8 @@
 //! instead of 4 scalar loads. `mma.sync` leaves most of Hopper's 16-bit
 //! tensor throughput to `wgmma` (it issues from one warp at a time and
 //! waits on its registers), so about 0.45-0.55x cuBLAS BF16, 320-380
-//! TFLOP/s: on an A100 the same kernel shape is close to cuBLAS. The
-//! measurement lives in docs/bench.json and the README's bench table
+//! TFLOP/s (on Ampere, where `mma.sync` is the tensor cores' only path,
+//! the share should be larger; not measured here). The measurement lives in docs/bench.json and the README's bench table
 //! (`cargo xtask bench`); registers per instance:
 //! `cargo test -p tests --test ptx -- --nocapture`.
 //!

@@ -40,13 +40,13 @@ impl Arch {
         exact: false,
         adds: "FP32 FMA, shared memory, bar.sync",
     };
-    /// Ampere: TF32 tensor cores through `mma.sync`, `cp.async`.
+    /// Ampere: TF32, BF16 and FP16 tensor cores through `mma.sync`, `cp.async`.
     pub const SM80: Arch = Arch {
         target_cpu: "sm_80",
         target_features: "",
         capability: (8, 0),
         exact: false,
-        adds: "mma.sync TF32 tensor cores, cp.async",
+        adds: "mma.sync tensor cores (TF32, BF16, FP16), cp.async",
     };
     /// Hopper only: `wgmma`, TMA (`cp.async.bulk.tensor`), `setmaxnreg`.
     pub const SM90A: Arch = Arch {
