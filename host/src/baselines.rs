@@ -91,6 +91,13 @@ pub const TWINS: &[TwinSource] = &[
         launch_sized_shared: true,
         options: Vec::new,
     },
+    TwinSource {
+        path: "host/cuda/wgmma_bf16_persistent.cu",
+        source: include_str!("../cuda/wgmma_bf16_persistent.cu"),
+        kernels: &["wgmma_bf16_persistent_128x256x64_s4"],
+        launch_sized_shared: true,
+        options: Vec::new,
+    },
 ];
 
 /// The twin of the Rust kernel `name`, if it has one.

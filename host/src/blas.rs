@@ -553,8 +553,9 @@ pub struct Candidate {
 
 /// Measured throughput of each candidate on an H200 at n = 4096
 /// (GFLOP/s, from README runs' docs/bench.json: the FP32 rows from the
-/// run they were fitted to, the 16-bit ones from commit b4e3313's, the
-/// current one; docs/measurements.md has both): how fast a kernel is
+/// run they were fitted to, the 16-bit NN ones from commit b4e3313's; the
+/// transposed 16-bit ones from runs of their own; docs/measurements.md
+/// has them all): how fast a kernel is
 /// once the GPU is full. A kernel missing here (another GPU's favourite,
 /// a new instance) counts as the slowest listed of its stored types.
 const FULL_RATE: &[(&str, f64)] = &[
@@ -574,9 +575,7 @@ const FULL_RATE: &[(&str, f64)] = &[
     ("tuned_128x128x16_w32x64_nt", 45_701.0),
     ("tuned_128x128x16_w32x64_tt", 45_701.0),
     // 16-bit: steps 19-20 (Hopper, A and B as they are), step 21 (any
-    // GPU since Ampere, every layout; its transposed instances, the only
-    // candidates of their layouts, are not listed: their rate decides
-    // nothing).
+    // GPU since Ampere, every layout).
     ("wgmma_bf16_persistent_128x256x64_s4", 707_165.0),
     ("wgmma_bf16_persistent_128x256x64_s4_c16", 696_613.0),
     ("wgmma_bf16_128x256x64_s4", 684_621.0),
@@ -589,6 +588,32 @@ const FULL_RATE: &[(&str, f64)] = &[
     ("mma16_f16_128x128x64_w64x64_s4", 274_019.0),
     ("mma16_bf16_128x128x64_w64x64_s4_c16", 288_243.0),
     ("mma16_f16_128x128x64_w64x64_s4_c16", 268_084.0),
+    // The transposed layouts of steps 20 and 21 (`bench --sizes 4096
+    // --kernels ...` on each, docs/measurements.md, tenth session).
+    ("wgmma_bf16_persistent_128x256x64_s4_tn", 700_419.0),
+    ("wgmma_bf16_persistent_128x256x64_s4_nt", 699_449.0),
+    ("wgmma_bf16_persistent_128x256x64_s4_tt", 699_848.0),
+    ("wgmma_f16_persistent_128x256x64_s4_tn", 680_553.0),
+    ("wgmma_f16_persistent_128x256x64_s4_nt", 677_653.0),
+    ("wgmma_f16_persistent_128x256x64_s4_tt", 677_867.0),
+    ("wgmma_bf16_persistent_128x256x64_s4_tn_c16", 693_408.0),
+    ("wgmma_bf16_persistent_128x256x64_s4_nt_c16", 693_184.0),
+    ("wgmma_bf16_persistent_128x256x64_s4_tt_c16", 695_429.0),
+    ("wgmma_f16_persistent_128x256x64_s4_tn_c16", 663_828.0),
+    ("wgmma_f16_persistent_128x256x64_s4_nt_c16", 670_251.0),
+    ("wgmma_f16_persistent_128x256x64_s4_tt_c16", 669_363.0),
+    ("mma16_bf16_128x128x64_w64x32_s4_tn", 278_677.0),
+    ("mma16_bf16_128x128x64_w64x32_s4_nt", 287_202.0),
+    ("mma16_bf16_128x128x64_w64x32_s4_tt", 278_939.0),
+    ("mma16_f16_128x128x64_w64x32_s4_tn", 272_290.0),
+    ("mma16_f16_128x128x64_w64x32_s4_nt", 282_750.0),
+    ("mma16_f16_128x128x64_w64x32_s4_tt", 272_515.0),
+    ("mma16_bf16_128x128x64_w64x32_s4_tn_c16", 289_204.0),
+    ("mma16_bf16_128x128x64_w64x32_s4_nt_c16", 297_549.0),
+    ("mma16_bf16_128x128x64_w64x32_s4_tt_c16", 288_961.0),
+    ("mma16_f16_128x128x64_w64x32_s4_tn_c16", 278_668.0),
+    ("mma16_f16_128x128x64_w64x32_s4_nt_c16", 286_780.0),
+    ("mma16_f16_128x128x64_w64x32_s4_tt_c16", 278_731.0),
 ];
 
 /// One measured call: the fastest registered kernel and split for it (a
@@ -628,9 +653,9 @@ pub const TABLE_REACH: f64 = 1.0;
 /// f32, the FP32 pointer kernels of step 10 (A and B as they are, or the
 /// transposed instances), step 15's skinny kernel (C of one row) and step
 /// 16's matrix-vector kernel (C of one column); for BF16 and FP16, steps
-/// 19 and 20 (Hopper's `wgmma`, A and B as they are) and step 21
-/// (`mma.sync`, every layout) of those types. (The caller keeps those its
-/// GPU can load.)
+/// 19 and 20 (Hopper's `wgmma`; step 19 with A and B as they are, step 20
+/// in every layout) and step 21 (`mma.sync`, every layout) of those
+/// types. (The caller keeps those its GPU can load.)
 pub fn auto_candidates(ops: Ops, storage: Storage) -> impl Iterator<Item = &'static KernelSpec> {
     registry::all().filter(move |k| {
         let steps = if storage == Storage::F32 {

@@ -10,7 +10,7 @@ use anyhow::{Result, bail};
 use clap::Parser;
 use kernels_gpu::elem::{Math, Storage};
 use kernels_gpu::launch::{KernelSpec, Operands, Ops};
-use kernels_gpu::registry::{self, KERNELS};
+use kernels_gpu::registry::{self, KERNELS, TRANSPOSED};
 use rust_gemm::gpu::Gpu;
 use rust_gemm::reference::Reference;
 use rust_gemm::report::{KernelReport, RunReport};
@@ -107,6 +107,12 @@ fn main() -> ExitCode {
     }
 }
 
+/// Whether any of `kernels` reads A or B transposed (and so needs A^T
+/// and B^T: `Buffers::new`).
+fn transposed(kernels: &[&KernelSpec]) -> bool {
+    kernels.iter().any(|k| k.ops != Ops::NN)
+}
+
 /// The kernels named on the command line, in ladder order ("all": every one).
 fn select(names: &[String]) -> Result<Vec<&'static KernelSpec>, HostError> {
     if asks_for_all(names) {
@@ -117,15 +123,9 @@ fn select(names: &[String]) -> Result<Vec<&'static KernelSpec>, HostError> {
         .map(|name| {
             let name = name.trim();
             match registry::find(name) {
-                Some(k) if KERNELS.iter().any(|l| l.name == k.name) => Ok(k),
-                // Registered, but not a kernel this program can run on A
-                // and B as they are.
-                Some(k) if k.ops != Ops::NN => Err(HostError::BadShape(format!(
-                    "kernel {name} reads A or B transposed ({}); host runs A and B as they \
-                     are: call it through the library (rust_gemm::blas) or see `cargo xtask \
-                     bench --suite`",
-                    k.ops.suffix()
-                ))),
+                // The ladder's, and (named only) those that read A or B
+                // transposed, run on A^T and B^T of the same product.
+                Some(k) if KERNELS.iter().chain(TRANSPOSED).any(|l| l.name == k.name) => Ok(k),
                 Some(_) => Err(HostError::BadShape(format!(
                     "{name} is split-K's reduction, not a GEMM kernel: the library launches it \
                      (rust_gemm::blas)"
@@ -203,7 +203,7 @@ fn for_shape(
     let mut out: Vec<&'static KernelSpec> = Vec::new();
     let mut last_why = None;
     for spec in kernels {
-        if let Some(why) = spec.unsupported(&shape.params(), 1) {
+        if let Some(why) = spec.unsupported(&shape.params_for(spec.ops), 1) {
             if !all {
                 bail!(
                     "kernel {} cannot take {shape}: {why}; choose smaller sizes",
@@ -214,7 +214,7 @@ fn for_shape(
             last_why = Some(why);
             continue;
         }
-        if let Some(copies) = spec.copies(&shape.params()) {
+        if let Some(copies) = spec.copies(&shape.params_for(spec.ops)) {
             eprintln!("{}: {copies}", spec.name);
         }
         out.push(spec);
@@ -231,6 +231,7 @@ fn list_kernels(json: bool) -> Result<()> {
     if json {
         let list: Vec<serde_json::Value> = KERNELS
             .iter()
+            .chain(TRANSPOSED)
             .map(|k| {
                 let arch = &k.module.arch;
                 serde_json::json!({
@@ -239,6 +240,7 @@ fn list_kernels(json: bool) -> Result<()> {
                     "summary": k.summary,
                     "precision": k.elems.math.name(),
                     "elems": k.elems.storage().to_string(),
+                    "ops": k.ops.suffix(),
                     "module": k.module.name,
                     "target": arch.target_cpu,
                     "min_capability": format!("{}.{}", arch.capability.0, arch.capability.1),
@@ -254,11 +256,17 @@ fn list_kernels(json: bool) -> Result<()> {
         println!("{}", serde_json::to_string_pretty(&list)?);
         return Ok(());
     }
-    for k in KERNELS {
+    // The ladder's kernels, then those that read A or B transposed.
+    for k in KERNELS.iter().chain(TRANSPOSED) {
         let (bm, bn) = k.launch.block_tile;
         let (tx, ty) = k.launch.block_threads;
+        let layout = if k.ops == Ops::NN {
+            String::new()
+        } else {
+            format!(", {} (A or B transposed)", k.ops.suffix())
+        };
         println!(
-            "{:02} {:<26} {}  [{}, {} module ({}), block {tx}x{ty} threads, tile {bm}x{bn} of C, {} B shared]",
+            "{:02} {:<26} {}  [{}{layout}, {} module ({}), block {tx}x{ty} threads, tile {bm}x{bn} of C, {} B shared]",
             k.step,
             k.name,
             k.summary,
@@ -347,7 +355,7 @@ fn run(args: &Args) -> Result<bool> {
     for (storage, _) in &groups {
         gpu.check_fits(
             &shape.to_string(),
-            Buffers::device_bytes(&gpu, &shape, *storage),
+            Buffers::device_bytes(&gpu, &shape, *storage, transposed(&kernels)),
         )?;
     }
     let kernels = for_shape(kernels, &shape, asks_for_all(&args.kernel))?;
@@ -374,7 +382,7 @@ fn run(args: &Args) -> Result<bool> {
     for (storage, specs) in groups.into_iter().filter(|(_, specs)| !specs.is_empty()) {
         let (a, b) = inputs::random_inputs(&shape, storage, args.seed)?;
         let reference = Reference::new(shape, &a, &b, args.seed);
-        let mut bufs = Buffers::new(&gpu, shape, storage, &a, &b)?;
+        let mut bufs = Buffers::new(&gpu, shape, storage, (&a, &b), transposed(&specs))?;
         drop((a, b));
         for spec in specs {
             let kernel = Kernel::load(&gpu, spec)?;

@@ -15,7 +15,7 @@ use cudarc::driver::{
 };
 use kernels_gpu::elem::{Elems, Storage};
 use kernels_gpu::gemm::GemmParams;
-use kernels_gpu::launch::{KernelSpec, Operands};
+use kernels_gpu::launch::{KernelSpec, Op, Operands, Ops};
 use serde::Serialize;
 
 use crate::HostError;
@@ -27,13 +27,17 @@ use crate::timing::Timing;
 use crate::tma::{DeviceMaps, Operand, Padded};
 
 /// A, B and C on the device, in the stored types of the kernels that
-/// run on them.
+/// run on them; with `transposed`, A^T and B^T too, for the kernels that
+/// read A or B transposed (the same product: [`Buffers::call`]).
 pub struct Buffers {
     pub shape: Shape,
     pub storage: Storage,
     pub a: DeviceMatrix,
     pub b: DeviceMatrix,
     pub c: DeviceMatrix,
+    /// A^T (k x m) and B^T (n x k), dense, when asked for, and their
+    /// addresses.
+    transposed: Option<[(DeviceMatrix, CUdeviceptr); 2]>,
     /// Written between timed launches to evict A, B and C from L2.
     flush: L2Flush,
     /// A's, B's and C's device addresses, read once here, so that
@@ -43,23 +47,45 @@ pub struct Buffers {
 
 impl Buffers {
     /// Bytes of device memory [`Buffers::new`] will allocate.
-    pub fn device_bytes(gpu: &Gpu, shape: &Shape, storage: Storage) -> usize {
-        shape.bytes(storage) + L2Flush::bytes(gpu)
+    pub fn device_bytes(gpu: &Gpu, shape: &Shape, storage: Storage, transposed: bool) -> usize {
+        let (a, b, _) = shape.elems();
+        let copies = if transposed {
+            a * storage.a.bytes() + b * storage.b.bytes()
+        } else {
+            0
+        };
+        shape.bytes(storage) + copies + L2Flush::bytes(gpu)
     }
 
-    /// Uploads A and B (values of `storage`'s types: `inputs::random_inputs`)
-    /// and allocates C, after checking they fit.
+    /// Uploads A and B (values of `storage`'s types: `inputs::random_inputs`),
+    /// and A^T and B^T with `transposed`, and allocates C, after checking
+    /// they fit.
     pub fn new(
         gpu: &Gpu,
         shape: Shape,
         storage: Storage,
-        a: &[f32],
-        b: &[f32],
+        (a, b): (&[f32], &[f32]),
+        transposed: bool,
     ) -> Result<Self, HostError> {
-        gpu.check_fits(&shape.to_string(), Self::device_bytes(gpu, &shape, storage))?;
+        let bytes = Self::device_bytes(gpu, &shape, storage, transposed);
+        gpu.check_fits(&shape.to_string(), bytes)?;
         // SAFETY: C is poisoned before every verified launch.
         let c = unsafe { DeviceMatrix::alloc(gpu, storage.c, shape.m * shape.n) }?;
         let flush = L2Flush::new(gpu)?;
+        let transposed = if transposed {
+            let (m, n, k) = (shape.m, shape.n, shape.k);
+            let upload = |elem, t: Vec<f32>| -> Result<_, HostError> {
+                let d = DeviceMatrix::upload(gpu, elem, &t)?;
+                let address = d.address(gpu);
+                Ok((d, address))
+            };
+            Some([
+                upload(storage.a, kernels_gpu::emu::transpose(a, m, k))?,
+                upload(storage.b, kernels_gpu::emu::transpose(b, k, n))?,
+            ])
+        } else {
+            None
+        };
         let a = DeviceMatrix::upload(gpu, storage.a, a)?;
         let b = DeviceMatrix::upload(gpu, storage.b, b)?;
         let addresses = (a.address(gpu), b.address(gpu), c.address(gpu));
@@ -69,22 +95,40 @@ impl Buffers {
             a,
             b,
             c,
+            transposed,
             flush,
             addresses,
         })
     }
 
-    /// The dense product `C = A * B` on these buffers.
-    pub fn dense_call(&self) -> GemmCall {
-        let (a, b, c) = self.addresses;
-        let s = &self.shape;
-        GemmCall {
+    /// The dense product `C = A * B` on these buffers for a kernel of
+    /// layout `ops`: A and B as they are, or A^T and B^T (their rows m
+    /// and k apart) where `ops` reads them transposed. An error if those
+    /// were not uploaded.
+    pub fn call(&self, ops: Ops) -> Result<GemmCall, HostError> {
+        let (mut a, mut b, c) = self.addresses;
+        if ops != Ops::NN {
+            let Some([(_, a_t), (_, b_t)]) = &self.transposed else {
+                return Err(HostError::BadShape(format!(
+                    "a kernel of layout {} needs A^T and B^T, which these buffers do not \
+                     hold: make them with Buffers::new(.., transposed: true)",
+                    ops.suffix()
+                )));
+            };
+            if ops.a == Op::T {
+                a = *a_t;
+            }
+            if ops.b == Op::T {
+                b = *b_t;
+            }
+        }
+        Ok(GemmCall {
             a,
             b,
             c,
-            params: GemmParams::dense(s.m as u32, s.n as u32, s.k as u32),
+            params: self.shape.params_for(ops),
             batch: 1,
-        }
+        })
     }
 
     /// Fills C with NaN (all bytes 0xFF), so an element no thread writes fails verification.
@@ -262,39 +306,33 @@ impl Kernel {
             // the buffers are as this function's contract says.
             return unsafe { launch_gemm(gpu, &self.func, cfg, call, None, &self.label) };
         };
-        let aligned16 = call.a.is_multiple_of(16) && call.b.is_multiple_of(16);
-        let (m, n, k) = (p.m as usize, p.n as usize, p.k as usize);
+        let aligned16 = (call.a.is_multiple_of(16), call.b.is_multiple_of(16));
+        // A and B as stored in the kernel's layout (A^T is k x m, B^T n x k).
+        let [(a_rows, a_cols, lda), (b_rows, b_cols, ldb), _] = self.spec.stored(p, p.k);
+        let operand = |ptr, elem, rows: u32, cols: u32, ld: u32| Operand {
+            ptr,
+            elem,
+            rows: rows as usize,
+            cols: cols as usize,
+            ld: ld as usize,
+        };
+        let a = operand(call.a, self.spec.elems.a, a_rows, a_cols, lda);
+        let b = operand(call.b, self.spec.elems.b, b_rows, b_cols, ldb);
         // Where the tensor maps point: the caller's A and B, or padded
         // copies of them when TMA cannot describe them.
         let mut padded = self.padded.lock().unwrap_or_else(|e| e.into_inner());
         let (a_op, b_op, call) = match self.spec.padded(p, aligned16) {
-            None => (
-                Operand {
-                    ptr: call.a,
-                    elem: self.spec.elems.a,
-                    rows: m,
-                    cols: k,
-                    ld: p.lda as usize,
-                },
-                Operand {
-                    ptr: call.b,
-                    elem: self.spec.elems.b,
-                    rows: k,
-                    cols: n,
-                    ld: p.ldb as usize,
-                },
-                *call,
-            ),
-            Some(sizes) => {
+            None => (a, b, *call),
+            Some(padding) => {
                 let mut pad = Padded::for_problem(
                     padded.take(),
                     gpu,
-                    (m, n, k),
-                    sizes,
+                    [(a.rows, a.cols), (b.rows, b.cols)],
+                    padding,
                     boxes.b_transposed,
                     self.spec.elems.storage(),
                 )?;
-                let copied = pad.copy_in(gpu, call);
+                let copied = pad.copy_in(gpu, call, (a, b));
                 *padded = Some(pad);
                 copied?
             }
@@ -401,9 +439,10 @@ impl Enqueue for Kernel {
 
     fn enqueue(&self, gpu: &Gpu, bufs: &mut Buffers) -> Result<(), HostError> {
         bufs.check_storage(&self.label, self.spec.elems)?;
-        let call = bufs.dense_call();
-        // SAFETY: the buffers hold a dense m x k A, k x n B and m x n C
-        // (Buffers::new), C apart from both; they outlive the launch
+        let call = bufs.call(self.spec.ops)?;
+        // SAFETY: the buffers hold a dense m x k A, k x n B (or A^T, B^T
+        // where the call points at them: Buffers::call) and m x n C
+        // (Buffers::new), C apart from all; they outlive the launch
         // (`measure` waits for it before returning them).
         unsafe { self.launch(gpu, &call) }
     }

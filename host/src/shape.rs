@@ -1,6 +1,7 @@
 //! The problem's shape, checked before anything is allocated.
 
 use crate::HostError;
+use kernels_gpu::launch::Ops;
 use serde::Serialize;
 use std::fmt;
 
@@ -58,6 +59,12 @@ impl Shape {
     /// The dense product `C = A * B` of this shape, as the kernels take it.
     pub fn params(&self) -> kernels_gpu::gemm::GemmParams {
         kernels_gpu::gemm::GemmParams::dense(self.m as u32, self.n as u32, self.k as u32)
+    }
+
+    /// [`Self::params`] for a kernel of layout `ops`: the same product,
+    /// A or B stored transposed and dense (A^T's rows m apart, B^T's k).
+    pub fn params_for(&self, ops: Ops) -> kernels_gpu::gemm::GemmParams {
+        kernels_gpu::gemm::GemmParams::dense_in(self.m as u32, self.n as u32, self.k as u32, ops)
     }
 
     pub fn is_square(&self) -> bool {

@@ -14,14 +14,15 @@ use cudarc::driver::sys::{
 };
 use cudarc::driver::{CudaFunction, CudaSlice, LaunchConfig, PushKernelArg};
 use kernels_gpu::elem::Elem;
-use kernels_gpu::launch::{TENSOR_MAP_BYTES, TmaBoxes};
+use kernels_gpu::launch::{Padding, TENSOR_MAP_BYTES, TmaBoxes};
 
 use crate::HostError;
 use crate::gpu::Gpu;
 use crate::runner::GemmCall;
 use kernels_gpu::gemm::GemmParams;
 
-/// A row-major matrix in device memory, as a tensor map describes it.
+/// A row-major matrix in device memory, as a tensor map describes it (an
+/// operand as the kernel's layout stores it: A^T is k x m).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Operand {
     pub ptr: CUdeviceptr,
@@ -150,45 +151,48 @@ impl DeviceMaps {
     }
 }
 
-/// Copies of A (m x k4) and B (k4 x n4) with K and N rounded up to
-/// 16-byte multiples of their stored type (`k4`, `n4`: multiples of 4 for
-/// f32, 8 for BF16 and FP16; `KernelSpec::tma_row_align`), for a TMA
-/// kernel at a shape whose rows TMA cannot describe
-/// (`KernelSpec::padded`). Allocated once per shape; every launch copies
-/// A and B into them, zeros in the padding (`kernels_gpu::pad`, on the
-/// stream before the kernel, so the copies are part of what is timed).
-/// The workspace is `(m k4 + k4 n4)` elements of the stored type.
+/// Copies of A and B with their stored rows padded to 128-byte multiples
+/// (`KernelSpec::copy_row_align` elements: 32 for f32, 64 for BF16 and
+/// FP16), for a TMA kernel at a problem whose rows TMA cannot describe
+/// (`KernelSpec::padded`: not 16-byte multiples, or a start that is not
+/// 16-byte aligned): only the operands that need it, each
+/// as stored in the kernel's layout (A^T is k x m). Allocated once per
+/// problem; every launch copies A and B into them, zeros in the padding
+/// (`kernels_gpu::pad`, on the stream before the kernel, so the copies
+/// are part of what is timed). The workspace is each copy's rows times
+/// its padded leading dimension, in elements of the stored type.
 ///
 /// For a kernel that reads B transposed (`TmaBoxes::b_transposed`, step
-/// 17), B's copy is B^T (n x k4, rounded to TF32) at every shape, and A
-/// is copied only when TMA cannot read it as it is.
+/// 17), B's copy is B^T (n x k rounded up, rounded to TF32) at every
+/// shape.
 pub struct Padded {
-    /// `(m, n, k)` of the problem it was made for.
-    dims: (usize, usize, usize),
-    pub k4: usize,
-    pub n4: usize,
+    /// A's and B's stored shapes `(rows, cols)` and the copies it was
+    /// made for.
+    made_for: ([(usize, usize); 2], Padding),
     /// A's and B's stored type.
     elem: Elem,
-    transpose_b: bool,
-    /// A's copy (allocated when first needed) and its address.
-    a: Option<(CudaSlice<u8>, CUdeviceptr)>,
-    /// B's copy (or B^T's) and its address.
-    b: (CudaSlice<u8>, CUdeviceptr),
+    /// A's copy, if A is copied.
+    a: Option<Copy>,
+    /// B's copy (or B^T's), if B is copied.
+    b: Option<Copy>,
     /// `kernels_gpu::pad`'s padding entry for the stored type's size, and
     /// how many elements each of its threads writes.
     pad: CudaFunction,
     per_thread: usize,
-    /// `kernels_gpu::pad::transpose_tf32`, for `transpose_b`.
+    /// `kernels_gpu::pad::transpose_tf32`, for a kernel that reads B^T.
     transpose: Option<CudaFunction>,
 }
 
-/// A zeroed device buffer of `len` elements of `elem`, and its address.
-fn zeros(
-    gpu: &Gpu,
-    elem: Elem,
-    len: usize,
-    what: &str,
-) -> Result<(CudaSlice<u8>, CUdeviceptr), HostError> {
+/// A zeroed device buffer, its address and its rows' length.
+struct Copy {
+    _buffer: CudaSlice<u8>,
+    ptr: CUdeviceptr,
+    ld: usize,
+}
+
+/// A zeroed device buffer of `rows` rows of `ld` elements of `elem`.
+fn zeros(gpu: &Gpu, elem: Elem, (rows, ld): (usize, usize), what: &str) -> Result<Copy, HostError> {
+    let len = rows * ld;
     let buffer = gpu
         .stream
         .alloc_zeros::<u8>(len * elem.bytes())
@@ -197,17 +201,21 @@ fn zeros(
             elem.name()
         )))?;
     let ptr = crate::runner::device_address(gpu, &buffer);
-    Ok((buffer, ptr))
+    Ok(Copy {
+        _buffer: buffer,
+        ptr,
+        ld,
+    })
 }
 
 impl Padded {
-    /// `cached` if it was made for `(m, n, k)` and the same B layout, else
-    /// new zeroed buffers.
+    /// `cached` if it was made for the same stored shapes of A and B
+    /// (`(rows, cols)` each) and the same copies, else new zeroed buffers.
     pub fn for_problem(
         cached: Option<Padded>,
         gpu: &Gpu,
-        dims: (usize, usize, usize),
-        (k4, n4): (usize, usize),
+        stored: [(usize, usize); 2],
+        padding: Padding,
         transpose_b: bool,
         storage: kernels_gpu::elem::Storage,
     ) -> Result<Padded, HostError> {
@@ -225,9 +233,9 @@ impl Padded {
             )));
         };
         if let Some(cached) = cached
-            && cached.dims == dims
-            && cached.transpose_b == transpose_b
+            && cached.made_for == (stored, padding)
             && cached.elem == elem
+            && cached.transpose.is_some() == transpose_b
         {
             return Ok(cached);
         }
@@ -238,104 +246,78 @@ impl Padded {
         } else {
             None
         };
-        let (m, n, _) = dims;
-        let a = if transpose_b {
-            None
-        } else {
-            Some(zeros(gpu, elem, m * k4, "A")?)
+        let [(a_rows, _), (b_rows, b_cols)] = stored;
+        let a = match padding.a {
+            Some(ld) => Some(zeros(gpu, elem, (a_rows, ld), "A")?),
+            None => None,
         };
-        let b = if transpose_b {
-            zeros(gpu, elem, n * k4, "B (transposed)")?
-        } else {
-            zeros(gpu, elem, k4 * n4, "B")?
+        let b = match padding.b {
+            // B^T: n rows (B's columns) of k rounded up.
+            Some(ld) if transpose_b => Some(zeros(gpu, elem, (b_cols, ld), "B (transposed)")?),
+            Some(ld) => Some(zeros(gpu, elem, (b_rows, ld), "B")?),
+            None => None,
         };
         Ok(Padded {
-            dims,
-            k4,
-            n4,
+            made_for: (stored, padding),
             elem,
-            per_thread,
-            transpose_b,
             a,
             b,
             pad,
+            per_thread,
             transpose,
         })
     }
 
-    /// Enqueues the copies of `call`'s A and B the kernel reads, and
-    /// returns A and B as the tensor maps describe them, with `call` moved
-    /// onto them (its `k` the K they describe; their extra K columns and
-    /// rows are zeros).
+    /// Enqueues the copies of `call`'s A and B that the kernel reads
+    /// (`a` and `b`: the caller's operands as stored), and returns A and B
+    /// as the tensor maps describe them, with `call` moved onto them (its
+    /// leading dimensions the copies').
     pub fn copy_in(
         &mut self,
         gpu: &Gpu,
         call: &GemmCall,
+        (a, b): (Operand, Operand),
     ) -> Result<(Operand, Operand, GemmCall), HostError> {
-        let (m, n, k) = self.dims;
-        let p = &call.params;
-        let k4 = self.k4;
-        let a_as_is = self.transpose_b && call.a.is_multiple_of(16) && p.lda.is_multiple_of(4);
-        let a_op = if a_as_is {
-            Operand {
-                ptr: call.a,
-                elem: self.elem,
-                rows: m,
-                cols: k,
-                ld: p.lda as usize,
-            }
-        } else {
-            let a_ptr = match &self.a {
-                Some((_, ptr)) => *ptr,
-                None => {
-                    let a = zeros(gpu, self.elem, m * k4, "A")?;
-                    let ptr = a.1;
-                    self.a = Some(a);
-                    ptr
+        let a_op = match &self.a {
+            Some(copy) => {
+                self.pad_rows(gpu, (a.ptr, copy.ptr), (a.rows, a.cols, a.ld), copy.ld, "A")?;
+                Operand {
+                    ptr: copy.ptr,
+                    ld: copy.ld,
+                    ..a
                 }
-            };
-            self.pad_rows(gpu, (call.a, a_ptr), (m, k, p.lda as usize), k4, "A")?;
-            Operand {
-                ptr: a_ptr,
-                elem: self.elem,
-                rows: m,
-                cols: k4,
-                ld: k4,
             }
+            None => a,
         };
-        let b_op = if let Some(transpose) = &self.transpose {
-            self.transpose_b(gpu, transpose, call.b, (k, n, p.ldb as usize))?;
-            Operand {
-                ptr: self.b.1,
-                elem: self.elem,
-                rows: n,
-                cols: k4,
-                ld: k4,
+        let b_op = match (&self.b, &self.transpose) {
+            (Some(copy), Some(transpose)) => {
+                self.transpose_b(gpu, transpose, (b.ptr, copy), (b.rows, b.cols, b.ld))?;
+                // B^T: n x k.
+                Operand {
+                    ptr: copy.ptr,
+                    elem: b.elem,
+                    rows: b.cols,
+                    cols: b.rows,
+                    ld: copy.ld,
+                }
             }
-        } else {
-            self.pad_rows(
-                gpu,
-                (call.b, self.b.1),
-                (k, n, p.ldb as usize),
-                self.n4,
-                "B",
-            )?;
-            Operand {
-                ptr: self.b.1,
-                elem: self.elem,
-                rows: k4,
-                cols: self.n4,
-                ld: self.n4,
+            (Some(copy), None) => {
+                self.pad_rows(gpu, (b.ptr, copy.ptr), (b.rows, b.cols, b.ld), copy.ld, "B")?;
+                Operand {
+                    ptr: copy.ptr,
+                    ld: copy.ld,
+                    ..b
+                }
             }
+            (None, _) => b,
         };
         let inner = GemmCall {
             a: a_op.ptr,
             b: b_op.ptr,
             params: GemmParams {
-                k: a_op.cols as u32,
                 lda: a_op.ld as u32,
                 ldb: b_op.ld as u32,
-                ..*p
+                ..call.params
             },
             ..*call
         };
@@ -347,11 +329,11 @@ impl Padded {
         &self,
         gpu: &Gpu,
         func: &CudaFunction,
-        src: CUdeviceptr,
+        (src, copy): (CUdeviceptr, &Copy),
         (rows, cols, src_ld): (usize, usize, usize),
     ) -> Result<(), HostError> {
         use kernels_gpu::pad::{MAX_GRID_ROWS, TILE, TRANSPOSE_SHARED_BYTES, TRANSPOSE_THREADS};
-        let ld = self.k4;
+        let ld = copy.ld;
         let cfg = LaunchConfig {
             grid_dim: (
                 cols.div_ceil(TILE) as u32,
@@ -370,7 +352,7 @@ impl Padded {
                 gpu,
                 func,
                 cfg,
-                (src, self.b.1),
+                (src, copy.ptr),
                 (rows, cols, src_ld, ld),
                 "transpose_tf32 (B transposed for TMA)",
             )

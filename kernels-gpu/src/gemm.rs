@@ -87,6 +87,18 @@ impl GemmParams {
             stride_c: 0,
         }
     }
+
+    /// [`Self::dense`] for a kernel of layout `ops`: the same product with
+    /// A or B stored transposed and dense (A^T's rows `m` apart, B^T's
+    /// `k`).
+    pub const fn dense_in(m: u32, n: u32, k: u32, ops: crate::launch::Ops) -> Self {
+        use crate::launch::Op;
+        Self {
+            lda: if matches!(ops.a, Op::N) { k } else { m },
+            ldb: if matches!(ops.b, Op::N) { n } else { k },
+            ..Self::dense(m, n, k)
+        }
+    }
 }
 
 /// What a kernel body receives: one product of the batch, its operands as

@@ -150,6 +150,8 @@ macro_rules! instance {
         pub fn $name(g: Gemm, maps: TensorMaps) {
             wgmma::<$bm, $s, { $bm * BK + BK * BN }>(g, maps)
         }
+        // The entry goes into the `wgmma` module's PTX only.
+        #[cfg(any(not(target_arch = "nvptx64"), gemm_module = "wgmma"))]
         mod $name {
             #[cfg(target_arch = "nvptx64")]
             use super::$name;

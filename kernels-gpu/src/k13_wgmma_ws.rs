@@ -166,6 +166,8 @@ macro_rules! wgmma_instance {
         pub fn $name(g: Gemm, maps: TensorMaps) {
             $body::<$bm, $s, { $bm * BK + BK * BN }>(g, maps)
         }
+        // The entry goes into the `wgmma` module's PTX only.
+        #[cfg(any(not(target_arch = "nvptx64"), gemm_module = "wgmma"))]
         mod $name {
             #[cfg(target_arch = "nvptx64")]
             use super::$name;
@@ -299,6 +301,35 @@ impl<const BM: usize, const STAGES: usize, const STAGE_WORDS: usize, const BK: u
         row0: usize,
         load_b: impl Fn(usize, u32, MBarrier),
     ) {
+        // SAFETY: A's box is 1024-aligned at its stage's first word; the
+        // rest is this function's contract.
+        unsafe {
+            self.produce_ab(
+                it0,
+                k_tiles,
+                #[inline(always)]
+                |word, k0, full| maps.a().load_2d(word, k0, row0 as u32, full),
+                load_b,
+            )
+        }
+    }
+
+    /// [`Self::produce`] with A's copies too given by the caller:
+    /// `load_a(word, k0, barrier)` brings A's part of the stage (at
+    /// `word`, the stage's first), `load_b` B's.
+    ///
+    /// # Safety
+    /// As [`Self::produce`], with A's copies, like B's, bringing exactly
+    /// A's part of the stage (`BM * 128` bytes), each box aligned as its
+    /// swizzle needs.
+    #[inline(always)]
+    pub(crate) unsafe fn produce_ab(
+        self,
+        it0: usize,
+        k_tiles: usize,
+        load_a: impl Fn(usize, u32, MBarrier),
+        load_b: impl Fn(usize, u32, MBarrier),
+    ) {
         for kt in 0..k_tiles {
             let it = it0 + kt;
             let s = it % STAGES;
@@ -307,15 +338,14 @@ impl<const BM: usize, const STAGES: usize, const STAGE_WORDS: usize, const BK: u
             // STAGES, the stage's previous tile, was released in phase
             // it / STAGES - 1 of empty(s); after it no consumer reads the
             // stage until full(s) completes the phase this arrival opens.
-            // A's box is 1024-aligned; with B's (the caller's) the boxes
-            // total stage_bytes().
+            // A's boxes and B's (the caller's) total stage_bytes().
             unsafe {
                 if it >= STAGES {
                     self.empty(s).wait(((it / STAGES + 1) % 2) as u32);
                 }
                 self.full(s).arrive_expect_tx((STAGE_WORDS * 4) as u32);
-                maps.a().load_2d(self.a_tile(s), k0, row0 as u32, self.full(s));
             }
+            load_a(self.a_tile(s), k0, self.full(s));
             load_b(self.b_tile(s), k0, self.full(s));
         }
     }

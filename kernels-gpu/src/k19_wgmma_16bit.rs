@@ -53,7 +53,7 @@ use crate::k12_wgmma::{ALIGN, GPU_ONLY};
 #[cfg(target_arch = "nvptx64")]
 use crate::k13_wgmma_ws::{Stages, warp_specialized};
 use crate::k13_wgmma_ws::THREADS;
-use crate::launch::{Body, KernelSpec, Launch, Operands, Ops, TmaBoxes};
+use crate::launch::{Body, KernelSpec, Launch, Op, Operands, Ops, TmaBoxes};
 use crate::modules;
 #[cfg(target_arch = "nvptx64")]
 use crate::unroll::unroll;
@@ -64,8 +64,9 @@ pub const BM: usize = 128;
 pub const BN: usize = 256;
 /// K per stage: one 128-byte row of 16-bit A.
 pub const BK: usize = 64;
-/// Columns of each of B's boxes: 128 bytes, one swizzled row.
-pub const B_BOX_COLS: usize = 64;
+/// Columns of each of B's boxes (and of A^T's, for A transposed): 128
+/// bytes, one swizzled row.
+pub const BOX_COLS: usize = 64;
 /// `m64n256k16` steps per stage.
 #[cfg(target_arch = "nvptx64")]
 const K_STEPS: usize = BK / 16;
@@ -97,12 +98,12 @@ impl Params {
             math,
             19,
             "16-bit A and B: wgmma m64n256k16 from shared memory, B read N-major as stored, no copy",
-            false,
+            (false, Ops::NN),
         )
     }
     /// The spec of an instance of steps 19 and 20, which differ in what
     /// they say and in their grid (step 20's is persistent): A and B of
-    /// type `ab`, C of type `c` (f32, or `ab`).
+    /// type `ab` in layout `ops`, C of type `c` (f32, or `ab`).
     pub(crate) const fn spec_of(
         self,
         name: &'static str,
@@ -110,15 +111,20 @@ impl Params {
         math: Math,
         step: u32,
         summary: &'static str,
-        persistent: bool,
+        (persistent, ops): (bool, Ops),
     ) -> KernelSpec {
         assert!(ab.bytes() == ELEM_BYTES && BK * ELEM_BYTES == 128);
-        assert!(B_BOX_COLS * ELEM_BYTES == 128 && BN.is_multiple_of(B_BOX_COLS));
+        assert!(BOX_COLS * ELEM_BYTES == 128 && BN.is_multiple_of(BOX_COLS));
         assert!(self.stages >= 2 && self.shared_bytes() <= 227 * 1024);
         KernelSpec {
             name,
             step,
-            module: &modules::WGMMA,
+            module: match (ops.a, ops.b) {
+                (Op::N, Op::N) => &modules::WGMMA,
+                (Op::T, Op::N) => &modules::WGMMA_TN,
+                (Op::N, Op::T) => &modules::WGMMA_NT,
+                (Op::T, Op::T) => &modules::WGMMA_TT,
+            },
             elems: Elems::new(ab, ab, c, math),
             summary,
             launch: Launch {
@@ -130,14 +136,24 @@ impl Params {
             },
             model_reuse: (BM, BN),
             body: Body::GpuOnly(GPU_ONLY),
+            // A's box: BM rows of 64 K values (A as it is), or, of A^T
+            // (K x M), BK rows of 64 values of M (two per stage); B's: BK
+            // rows of 64 values of N (four per stage), or, of B^T (N x K),
+            // BN rows of 64 K values. Every row 128 bytes, swizzled.
             operands: Operands::TensorMaps(TmaBoxes {
-                a: (BM as u32, BK as u32),
-                b: (BK as u32, B_BOX_COLS as u32),
+                a: match ops.a {
+                    Op::N => (BM as u32, BK as u32),
+                    Op::T => (BK as u32, BOX_COLS as u32),
+                },
+                b: match ops.b {
+                    Op::N => (BK as u32, BOX_COLS as u32),
+                    Op::T => (BN as u32, BK as u32),
+                },
                 a_swizzle_128: true,
                 b_swizzle_128: true,
                 b_transposed: false,
             }),
-            ops: Ops::NN,
+            ops,
             batches: false,
         }
     }
@@ -155,6 +171,8 @@ macro_rules! instance {
         pub fn $name(g: Gemm<$t, $t, f32>, maps: TensorMaps) {
             block::<$t, f32, $stages, { Params { stages: $stages }.stage_words() }>(g, maps)
         }
+        // The entry goes into the `wgmma` module's PTX only.
+        #[cfg(any(not(target_arch = "nvptx64"), gemm_module = "wgmma"))]
         mod $name {
             #[cfg(target_arch = "nvptx64")]
             use super::$name;
@@ -189,50 +207,89 @@ fn block<T: Wgmma16, C: Output, const STAGES: usize, const STAGE_WORDS: usize>(
             g.k,
             maps,
             #[inline(always)]
-            |word, k0, full, col0| load_b(maps, word, k0, full, col0),
+            |word, k0, full, col0| load_b::<1>(maps, word, k0, full, col0),
             #[inline(always)]
             |stages, row0, col0, tid, k_tiles| {
-                let acc = mainloop::<T, STAGES, STAGE_WORDS>(stages, 0, k_tiles, tid);
+                let acc = mainloop::<T, STAGES, STAGE_WORDS, 0, 1>(stages, 0, k_tiles, tid);
                 store_tile(g, &acc, row0, col0, tid);
             },
         );
     }
 }
 
-/// Words of one of B's boxes in a stage.
+/// Words of one of B's (or A^T's) boxes of `BK x 64` in a stage.
 #[cfg(target_arch = "nvptx64")]
-const BOX_WORDS: usize = BK * B_BOX_COLS * ELEM_BYTES / 4;
+const BOX_WORDS: usize = BK * BOX_COLS * ELEM_BYTES / 4;
 /// Words of one 128-byte row of a swizzled tile.
 #[cfg(target_arch = "nvptx64")]
 const ROW_WORDS: usize = 32;
 
-/// The producer's copies of B's part of a stage at `word`: BN / 64 boxes
-/// of `BK x 64` (rows from `k0`, columns from `col0`), completing on
-/// `full`.
+/// The producer's copies of B's part of a stage at `word`, completing on
+/// `full`: with `B_MN = 1` (B as it is, N-major), BN / 64 boxes of `BK x
+/// 64` (rows from `k0`, columns from `col0`); with `B_MN = 0` (B^T, N x
+/// K, K-major), one box of `BN x BK` of B^T (rows from `col0`, columns
+/// from `k0`).
 ///
 /// # Safety
-/// B's map has the SPEC's box (`BK x 64`, 128-byte swizzle); `word` is B's
-/// part of a stage of `Stages` (1024-aligned, `BN / 64` boxes of 8 KB).
+/// B's map has the SPEC's box for `B_MN` (128-byte swizzle); `word` is
+/// B's part of a stage of `Stages` (1024-aligned, 32 KB).
 #[cfg(target_arch = "nvptx64")]
 #[inline(always)]
-pub(crate) unsafe fn load_b(maps: TensorMaps, word: usize, k0: u32, full: MBarrier, col0: usize) {
-    unroll!(BN / B_BOX_COLS; 4, |j| {
-        // SAFETY: box j lies at word + j * BOX_WORDS, 1024-aligned, inside
-        // the stage (this function's contract).
-        unsafe { maps.b().load_2d(word + j * BOX_WORDS, (col0 + j * B_BOX_COLS) as u32, k0, full) };
-    });
+pub(crate) unsafe fn load_b<const B_MN: u32>(maps: TensorMaps, word: usize, k0: u32, full: MBarrier, col0: usize) {
+    if B_MN == 1 {
+        unroll!(BN / BOX_COLS; 4, |j| {
+            // SAFETY: box j lies at word + j * BOX_WORDS, 1024-aligned,
+            // inside the stage (this function's contract).
+            unsafe { maps.b().load_2d(word + j * BOX_WORDS, (col0 + j * BOX_COLS) as u32, k0, full) };
+        });
+    } else {
+        // SAFETY: the one box fills B's part of the stage (contract).
+        unsafe { maps.b().load_2d(word, k0, col0 as u32, full) };
+    }
+}
+
+/// The producer's copies of A's part of a stage at `word`, completing on
+/// `full`: with `A_MN = 0` (A as it is, K-major), one box of `BM x BK`
+/// (rows from `row0`, columns from `k0`); with `A_MN = 1` (A^T, K x M,
+/// M-major), BM / 64 boxes of `BK x 64` of A^T (rows from `k0`, columns
+/// from `row0`), one per consumer warpgroup.
+///
+/// # Safety
+/// A's map has the SPEC's box for `A_MN` (128-byte swizzle); `word` is
+/// A's part of a stage of `Stages` (1024-aligned, 16 KB).
+#[cfg(target_arch = "nvptx64")]
+#[inline(always)]
+pub(crate) unsafe fn load_a<const A_MN: u32>(maps: TensorMaps, word: usize, k0: u32, full: MBarrier, row0: usize) {
+    if A_MN == 0 {
+        // SAFETY: the one box fills A's part of the stage (contract).
+        unsafe { maps.a().load_2d(word, k0, row0 as u32, full) };
+    } else {
+        unroll!(BM / BOX_COLS; 2, |j| {
+            // SAFETY: box j lies at word + j * BOX_WORDS, 1024-aligned,
+            // inside the stage (this function's contract).
+            unsafe { maps.a().load_2d(word + j * BOX_WORDS, (row0 + j * BOX_COLS) as u32, k0, full) };
+        });
+    }
 }
 
 /// One tile of C's main loop for consumer thread `tid`: the pipeline's
 /// tiles `it0..it0 + k_tiles` of K. For each, wait for its stage, issue
-/// its four `m64n256k16` (A K-major, B N-major), then retire the previous
+/// its four `m64n256k16` (A K-major for `A_MN = 0`, as it is, or M-major
+/// for `A_MN = 1`, A^T's boxes; B N-major for `B_MN = 1`, as it is, or
+/// K-major for `B_MN = 0`, B^T's box), then retire the previous
 /// tile's group and release its stage, so that one group stays in flight
 /// across tiles (step 17's loop); the last stage is released once its
 /// group is retired, so the producer can fill it with the next tile of C
 /// (step 20). Returns the accumulators.
 #[cfg(target_arch = "nvptx64")]
 #[inline(always)]
-pub(crate) fn mainloop<T: Wgmma16, const STAGES: usize, const STAGE_WORDS: usize>(
+pub(crate) fn mainloop<
+    T: Wgmma16,
+    const STAGES: usize,
+    const STAGE_WORDS: usize,
+    const A_MN: u32,
+    const B_MN: u32,
+>(
     stages: Stages<BM, STAGES, STAGE_WORDS, BK>,
     it0: usize,
     k_tiles: usize,
@@ -245,12 +302,22 @@ pub(crate) fn mainloop<T: Wgmma16, const STAGES: usize, const STAGE_WORDS: usize
         let it = it0 + kt;
         let s = it % STAGES;
         stages.wait_full(it);
-        // A: this warpgroup's 64 rows, 16 values (32 bytes) on per step.
-        // B: 16 rows (2 KB) on per step, its boxes BOX_WORDS apart.
+        // K-major (A, B^T): this warpgroup's 64 rows (all BN of B^T's),
+        // 16 values (32 bytes) on per step. MN-major (B, A^T): 16 rows
+        // (2 KB) on per step, B's boxes BOX_WORDS apart; A^T's box wg is
+        // this warpgroup's 64 rows of C.
         let (mut a_desc, mut b_desc) = ([0u64; K_STEPS], [0u64; K_STEPS]);
         unroll!(K_STEPS; 4, |step| {
-            a_desc[step] = descriptor_k_major_sw128(stages.a_tile(s) + 64 * wg * ROW_WORDS + 8 * step);
-            b_desc[step] = descriptor_mn_major_sw128(stages.b_tile(s) + 16 * step * ROW_WORDS, (BOX_WORDS * 4) as u32);
+            a_desc[step] = if A_MN == 0 {
+                descriptor_k_major_sw128(stages.a_tile(s) + 64 * wg * ROW_WORDS + 8 * step)
+            } else {
+                descriptor_mn_major_sw128(stages.a_tile(s) + wg * BOX_WORDS + 16 * step * ROW_WORDS, (BOX_WORDS * 4) as u32)
+            };
+            b_desc[step] = if B_MN == 1 {
+                descriptor_mn_major_sw128(stages.b_tile(s) + 16 * step * ROW_WORDS, (BOX_WORDS * 4) as u32)
+            } else {
+                descriptor_k_major_sw128(stages.b_tile(s) + 8 * step)
+            };
         });
         // SAFETY: both warpgroups run every call; D and the descriptors
         // go through the fence, D through the wait; both tiles landed
@@ -259,7 +326,7 @@ pub(crate) fn mainloop<T: Wgmma16, const STAGES: usize, const STAGE_WORDS: usize
         unsafe {
             fence_ss_128(&mut acc, &mut a_desc, &mut b_desc);
             unroll!(K_STEPS; 4, |step| {
-                T::mma_m64n256k16_ss::<0, 1>(&mut acc, a_desc[step], b_desc[step]);
+                T::mma_m64n256k16_ss::<A_MN, B_MN>(&mut acc, a_desc[step], b_desc[step]);
             });
             commit_group();
             // Tile it - 1's group is retired; tile it's stays in flight.

@@ -40,31 +40,49 @@ use crate::gemm::{Gemm, Output};
 #[cfg(target_arch = "nvptx64")]
 use crate::k13_wgmma_ws::{CONSUMER_REGISTERS, CONSUMERS, PRODUCER_REGISTERS, Stages};
 #[cfg(target_arch = "nvptx64")]
-use crate::k19_wgmma_16bit::{BK, load_b, mainloop, store_tile};
+use crate::k19_wgmma_16bit::{BK, load_a, load_b, mainloop, store_tile};
 use crate::k19_wgmma_16bit::{BM, BN, Params};
-use crate::launch::KernelSpec;
+#[cfg(target_arch = "nvptx64")]
+use crate::launch::Op;
+use crate::launch::{KernelSpec, Ops};
 
 /// Rows of tiles in a band of the tile order.
 pub const GROUP: usize = 8;
 
+/// `wgmma`'s transpose bit for A in layout `op`: 1 (M-major) for A^T.
+#[cfg(target_arch = "nvptx64")]
+const fn a_mn(op: Op) -> u32 {
+    matches!(op, Op::T) as u32
+}
+
+/// `wgmma`'s transpose bit for B in layout `op`: 1 (N-major) for B as it
+/// is, 0 (K-major) for B^T.
+#[cfg(target_arch = "nvptx64")]
+const fn b_mn(op: Op) -> u32 {
+    matches!(op, Op::N) as u32
+}
+
 /// One instance: `$spec` for the host; for the GPU the body `$name` on
-/// A and B of type `$t` and C of type `$c`, and its PTX entry.
+/// A and B of type `$t` in layout `$ops` and C of type `$c`, and its PTX
+/// entry, in the module `$cfg` (the layout's).
 macro_rules! instance {
-    ($name:ident, $spec:ident, $t:ident, $c:ident, $math:expr, $stages:literal) => {
+    ($cfg:literal, $name:ident, $spec:ident, $t:ident, $c:ident, $ops:ident, $math:expr, $stages:literal) => {
         pub const $spec: KernelSpec = Params { stages: $stages }.spec_of(
             stringify!($name),
             (<$t as Element>::ELEM, <$c as Element>::ELEM),
             $math,
             20,
             "step 19 on a persistent grid: one block per SM walks tiles in grouped order, the producer a tile ahead",
-            true,
+            (true, Ops::$ops),
         );
         /// The body of the PTX entry of the same name (inlined into it).
         #[cfg(target_arch = "nvptx64")]
         #[inline(always)]
         pub fn $name(g: Gemm<$t, $t, $c>, maps: TensorMaps) {
-            block::<$t, $c, $stages, { Params { stages: $stages }.stage_words() }>(g, maps)
+            block::<$t, $c, $stages, { Params { stages: $stages }.stage_words() }, { a_mn(Ops::$ops.a) }, { b_mn(Ops::$ops.b) }>(g, maps)
         }
+        // The entry goes into its layout's module's PTX only.
+        #[cfg(any(not(target_arch = "nvptx64"), gemm_module = $cfg))]
         mod $name {
             #[cfg(target_arch = "nvptx64")]
             use super::$name;
@@ -74,23 +92,53 @@ macro_rules! instance {
 }
 
 // C in f32, and C in the input type (`_c16`: rounded to nearest in the
-// epilogue, half the bytes written).
+// epilogue, half the bytes written); A and B as they are, then each
+// transposed layout (the library's transposed calls), both read as stored
+// (`wgmma`'s transpose bits), with no copy.
 #[rustfmt::skip]
 mod instances {
     use super::*;
-    instance!(wgmma_bf16_persistent_128x256x64_s4, SPEC_BF16_128X256X64_S4, Bf16, f32, Math::Bf16, 4);
-    instance!(wgmma_f16_persistent_128x256x64_s4, SPEC_F16_128X256X64_S4, F16, f32, Math::F16, 4);
-    instance!(wgmma_bf16_persistent_128x256x64_s4_c16, SPEC_BF16_128X256X64_S4_C16, Bf16, Bf16, Math::Bf16, 4);
-    instance!(wgmma_f16_persistent_128x256x64_s4_c16, SPEC_F16_128X256X64_S4_C16, F16, F16, Math::F16, 4);
+    instance!("wgmma", wgmma_bf16_persistent_128x256x64_s4, SPEC_BF16_128X256X64_S4, Bf16, f32, NN, Math::Bf16, 4);
+    instance!("wgmma", wgmma_f16_persistent_128x256x64_s4, SPEC_F16_128X256X64_S4, F16, f32, NN, Math::F16, 4);
+    instance!("wgmma", wgmma_bf16_persistent_128x256x64_s4_c16, SPEC_BF16_128X256X64_S4_C16, Bf16, Bf16, NN, Math::Bf16, 4);
+    instance!("wgmma", wgmma_f16_persistent_128x256x64_s4_c16, SPEC_F16_128X256X64_S4_C16, F16, F16, NN, Math::F16, 4);
+    instance!("wgmma_tn", wgmma_bf16_persistent_128x256x64_s4_tn, SPEC_BF16_128X256X64_S4_TN, Bf16, f32, TN, Math::Bf16, 4);
+    instance!("wgmma_tn", wgmma_f16_persistent_128x256x64_s4_tn, SPEC_F16_128X256X64_S4_TN, F16, f32, TN, Math::F16, 4);
+    instance!("wgmma_tn", wgmma_bf16_persistent_128x256x64_s4_tn_c16, SPEC_BF16_128X256X64_S4_TN_C16, Bf16, Bf16, TN, Math::Bf16, 4);
+    instance!("wgmma_tn", wgmma_f16_persistent_128x256x64_s4_tn_c16, SPEC_F16_128X256X64_S4_TN_C16, F16, F16, TN, Math::F16, 4);
+    instance!("wgmma_nt", wgmma_bf16_persistent_128x256x64_s4_nt, SPEC_BF16_128X256X64_S4_NT, Bf16, f32, NT, Math::Bf16, 4);
+    instance!("wgmma_nt", wgmma_f16_persistent_128x256x64_s4_nt, SPEC_F16_128X256X64_S4_NT, F16, f32, NT, Math::F16, 4);
+    instance!("wgmma_nt", wgmma_bf16_persistent_128x256x64_s4_nt_c16, SPEC_BF16_128X256X64_S4_NT_C16, Bf16, Bf16, NT, Math::Bf16, 4);
+    instance!("wgmma_nt", wgmma_f16_persistent_128x256x64_s4_nt_c16, SPEC_F16_128X256X64_S4_NT_C16, F16, F16, NT, Math::F16, 4);
+    instance!("wgmma_tt", wgmma_bf16_persistent_128x256x64_s4_tt, SPEC_BF16_128X256X64_S4_TT, Bf16, f32, TT, Math::Bf16, 4);
+    instance!("wgmma_tt", wgmma_f16_persistent_128x256x64_s4_tt, SPEC_F16_128X256X64_S4_TT, F16, f32, TT, Math::F16, 4);
+    instance!("wgmma_tt", wgmma_bf16_persistent_128x256x64_s4_tt_c16, SPEC_BF16_128X256X64_S4_TT_C16, Bf16, Bf16, TT, Math::Bf16, 4);
+    instance!("wgmma_tt", wgmma_f16_persistent_128x256x64_s4_tt_c16, SPEC_F16_128X256X64_S4_TT_C16, F16, F16, TT, Math::F16, 4);
 }
 pub use instances::*;
 
-/// Every instance.
+/// Every instance that reads A and B as they are.
 pub const SPECS: &[KernelSpec] = &[
     SPEC_BF16_128X256X64_S4,
     SPEC_F16_128X256X64_S4,
     SPEC_BF16_128X256X64_S4_C16,
     SPEC_F16_128X256X64_S4_C16,
+];
+
+/// Every instance that reads A or B transposed (`registry::TRANSPOSED`).
+pub const TRANSPOSED: &[KernelSpec] = &[
+    SPEC_BF16_128X256X64_S4_TN,
+    SPEC_F16_128X256X64_S4_TN,
+    SPEC_BF16_128X256X64_S4_TN_C16,
+    SPEC_F16_128X256X64_S4_TN_C16,
+    SPEC_BF16_128X256X64_S4_NT,
+    SPEC_F16_128X256X64_S4_NT,
+    SPEC_BF16_128X256X64_S4_NT_C16,
+    SPEC_F16_128X256X64_S4_NT_C16,
+    SPEC_BF16_128X256X64_S4_TT,
+    SPEC_F16_128X256X64_S4_TT,
+    SPEC_BF16_128X256X64_S4_TT_C16,
+    SPEC_F16_128X256X64_S4_TT_C16,
 ];
 
 /// Where tile `t` of an `m x n` C lies, `(row0, col0)`, in the grouped
@@ -118,10 +166,19 @@ const fn max1(x: usize) -> usize {
 /// The block: the stages once, then the producer warpgroup's first thread
 /// produces every tile of C this block owns, in order, while the two
 /// consumer warpgroups compute and store them, one after the other
-/// (step 13's roles and registers, step 19's tile).
+/// (step 13's roles and registers, step 19's tile). `A_MN` and `B_MN` are
+/// the operands' layouts in shared memory, as stored ([`load_a`],
+/// [`load_b`], [`mainloop`]).
 #[cfg(target_arch = "nvptx64")]
 #[inline(always)]
-fn block<T: Wgmma16, C: Output, const STAGES: usize, const STAGE_WORDS: usize>(
+fn block<
+    T: Wgmma16,
+    C: Output,
+    const STAGES: usize,
+    const STAGE_WORDS: usize,
+    const A_MN: u32,
+    const B_MN: u32,
+>(
     g: Gemm<T, T, C>,
     maps: TensorMaps,
 ) {
@@ -139,11 +196,17 @@ fn block<T: Wgmma16, C: Output, const STAGES: usize, const STAGE_WORDS: usize>(
             while t < tiles {
                 let (row0, col0) = tile_origin(t, g.m, g.n);
                 // SAFETY: one thread, after init, it the tiles it produced
-                // before; A's box is SPEC's and load_b brings B's part.
+                // before; load_a and load_b bring A's and B's parts with
+                // SPEC's boxes for this layout.
                 unsafe {
-                    stages.produce(maps, it, k_tiles, row0, |word, k0, full| {
-                        load_b(maps, word, k0, full, col0)
-                    })
+                    stages.produce_ab(
+                        it,
+                        k_tiles,
+                        #[inline(always)]
+                        |word, k0, full| load_a::<A_MN>(maps, word, k0, full, row0),
+                        #[inline(always)]
+                        |word, k0, full| load_b::<B_MN>(maps, word, k0, full, col0),
+                    )
                 };
                 t += stride;
                 it += k_tiles;
@@ -157,7 +220,7 @@ fn block<T: Wgmma16, C: Output, const STAGES: usize, const STAGE_WORDS: usize>(
         let (mut t, mut it) = (first, 0);
         while t < tiles {
             let (row0, col0) = tile_origin(t, g.m, g.n);
-            let acc = mainloop::<T, STAGES, STAGE_WORDS>(stages, it, k_tiles, tid);
+            let acc = mainloop::<T, STAGES, STAGE_WORDS, A_MN, B_MN>(stages, it, k_tiles, tid);
             store_tile(g, &acc, row0, col0, tid);
             t += stride;
             it += k_tiles;

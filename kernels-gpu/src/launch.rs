@@ -135,6 +135,13 @@ pub struct TmaBoxes {
 /// multiples of 16 bytes.
 pub const TMA_ROW_ALIGN_BYTES: usize = 16;
 
+/// The rows of the padded copies the host makes for TMA kernels are
+/// multiples of this many bytes (one 128-byte swizzled box row): TMA reads
+/// rows that start 16 but not 128 bytes apart more slowly (step 20 at
+/// n = 4097 took 0.436 ms on rows of 4104 BF16 values, 0.338 ms on rows
+/// of 4160: docs/measurements.md).
+pub const COPY_ROW_ALIGN_BYTES: usize = 128;
+
 impl KernelSpec {
     /// Elements of A's and B's stored types in [`TMA_ROW_ALIGN_BYTES`]
     /// (4 for f32, 8 for the 16-bit types): what leading dimensions must
@@ -145,29 +152,41 @@ impl KernelSpec {
         TMA_ROW_ALIGN_BYTES / if a < b { a } else { b }
     }
 
-    /// For a TMA kernel whose operands TMA cannot describe as they are,
-    /// the sizes `(k_pad, n_pad)` (K and N rounded up to multiples of
-    /// [`Self::tma_row_align`]) of the padded copies of A (m x k_pad) and
-    /// B (k_pad x n_pad) the host makes for each launch, with zeros in the
-    /// padding, which add nothing to C. TMA needs row strides that are
-    /// multiples of 16 bytes and 16-byte aligned starts (`aligned16`: A
-    /// and B both). A kernel that reads B transposed
+    /// Elements of A's and B's stored types in [`COPY_ROW_ALIGN_BYTES`]
+    /// (32 for f32, 64 for the 16-bit types): what the rows of the padded
+    /// copies ([`Self::padded`]) are rounded up to.
+    pub const fn copy_row_align(&self) -> usize {
+        let (a, b) = (self.elems.a.bytes(), self.elems.b.bytes());
+        COPY_ROW_ALIGN_BYTES / if a < b { a } else { b }
+    }
+
+    /// For a TMA kernel, the operands TMA cannot describe as they are in
+    /// `p`'s layout ([`Self::stored`]), which the host copies into
+    /// buffers with rows padded to 128-byte multiples ([`Padding`], zeros
+    /// in the padding) before each launch. TMA needs row strides that are
+    /// multiples of 16 bytes and 16-byte aligned starts (`aligned16`: A's
+    /// and B's). A kernel that reads B transposed
     /// (`TmaBoxes::b_transposed`) has B copied at every shape (B^T, n x
-    /// k_pad). `None` when the kernel reads the caller's A and B as they are.
-    pub fn padded(&self, p: &GemmParams, aligned16: bool) -> Option<(usize, usize)> {
+    /// k rounded up). The copies' rows are rounded up to
+    /// [`Self::copy_row_align`]. `None` when the kernel reads the
+    /// caller's A and B as they are.
+    pub fn padded(&self, p: &GemmParams, aligned16: (bool, bool)) -> Option<Padding> {
+        let Operands::TensorMaps(boxes) = self.operands else {
+            return None;
+        };
         let align = self.tma_row_align();
-        let rows_ok = |ld: u32| (ld as usize).is_multiple_of(align);
-        match self.operands {
-            Operands::TensorMaps(boxes)
-                if boxes.b_transposed || !(aligned16 && rows_ok(p.lda) && rows_ok(p.ldb)) =>
-            {
-                Some((
-                    (p.k as usize).next_multiple_of(align),
-                    (p.n as usize).next_multiple_of(align),
-                ))
-            }
-            Operands::Pointers | Operands::TensorMaps(_) => None,
-        }
+        let [(_, a_cols, lda), (_, b_cols, ldb), _] = self.stored(p, p.k);
+        let copy = |aligned: bool, ld: u32, cols: u32| {
+            (!(aligned && (ld as usize).is_multiple_of(align)))
+                .then_some((cols as usize).next_multiple_of(self.copy_row_align()))
+        };
+        let a = copy(aligned16.0, lda, a_cols);
+        let b = if boxes.b_transposed {
+            Some((p.k as usize).next_multiple_of(self.copy_row_align()))
+        } else {
+            copy(aligned16.1, ldb, b_cols)
+        };
+        (a.is_some() || b.is_some()).then_some(Padding { a, b })
     }
 
     /// What a launch copies before the kernel runs (and its time
@@ -175,34 +194,53 @@ impl KernelSpec {
     /// dense problem of `p` ([`Self::padded`]).
     #[cfg(not(target_arch = "nvptx64"))]
     pub fn copies(&self, p: &GemmParams) -> Option<Copies> {
-        let (k_pad, n_pad) = self.padded(p, true)?;
-        let align = self.tma_row_align();
+        let padding = self.padded(p, (true, true))?;
         Some(match self.operands {
             Operands::TensorMaps(boxes) if boxes.b_transposed => Copies::TransposedB {
-                padded_k: (!(p.k as usize).is_multiple_of(align)).then_some(k_pad),
+                padded_k: padding.a,
             },
-            _ => Copies::Padded {
-                align,
-                k_pad,
-                n_pad,
-            },
+            _ => {
+                // The dimension along each stored operand's rows.
+                let (a_dim, b_dim) = (
+                    if self.ops.a == Op::N { "k" } else { "m" },
+                    if self.ops.b == Op::N { "n" } else { "k" },
+                );
+                Copies::Padded {
+                    align: self.tma_row_align(),
+                    a: padding.a.map(|ld| (a_dim, ld)),
+                    b: padding.b.map(|ld| (b_dim, ld)),
+                }
+            }
         })
     }
 }
 
-/// What a TMA kernel's launch copies before the kernel ([`Operands::copies`]).
+/// The copies a TMA kernel's launch makes of A and B ([`KernelSpec::padded`]):
+/// for each operand copied, the leading dimension of its copy (its rows as
+/// stored, rounded up to 16 bytes of its type); `None` for one TMA reads
+/// as it is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Padding {
+    pub a: Option<usize>,
+    pub b: Option<usize>,
+}
+
+/// What a TMA kernel's launch copies before the kernel ([`KernelSpec::copies`]).
 #[cfg(not(target_arch = "nvptx64"))]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Copies {
-    /// A and B into buffers with rows padded to `k_pad` and `n_pad`
-    /// elements, multiples of `align` (16 bytes of the stored type).
+    /// A, B or both, because TMA needs their rows to be multiples of
+    /// `align` elements (16 bytes of the stored type), into buffers whose
+    /// rows are padded (to [`KernelSpec::copy_row_align`]): for each
+    /// operand copied, the dimension along its stored rows (`k`, `m` or
+    /// `n`) and the padded length.
     Padded {
         align: usize,
-        k_pad: usize,
-        n_pad: usize,
+        a: Option<(&'static str, usize)>,
+        b: Option<(&'static str, usize)>,
     },
     /// B transposed and rounded to TF32 (and A too, into rows padded to
-    /// `padded_k` elements, when K is not a multiple of 4).
+    /// `padded_k` elements, when TMA cannot read it as it is).
     TransposedB { padded_k: Option<usize> },
 }
 
@@ -218,16 +256,36 @@ impl Copies {
 impl core::fmt::Display for Copies {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         match self {
-            Copies::Padded {
-                align,
-                k_pad,
-                n_pad,
-            } => write!(
-                f,
-                "TMA needs rows of 16-byte multiples (k and n multiples of {align}); each \
-                 launch first copies A and B into buffers padded to k = {k_pad}, n = {n_pad} \
-                 (zeros), and the times include the copies"
-            ),
+            Copies::Padded { align, a, b } => {
+                let copied: Vec<(&str, &str, usize)> = [("A", *a), ("B", *b)]
+                    .into_iter()
+                    .filter_map(|(which, c)| c.map(|(dim, ld)| (which, dim, ld)))
+                    .collect();
+                let mut dims: Vec<&str> = copied.iter().map(|c| c.1).collect();
+                dims.dedup();
+                let rule = match dims.as_slice() {
+                    [one] => format!("{one} a multiple of {align}"),
+                    many => format!("{} multiples of {align}", many.join(" and ")),
+                };
+                let which: Vec<&str> = copied.iter().map(|c| c.0).collect();
+                let mut sizes: Vec<String> = copied
+                    .iter()
+                    .map(|c| format!("{} = {}", c.1, c.2))
+                    .collect();
+                sizes.dedup();
+                let (buffers, copies) = if copied.len() == 1 {
+                    ("a buffer", "copy")
+                } else {
+                    ("buffers", "copies")
+                };
+                write!(
+                    f,
+                    "TMA needs rows of 16-byte multiples ({rule}); each launch first copies {} \
+                     into {buffers} padded to {} (zeros), and the times include the {copies}",
+                    which.join(" and "),
+                    sizes.join(", ")
+                )
+            }
             Copies::TransposedB { padded_k } => {
                 write!(
                     f,
@@ -359,8 +417,8 @@ mod tests {
             padded,
             Copies::Padded {
                 align: 4,
-                k_pad: 20,
-                n_pad: 32
+                a: Some(("k", 32)),
+                b: Some(("n", 32)),
             }
         );
         assert!(padded.depends_on_shape());
@@ -368,7 +426,7 @@ mod tests {
         assert_eq!(
             padded.to_string(),
             "TMA needs rows of 16-byte multiples (k and n multiples of 4); each launch first \
-             copies A and B into buffers padded to k = 20, n = 32 (zeros), and the times \
+             copies A and B into buffers padded to k = 32, n = 32 (zeros), and the times \
              include the copies"
         );
         // Step 17 copies B at every shape; the text names k only when A's
@@ -377,7 +435,37 @@ mod tests {
         assert_eq!(transposed, Copies::TransposedB { padded_k: None });
         assert!(!transposed.depends_on_shape() && !transposed.to_string().contains("k ="));
         let both = ss.copies(&odd).unwrap();
-        assert!(both.depends_on_shape() && both.to_string().contains("padded to k = 20"));
+        assert!(both.depends_on_shape() && both.to_string().contains("padded to k = 32"));
+        // Only the operand TMA cannot read is copied (here B: n = 30).
+        let b_only = ws.copies(&GemmParams::dense(33, 30, 16)).unwrap();
+        assert_eq!(
+            b_only.to_string(),
+            "TMA needs rows of 16-byte multiples (n a multiple of 4); each launch first copies \
+             B into a buffer padded to n = 32 (zeros), and the times include the copy"
+        );
+        // A transposed is stored k x m: its rows run along m (dense: lda
+        // = m); B transposed is stored n x k (ldb = k).
+        let tn = crate::k20_wgmma_persistent::SPEC_BF16_128X256X64_S4_TN;
+        let p = GemmParams {
+            lda: 33,
+            ..GemmParams::dense(33, 30, 16)
+        };
+        assert_eq!(
+            tn.copies(&p).unwrap().to_string(),
+            "TMA needs rows of 16-byte multiples (m and n multiples of 8); each launch first \
+             copies A and B into buffers padded to m = 64, n = 64 (zeros), and the times \
+             include the copies"
+        );
+        let nt = crate::k20_wgmma_persistent::SPEC_BF16_128X256X64_S4_NT;
+        let p = GemmParams {
+            ldb: 17,
+            ..GemmParams::dense(64, 64, 17)
+        };
+        assert_eq!(
+            nt.copies(&p).unwrap().to_string(),
+            "TMA needs rows of 16-byte multiples (k a multiple of 8); each launch first copies \
+             A and B into buffers padded to k = 64 (zeros), and the times include the copies"
+        );
     }
 
     #[test]

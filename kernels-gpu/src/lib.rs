@@ -47,7 +47,10 @@
         gemm_module = "mma16_tn",
         gemm_module = "mma16_nt",
         gemm_module = "mma16_tt",
-        gemm_module = "wgmma"
+        gemm_module = "wgmma",
+        gemm_module = "wgmma_tn",
+        gemm_module = "wgmma_nt",
+        gemm_module = "wgmma_tt"
     ),
     feature(stmt_expr_attributes)
 )]
@@ -89,7 +92,12 @@ ladder_files!(["ladder"]: k01_naive, k02_tiled16, k03_tiled32, k04_blocktile_1d,
 ladder_files!(["tuned_a" | "tuned_b" | "tuned_t"]: k10_tuned);
 ladder_files!(["mma"]: k11_mma);
 ladder_files!(["mma16" | "mma16_tn" | "mma16_nt" | "mma16_tt"]: k21_mma_16bit);
-ladder_files!(["wgmma"]: k12_wgmma, k13_wgmma_ws, k17_wgmma_ss, k18_wgmma_tr, k19_wgmma_16bit,
+// Step 20's transposed layouts (modules `wgmma_tn`, `wgmma_nt`,
+// `wgmma_tt`) build on steps 12, 13 and 19; those files' entries go into
+// the `wgmma` module alone (their `instance` macros say so).
+ladder_files!(["wgmma" | "wgmma_tn" | "wgmma_nt" | "wgmma_tt"]: k12_wgmma, k13_wgmma_ws);
+ladder_files!(["wgmma"]: k17_wgmma_ss, k18_wgmma_tr);
+ladder_files!(["wgmma" | "wgmma_tn" | "wgmma_nt" | "wgmma_tt"]: k19_wgmma_16bit,
     k20_wgmma_persistent);
 
 /// Not a ladder step: the copy that pads A and B for the TMA kernels.

@@ -169,9 +169,33 @@ pub const WGMMA: PtxModule = PtxModule {
     utility_entries: &["pad_rows", "pad_rows_16", "transpose_tf32"],
 };
 
+/// Step 20 with A or B transposed (16-bit `wgmma` reads either operand
+/// MN-major): each layout in a module of its own, as step 21's, so that
+/// the driver compiles a layout's entries only when a program first loads
+/// them, and so that the `wgmma` module's PTX is untouched by them.
+pub const WGMMA_TN: PtxModule = PtxModule {
+    name: "wgmma_tn",
+    arch: Arch::SM90A,
+    files: "k20_wgmma_persistent (A transposed)",
+    utility_entries: &[],
+};
+pub const WGMMA_NT: PtxModule = PtxModule {
+    name: "wgmma_nt",
+    arch: Arch::SM90A,
+    files: "k20_wgmma_persistent (B transposed)",
+    utility_entries: &[],
+};
+pub const WGMMA_TT: PtxModule = PtxModule {
+    name: "wgmma_tt",
+    arch: Arch::SM90A,
+    files: "k20_wgmma_persistent (both transposed)",
+    utility_entries: &[],
+};
+
 /// Every module, in ladder order.
 pub const MODULES: &[PtxModule] = &[
-    LADDER, TUNED_A, TUNED_B, TUNED_T, MMA, MMA16, MMA16_TN, MMA16_NT, MMA16_TT, WGMMA,
+    LADDER, TUNED_A, TUNED_B, TUNED_T, MMA, MMA16, MMA16_TN, MMA16_NT, MMA16_TT, WGMMA, WGMMA_TN,
+    WGMMA_NT, WGMMA_TT,
 ];
 
 #[cfg(test)]

@@ -3,9 +3,11 @@
 //! 16-byte aligned, and its row stride, which must be a multiple of 16
 //! bytes; when A or B breaks either rule (`lda` or `ldb` not a multiple
 //! of 4 for f32, 8 for the 16-bit types, for example K or N odd in a
-//! dense product) the host copies A (m x k) and B (k x n) into buffers
-//! whose rows are padded to 16-byte multiples with zeros
-//! (`host/src/tma.rs`, `Padded`), and the tensor maps describe the copies.
+//! dense product) the host copies A and B as stored into buffers whose
+//! rows are padded with zeros to 128-byte multiples, which TMA reads
+//! faster than rows only 16 bytes apart (`host/src/tma.rs`, `Padded`;
+//! `launch::COPY_ROW_ALIGN_BYTES`), and the tensor maps describe the
+//! copies.
 //! The zeros add nothing to C. One entry per element size: [`ENTRY`]
 //! ([`pad_rows`], 4-byte elements, one per thread) and [`ENTRY_16`]
 //! ([`pad_rows_x8`], 2-byte elements, copying BF16 and FP16 alike: bits
@@ -21,7 +23,7 @@
 //!
 //! Step 17 reads B transposed (TF32 `wgmma` reads only K-major tiles from
 //! shared memory), so its launches copy B with [`transpose_tf32`] instead,
-//! at every shape: B^T, rows padded to multiples of 4 floats, rounded to
+//! at every shape: B^T, rows padded to multiples of 32 floats, rounded to
 //! TF32.
 
 use crate::device::mma::to_tf32;

@@ -53,7 +53,7 @@ pub const KERNELS: &[KernelSpec] = &[
 ];
 
 /// Kernels that read A or B transposed (`KernelSpec::ops`): the library's
-/// transposed calls (also as `k10_tuned::TRANSPOSED`, `k21_mma_16bit::TRANSPOSED`). Not in [`KERNELS`], whose users (host, bench, the
+/// transposed calls (also as `k10_tuned::TRANSPOSED`, `k20_wgmma_persistent::TRANSPOSED`, `k21_mma_16bit::TRANSPOSED`). Not in [`KERNELS`], whose users (host, bench, the
 /// emulator tests) give every kernel A and B as they are.
 pub const TRANSPOSED: &[KernelSpec] = &[
     crate::k10_tuned::SPEC_128X128X16_W32X64_TN,
@@ -71,6 +71,18 @@ pub const TRANSPOSED: &[KernelSpec] = &[
     crate::k21_mma_16bit::SPEC_BF16_128X128X64_W64X32_S4_TT_C16,
     crate::k21_mma_16bit::SPEC_F16_128X128X64_W64X32_S4_TT,
     crate::k21_mma_16bit::SPEC_F16_128X128X64_W64X32_S4_TT_C16,
+    crate::k20_wgmma_persistent::SPEC_BF16_128X256X64_S4_TN,
+    crate::k20_wgmma_persistent::SPEC_F16_128X256X64_S4_TN,
+    crate::k20_wgmma_persistent::SPEC_BF16_128X256X64_S4_TN_C16,
+    crate::k20_wgmma_persistent::SPEC_F16_128X256X64_S4_TN_C16,
+    crate::k20_wgmma_persistent::SPEC_BF16_128X256X64_S4_NT,
+    crate::k20_wgmma_persistent::SPEC_F16_128X256X64_S4_NT,
+    crate::k20_wgmma_persistent::SPEC_BF16_128X256X64_S4_NT_C16,
+    crate::k20_wgmma_persistent::SPEC_F16_128X256X64_S4_NT_C16,
+    crate::k20_wgmma_persistent::SPEC_BF16_128X256X64_S4_TT,
+    crate::k20_wgmma_persistent::SPEC_F16_128X256X64_S4_TT,
+    crate::k20_wgmma_persistent::SPEC_BF16_128X256X64_S4_TT_C16,
+    crate::k20_wgmma_persistent::SPEC_F16_128X256X64_S4_TT_C16,
 ];
 
 /// Entries that are not GEMM kernels but take the GEMM parameters

@@ -2,7 +2,7 @@
 //! `faults.rs`; here, what a user sees first.
 
 use assert_cmd::Command;
-use kernels_gpu::registry::KERNELS;
+use kernels_gpu::registry::{KERNELS, TRANSPOSED};
 
 fn host() -> Command {
     Command::new(env!("CARGO_BIN_FILE_HOST_host"))
@@ -18,8 +18,9 @@ fn list_kernels_names_every_kernel_with_its_launch_shape() {
         .stdout
         .clone();
     let text = String::from_utf8(out).unwrap();
-    assert_eq!(text.lines().count(), KERNELS.len());
-    for (line, k) in text.lines().zip(KERNELS) {
+    let every: Vec<_> = KERNELS.iter().chain(TRANSPOSED).collect();
+    assert_eq!(text.lines().count(), every.len());
+    for (line, k) in text.lines().zip(every) {
         assert!(line.contains(k.name), "{line}");
         let (tx, ty) = k.launch.block_threads;
         assert!(line.contains(&format!("block {tx}x{ty} threads")), "{line}");

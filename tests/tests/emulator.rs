@@ -633,6 +633,23 @@ fn sixteen_bit_kernels_match_at_odd_and_edge_shapes() {
     }
 }
 
+/// Every kernel that reads A or B transposed (`registry::TRANSPOSED`) and
+/// that the emulator runs, given A^T or B^T of the same product by
+/// `emu::run_gemm`: C matches the reference at an odd shape.
+#[test]
+fn transposed_kernels_compute_the_same_product_from_the_transposes() {
+    let mut ran = 0;
+    for spec in kernels_gpu::registry::TRANSPOSED {
+        let Ok(body) = spec.emulated() else { continue };
+        let shape = (37, 53, 29);
+        let (report, a, b) = run(spec, body, shape);
+        assert!(report.is_clean(), "{} at {shape:?}: {report}", spec.name);
+        assert_matches_reference(&report, spec.elems, &a, &b, shape);
+        ran += 1;
+    }
+    assert!(ran >= 15, "only {ran} transposed kernels on the emulator");
+}
+
 /// Per the header of k21_mma_16bit.rs: `ldmatrix` (plain and `.trans`)
 /// of every tile and the `cp.async` writes are free of bank conflicts,
 /// for every layout of A and B.

@@ -863,7 +863,7 @@ fn tma_kernel_at_unaligned_rows_runs_on_padded_copies() {
     assert_eq!(
         text(&out.stderr),
         "wgmma_ws_256x128x32_s4: TMA needs rows of 16-byte multiples (k and n multiples of 4); \
-         each launch first copies A and B into buffers padded to k = 20, n = 32 (zeros), and \
+         each launch first copies A and B into buffers padded to k = 32, n = 32 (zeros), and \
          the times include the copies\n"
     );
     let stdout = text(&out.stdout);

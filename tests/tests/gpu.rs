@@ -7,7 +7,7 @@ use std::process::{Command, ExitCode};
 
 use half::{bf16, f16};
 use kernels_gpu::elem::Storage;
-use kernels_gpu::registry::KERNELS;
+use kernels_gpu::registry::{KERNELS, TRANSPOSED};
 use rust_gemm::blas::{Algorithm, GemmConfig, GemmElement, Layout, Op, Sgemm};
 use rust_gemm::gpu::{self, Gpu};
 use rust_gemm::reference::Reference;
@@ -55,7 +55,10 @@ fn main() -> ExitCode {
     };
 
     let gpu = Gpu::open(0).expect("open GPU 0");
-    for spec in KERNELS.iter().filter(|k| !gpu.runs(k)) {
+    // Every kernel, those that read A or B transposed on A^T and B^T of
+    // the same product (`Buffers::call`).
+    let every = || KERNELS.iter().chain(TRANSPOSED);
+    for spec in every().filter(|k| !gpu.runs(k)) {
         // Loud on purpose: this kernel is not checked on this GPU.
         eprintln!(
             "*** SKIPPED: {} on this GPU: {} ***",
@@ -63,7 +66,7 @@ fn main() -> ExitCode {
             gpu.check_runs(spec).unwrap_err()
         );
     }
-    let runnable: Vec<_> = KERNELS.iter().filter(|k| gpu.runs(k)).collect();
+    let runnable: Vec<_> = every().filter(|k| gpu.runs(k)).collect();
     let shapes = SQUARE.iter().map(|&n| (n, n, n)).chain(RECTANGLES);
     for (i, (m, n, k)) in shapes.enumerate() {
         let shape = Shape::new(m, n, k).unwrap();
@@ -77,7 +80,7 @@ fn main() -> ExitCode {
         for storage in storages {
             let (a, b) = rust_gemm::inputs::random_inputs(&shape, storage, 100 + i as u64).unwrap();
             let reference = Reference::new(shape, &a, &b, 0);
-            let mut bufs = Buffers::new(&gpu, shape, storage, &a, &b).expect("buffers");
+            let mut bufs = Buffers::new(&gpu, shape, storage, (&a, &b), true).expect("buffers");
             for &spec in runnable.iter().filter(|k| k.elems.storage() == storage) {
                 let result = Kernel::load(&gpu, spec)
                     .and_then(|kernel| {
@@ -108,7 +111,7 @@ fn main() -> ExitCode {
 
     check(
         "gpu::host_json_output_parses".into(),
-        json_output(runnable.len()),
+        json_output(KERNELS.iter().filter(|k| gpu.runs(k)).count()),
     );
     for (name, result) in library(&gpu) {
         check(format!("gpu::blas::{name}"), result);

@@ -308,20 +308,24 @@ fn hopper_kernels_use_wgmma_tma_and_mbarriers() {
 }
 
 /// Steps 19-20: BF16 and FP16 `wgmma` (64 x 256 x 16, BK / 16 per tile,
-/// of its entry's type and no other), A K-major and B N-major
-/// (`imm-trans-b` 1), both from shared memory with one group in flight;
-/// no TF32 rounding anywhere (the inputs are 16-bit already); launch
-/// bounds; step 20 strides through its tiles by the grid's width.
+/// of its entry's type and no other), each operand read as stored: A
+/// K-major (`imm-trans-a` 0) or, transposed, M-major (1); B N-major
+/// (`imm-trans-b` 1) or, transposed, K-major (0); both from shared memory
+/// with one group in flight; no TF32 rounding anywhere (the inputs are
+/// 16-bit already); launch bounds; step 20 strides through its tiles by
+/// the grid's width.
 #[test]
 fn sixteen_bit_hopper_kernels_use_wgmma_k16_of_their_type() {
     use kernels_gpu::elem::Math;
-    let wgmma = rust_gemm::ptx(&kernels_gpu::modules::WGMMA);
-    let bounded = rust_gemm::with_launch_bounds(wgmma);
+    use kernels_gpu::launch::Op;
     for k in kernels_gpu::k19_wgmma_16bit::SPECS
         .iter()
         .chain(kernels_gpu::k20_wgmma_persistent::SPECS)
+        .chain(kernels_gpu::k20_wgmma_persistent::TRANSPOSED)
     {
-        let body = ptx_entry(wgmma, k.name).unwrap();
+        let ptx = rust_gemm::ptx(k.module);
+        let bounded = rust_gemm::with_launch_bounds(ptx);
+        let body = ptx_entry(ptx, k.name).unwrap();
         let (ours, other) = match k.elems.math {
             Math::Bf16 => ("f32.bf16.bf16", "f32.f16.f16"),
             Math::F16 => ("f32.f16.f16", "f32.bf16.bf16"),
@@ -344,9 +348,11 @@ fn sixteen_bit_hopper_kernels_use_wgmma_k16_of_their_type() {
                 k.name
             );
             assert!(!l.contains(other), "{}: {l}", k.name);
-            // scale-d, imm-scale-a, imm-scale-b, imm-trans-a 0 (A K-major),
-            // imm-trans-b 1 (B N-major, as stored).
-            assert!(l.trim_end().ends_with("1, 1, 1, 0, 1;"), "{}: {l}", k.name);
+            // scale-d, imm-scale-a, imm-scale-b, imm-trans-a, imm-trans-b.
+            let trans_a = u8::from(k.ops.a == Op::T);
+            let trans_b = u8::from(k.ops.b == Op::N);
+            let tail = format!("1, 1, 1, {trans_a}, {trans_b};");
+            assert!(l.trim_end().ends_with(&tail), "{}: {l}", k.name);
         }
         for needed in [
             "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes",

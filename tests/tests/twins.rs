@@ -70,6 +70,78 @@ fn tuned_twins_have_their_rust_kernels_parameters() {
     assert_eq!(seen, src.kernels.len(), "an instance per listed kernel");
 }
 
+/// The `#define NAME VALUE` lines of a twin whose value is an integer
+/// literal.
+fn integer_defines(source: &str) -> Vec<(&str, usize)> {
+    source
+        .lines()
+        .filter_map(|l| l.strip_prefix("#define "))
+        .filter_map(|l| {
+            let (name, value) = l.split_once(' ')?;
+            Some((name, value.trim().parse().ok()?))
+        })
+        .collect()
+}
+
+/// wgmma_bf16_persistent.cu writes step 20's constants out (`#define
+/// PT_...`): they must give its Rust kernel's spec (threads, tile, shared
+/// memory, TMA boxes, persistent grid, element types).
+#[test]
+fn persistent_twin_has_its_rust_kernels_parameters() {
+    use kernels_gpu::elem::Elem;
+    use kernels_gpu::launch::{Operands, Ops};
+    let src = TWINS
+        .iter()
+        .find(|t| t.path.ends_with("wgmma_bf16_persistent.cu"))
+        .expect("wgmma_bf16_persistent.cu is a twin file");
+    let defines = integer_defines(src.source);
+    let get = |name: &str| {
+        defines
+            .iter()
+            .find(|(n, _)| *n == name)
+            .unwrap_or_else(|| panic!("{}: no #define {name}", src.path))
+            .1
+    };
+    let (bm, bn, bk, box_cols) = (
+        get("PT_BM"),
+        get("PT_BN"),
+        get("PT_BK"),
+        get("PT_B_BOX_COLS"),
+    );
+    let (stages, align, consumers) = (get("PT_STAGES"), get("PT_ALIGN"), get("PT_CONSUMERS"));
+    let elem_bytes = get("PT_ELEM_BYTES");
+    assert_eq!(get("PT_GROUP"), kernels_gpu::k20_wgmma_persistent::GROUP);
+    let name = "wgmma_bf16_persistent_128x256x64_s4";
+    assert_eq!(src.kernels, [name]);
+    let spec = registry::find(name).expect("a registered kernel");
+    assert_eq!(
+        name,
+        format!("wgmma_bf16_persistent_{bm}x{bn}x{bk}_s{stages}")
+    );
+    assert_eq!(spec.launch.block_threads, ((consumers + 128) as u32, 1));
+    assert_eq!(spec.launch.block_tile, (bm, bn));
+    assert!(spec.launch.persistent && spec.launch.register_cap);
+    // The twin reads A and B as they are (A K-major, B N-major).
+    assert_eq!(spec.ops, Ops::NN);
+    // Alignment room, the stages (A's tile and B's, 16-bit), two 8-byte
+    // barriers per stage.
+    assert_eq!(
+        spec.launch.shared_bytes,
+        align + stages * (bm * bk + bk * bn) * elem_bytes + 16 * stages
+    );
+    let Operands::TensorMaps(boxes) = spec.operands else {
+        panic!("{name} takes tensor maps");
+    };
+    assert_eq!(boxes.a, (bm as u32, bk as u32));
+    assert_eq!(boxes.b, (bk as u32, box_cols as u32));
+    assert!(boxes.a_swizzle_128 && boxes.b_swizzle_128 && !boxes.b_transposed);
+    assert_eq!(
+        (spec.elems.a, spec.elems.b, spec.elems.c),
+        (Elem::Bf16, Elem::Bf16, Elem::F32)
+    );
+    assert_eq!(spec.elems.a.bytes(), elem_bytes);
+}
+
 /// nvcc from the same wheel as ptxas.
 fn find_nvcc() -> Option<PathBuf> {
     let ptxas = find_ptxas()?;

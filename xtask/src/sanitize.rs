@@ -46,7 +46,7 @@ pub struct Args {
     /// `host` next to this executable when there is no cargo).
     #[arg(long, value_name = "PATH")]
     host_bin: Option<PathBuf>,
-    /// Kernels to check, comma-separated (default: every kernel in `host --list-kernels`).
+    /// Kernels to check, comma-separated (default: every kernel in `host --list-kernels` that reads A and B as they are; name a transposed one to check it).
     #[arg(long, value_delimiter = ',')]
     kernel: Vec<String>,
     /// Tools to run, comma-separated.
@@ -73,6 +73,8 @@ struct Kernel {
     name: String,
     /// Rows and columns of C per block.
     tile: (usize, usize),
+    /// It reads A or B transposed: sanitized only when named.
+    transposed: bool,
 }
 
 /// One sanitizer run and what came of it.
@@ -144,7 +146,7 @@ pub fn run(args: &Args) -> Result<bool> {
     };
     let kernels = list_kernels(&host)?;
     let selected: Vec<&Kernel> = if args.kernel.is_empty() {
-        kernels.iter().collect()
+        kernels.iter().filter(|k| !k.transposed).collect()
     } else {
         args.kernel
             .iter()
@@ -272,6 +274,7 @@ fn parse_kernel_list(json: &str) -> Result<Vec<Kernel>> {
             Ok(Kernel {
                 name: name.to_string(),
                 tile,
+                transposed: k["ops"].as_str().is_some_and(|ops| ops != "nn"),
             })
         })
         .collect::<Result<Vec<_>>>()?;
@@ -553,10 +556,12 @@ mod tests {
         let a = Kernel {
             name: "a".into(),
             tile: (16, 16),
+            transposed: false,
         };
         let b = Kernel {
             name: "b".into(),
             tile: (128, 64),
+            transposed: true,
         };
         let s = sizes(&[&a, &b]);
         assert_eq!(s[1], (128, 64, 128));

@@ -18,7 +18,8 @@ use clap::Parser;
 use indicatif::{ProgressBar, ProgressStyle};
 use kernels_gpu::elem::{Elem, Elems, Math, Storage};
 use kernels_gpu::launch::KernelSpec;
-use kernels_gpu::registry::KERNELS;
+use kernels_gpu::launch::Ops;
+use kernels_gpu::registry::{KERNELS, TRANSPOSED};
 use rust_gemm::baselines::{self, Cublas};
 use rust_gemm::gpu::Gpu;
 use rust_gemm::model;
@@ -305,7 +306,8 @@ fn measure_all(args: &Args) -> Result<Results> {
     if let Some(ks) = &args.kernels {
         for k in ks {
             let baseline = CUBLAS_BASELINES.iter().any(|(name, _)| name == k);
-            if !baseline && !KERNELS.iter().any(|s| s.name == k) {
+            let registered = KERNELS.iter().chain(TRANSPOSED).any(|s| s.name == k);
+            if !baseline && !registered {
                 bail!(
                     "unknown kernel '{k}': choose from {}, {}",
                     KERNELS
@@ -334,7 +336,12 @@ fn measure_all(args: &Args) -> Result<Results> {
     let mut skipped = Vec::new();
     let mut notes = Vec::new();
     let mut specs: Vec<&'static KernelSpec> = Vec::new();
-    for spec in KERNELS.iter().filter(|k| wanted(args, k.name)) {
+    // Every kernel, or those named; a kernel that reads A or B transposed
+    // (the library's transposed layouts) only when named, on A^T and B^T
+    // of the same product.
+    let named = |k: &&KernelSpec| args.kernels.is_some() && wanted(args, k.name);
+    let listed = KERNELS.iter().filter(|k| wanted(args, k.name));
+    for spec in listed.chain(TRANSPOSED.iter().filter(named)) {
         match gpu.check_runs(spec) {
             Ok(()) => specs.push(spec),
             Err(why) => {
@@ -390,7 +397,7 @@ fn measure_all(args: &Args) -> Result<Results> {
     let mut clocks = Vec::new();
     for shape in &shapes {
         // The largest set of stored types any variant needs (f32's).
-        let need = Buffers::device_bytes(&gpu, shape, Storage::F32);
+        let need = Buffers::device_bytes(&gpu, shape, Storage::F32, false);
         if let Err(e) = gpu.check_fits(&shape.to_string(), need) {
             bar.println(format!("skipping {shape}: {e}"));
             skipped.push(format!("{shape}: {e}"));
@@ -400,14 +407,14 @@ fn measure_all(args: &Args) -> Result<Results> {
         // Every variant that takes this shape, in table order.
         let mut entries: Vec<Entry> = Vec::new();
         for k in variants.rust.iter().chain(&variants.cuda) {
-            if let Some(why) = k.unsupported(&shape.params(), 1) {
+            if let Some(why) = k.unsupported(&shape.params_for(k.spec.ops), 1) {
                 // Visible, and recorded: the table has no row for it.
                 bar.println(format!("skipping {} at {shape}: {why}", k.name()));
                 skipped.push(format!("{} at {shape}: {why}", k.name()));
                 bar.inc(1);
                 continue;
             }
-            if let Some(copies) = k.spec.copies(&shape.params()) {
+            if let Some(copies) = k.spec.copies(&shape.params_for(k.spec.ops)) {
                 // Once per kernel where the copy does not depend on the shape.
                 let note = if copies.depends_on_shape() {
                     format!("{} at {shape}: {copies}", k.name())
@@ -458,7 +465,10 @@ fn measure_all(args: &Args) -> Result<Results> {
             bar.set_message(format!("{shape}: inputs and reference ({storage})"));
             let (a, b) = rust_gemm::inputs::random_inputs(shape, storage, args.seed)?;
             let reference = Reference::new(*shape, &a, &b, args.seed);
-            let mut bufs = Buffers::new(&gpu, *shape, storage, &a, &b)?;
+            let transposed = group
+                .iter()
+                .any(|e| e.spec.is_some_and(|s| s.ops != Ops::NN));
+            let mut bufs = Buffers::new(&gpu, *shape, storage, (&a, &b), transposed)?;
             drop((a, b));
             let mut checks = Vec::with_capacity(group.len());
             for e in &group {

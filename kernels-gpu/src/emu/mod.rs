@@ -60,7 +60,7 @@ use std::thread;
 
 use crate::device::{GlobalIn, GlobalOut};
 use crate::gemm::{Gemm, GemmParams};
-use crate::launch::KernelSpec;
+use crate::launch::{self, KernelSpec};
 use backend::global::Buffer;
 use block::Pool;
 
@@ -155,8 +155,30 @@ pub fn run_gemm(
     assert_eq!(a.len(), m * k, "A must hold m * k = {m} * {k} floats");
     assert_eq!(b.len(), k * n, "B must hold k * n = {k} * {n} floats");
     let dim = |x: usize| u32::try_from(x).expect("emulated sizes fit in u32");
-    let params = GemmParams::dense(dim(m), dim(n), dim(k));
-    run(spec, body, &params, 1, a, b, &vec![f32::NAN; m * n])
+    // A kernel that reads A or B transposed gets A^T or B^T: the same product.
+    let params = GemmParams::dense_in(dim(m), dim(n), dim(k), spec.ops);
+    let a = if spec.ops.a == launch::Op::T {
+        transpose(a, m, k)
+    } else {
+        a.to_vec()
+    };
+    let b = if spec.ops.b == launch::Op::T {
+        transpose(b, k, n)
+    } else {
+        b.to_vec()
+    };
+    run(spec, body, &params, 1, &a, &b, &vec![f32::NAN; m * n])
+}
+
+/// The `cols x rows` transpose of a row-major `rows x cols` matrix.
+pub fn transpose(x: &[f32], rows: usize, cols: usize) -> Vec<f32> {
+    let mut t = vec![0.0; x.len()];
+    for (r, row) in x.chunks_exact(cols).enumerate() {
+        for (c, &v) in row.iter().enumerate() {
+            t[c * rows + r] = v;
+        }
+    }
+    t
 }
 
 /// Runs `body` on the CPU for `batch` products `C = alpha * A * B + beta *
