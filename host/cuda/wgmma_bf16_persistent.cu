@@ -40,9 +40,12 @@
 //   stage. After the last K tile: wait for all, release its stage.
 // - Step 19's epilogue (store_tile): acc[4j + 2h + e] is C[row0 + 64wg +
 //   16w + g + 8h][col0 + 8j + 2t + e]; pairs of columns stored as 64-bit
-//   accesses in interior tiles when C is 8-byte aligned and ldc even,
-//   else guarded scalar stores; C = alpha * acc + beta * C, C not read
-//   when beta is 0 (Gemm::store_c / store_c2, gemm_store here).
+//   accesses in interior tiles when C is 8-byte aligned and ldc even;
+//   else each warp stages its 16 rows, 32 columns at a time, in its own
+//   tile of shared memory after the stages' barriers (16 x 40 words,
+//   64-bit writes) and stores them a row at a time (lane l, column l),
+//   each value guarded; C = alpha * acc + beta * C, C not read when beta
+//   is 0 (Gemm::store_c / store_c2, gemm_store here).
 //
 // Every asm statement is the Rust device helper's template, with the same
 // operands; those the Rust side writes without `nomem` (every one but
@@ -62,7 +65,8 @@
 //   from the host (host::with_launch_bounds). Both cap ptxas at 168.
 // - The shared region is `extern __shared__ float pt_smem[]` (the Rust
 //   kernel's is `gpu_launch_sized_workgroup_mem`); both are launched with
-//   the Rust SPEC's shared_bytes (1024 + 4 x 49,152 + 64 = 197,696).
+//   the Rust SPEC's shared_bytes (1024 + 4 x 49,152 + 64 + 20,480 =
+//   218,176).
 // - A and B are `const unsigned short*` (BF16 bit patterns, as the Rust
 //   `Bf16(u16)`); neither kernel reads them through the pointers, only
 //   through the tensor maps, and PTX pointer parameters are untyped.
@@ -106,7 +110,14 @@
 #define PT_STAGE_BYTES (PT_STAGE_WORDS * 4)
 // What the launch gives (the Rust SPEC's shared_bytes): alignment room,
 // the stages, two 8-byte barriers per stage.
-#define PT_SHARED_BYTES (PT_ALIGN + PT_STAGES * PT_STAGE_BYTES + 16 * PT_STAGES)
+// The epilogue's staging tile of each consumer warp: 16 rows of C by
+// PT_STAGING_COLS, in rows of PT_STAGING_PITCH words (8 more than the
+// columns: the 64-bit writes of a half-warp hit 32 distinct banks), after
+// the stages and their barriers.
+#define PT_STAGING_COLS 32
+#define PT_STAGING_PITCH 40
+#define PT_STAGING_WORDS (8 * 16 * PT_STAGING_PITCH)
+#define PT_SHARED_BYTES (PT_ALIGN + PT_STAGES * PT_STAGE_BYTES + 16 * PT_STAGES + PT_STAGING_WORDS * 4)
 
 static_assert(PT_BK * PT_ELEM_BYTES == 128, "a row of A's box is one 128-byte swizzled row");
 static_assert(PT_B_BOX_COLS * PT_ELEM_BYTES == 128 && PT_BN % PT_B_BOX_COLS == 0, "B's boxes");
@@ -114,6 +125,7 @@ static_assert(PT_STAGES >= 2 && PT_STAGES <= 8, "stages");
 static_assert(PT_STAGE_BYTES % PT_ALIGN == 0, "stages keep the 1024-byte alignment");
 static_assert(PT_BM * PT_ROW_WORDS * 4 % PT_ALIGN == 0, "B's part of a stage is 1024-byte aligned");
 static_assert(PT_SHARED_BYTES <= 227 * 1024, "shared memory per block");
+static_assert(PT_STAGING_PITCH == PT_STAGING_COLS + 8, "the staging tile's pitch");
 
 typedef unsigned long long usize;
 
@@ -391,16 +403,24 @@ static __device__ __forceinline__ void pt_store2(const GemmParams& p, float* C, 
     }
 }
 
+// device::barrier::sync_warp: `bar.warp.sync 0xffffffff`.
+static __device__ __forceinline__ void pt_sync_warp() {
+    asm volatile("bar.warp.sync 0xffffffff;" ::: "memory");
+}
+
 // k19_wgmma_16bit::store_tile for an f32 C: thread tid of the consumers
-// stores its accumulators of the BM x BN tile at (row0, col0).
+// stores its accumulators of the BM x BN tile at (row0, col0); pairs in
+// an interior tile with ldc even, else each warp's 16 rows staged 32
+// columns at a time in its tile of shared memory at word `staging`
+// (SharedTile::store2: 64-bit writes) and stored row by row, lane l
+// column l, each value guarded.
 static __device__ __forceinline__ void pt_store_tile(float* C, const GemmParams& p,
                                                      const float (&acc)[128], usize row0,
-                                                     usize col0, usize tid) {
+                                                     usize col0, usize tid, usize staging) {
     usize m = p.m, n = p.n, ldc = p.ldc;
     usize wg = tid / 128, warp = tid % 128 / 32, lane = tid % 32;
     usize row = row0 + 64 * wg + 16 * warp + lane / 4, col = col0 + 2 * (lane % 4);
     bool interior = row0 + PT_BM <= m && col0 + PT_BN <= n;
-    usize rows_left = m > row ? m - row : 0, cols_left = n > col ? n - col : 0;
     // Output::pairs for f32 (Gemm::vec2_c): C 8-byte aligned, ldc even.
     bool pairs = (unsigned long long)C % 8 == 0 && ldc % 2 == 0;
     if (interior && pairs) {
@@ -414,18 +434,35 @@ static __device__ __forceinline__ void pt_store_tile(float* C, const GemmParams&
             }
         }
     } else {
+        // This warp's 16 rows, and how many of them and of the tile's
+        // columns lie inside C.
+        usize first_row = row0 + 64 * wg + 16 * warp;
+        usize rows_in = m > first_row ? m - first_row : 0, cols_in = n > col0 ? n - col0 : 0;
+        usize tile = staging + (tid / 32) * (16 * PT_STAGING_PITCH);
+        usize group = lane / 4, pair = 2 * (lane % 4);
 #pragma unroll
-        for (int h = 0; h < 2; ++h) {
+        for (int c = 0; c < PT_BN / PT_STAGING_COLS; ++c) {
 #pragma unroll
-            for (int j = 0; j < PT_BN / 8; ++j) {
+            for (int jj = 0; jj < PT_STAGING_COLS / 8; ++jj) {
+                int j = c * (PT_STAGING_COLS / 8) + jj;
 #pragma unroll
-                for (int e = 0; e < 2; ++e) {
-                    if ((usize)(8 * h) < rows_left && (usize)(8 * j + e) < cols_left) {
-                        gemm_store(p, C, (row + 8 * h) * ldc + col + 8 * j + e,
-                                   acc[4 * j + 2 * h + e]);
-                    }
+                for (int h = 0; h < 2; ++h) {
+                    *reinterpret_cast<float2*>(pt_smem + tile +
+                                               (group + 8 * h) * PT_STAGING_PITCH + 8 * jj +
+                                               pair) =
+                        make_float2(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
                 }
             }
+            pt_sync_warp();
+            usize c_col = c * PT_STAGING_COLS + lane;
+#pragma unroll
+            for (int r = 0; r < 16; ++r) {
+                if ((usize)r < rows_in && c_col < cols_in) {
+                    gemm_store(p, C, (first_row + r) * ldc + col0 + c_col,
+                               pt_smem[tile + r * PT_STAGING_PITCH + lane]);
+                }
+            }
+            pt_sync_warp();
         }
     }
 }
@@ -494,7 +531,9 @@ extern "C" __global__ void wgmma_bf16_persistent_128x256x64_s4(const unsigned sh
             pt_tile_origin(t, m, n, row0, col0);
             float acc[128];
             pt_mainloop(acc, base, it, k_tiles, tid);
-            pt_store_tile(C, p, acc, row0, col0, tid);
+            // Stages::end: the staging tiles follow the stages' barriers.
+            pt_store_tile(C, p, acc, row0, col0, tid,
+                          base + PT_STAGES * PT_STAGE_WORDS + 4 * PT_STAGES);
             t += stride;
             it += k_tiles;
         }

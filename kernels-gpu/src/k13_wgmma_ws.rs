@@ -254,6 +254,13 @@ impl<const BM: usize, const STAGES: usize, const STAGE_WORDS: usize, const BK: u
         stages
     }
 
+    /// The first word after the stages and their barriers (even: the
+    /// stages start 1024-byte aligned), where a kernel may keep more.
+    #[inline(always)]
+    pub(crate) fn end(self) -> usize {
+        self.base + STAGES * STAGE_WORDS + 4 * STAGES
+    }
+
     /// First word of stage `s`: A's tile, 1024-byte aligned.
     #[inline(always)]
     pub(crate) fn a_tile(self, s: usize) -> usize {

@@ -56,6 +56,8 @@ use crate::k13_wgmma_ws::THREADS;
 use crate::launch::{Body, KernelSpec, Launch, Op, Operands, Ops, TmaBoxes};
 use crate::modules;
 #[cfg(target_arch = "nvptx64")]
+use crate::device::barrier::sync_warp;
+#[cfg(target_arch = "nvptx64")]
 use crate::unroll::unroll;
 
 /// Rows of C per block: two consumer warpgroups of 64 (the `wgmma` M).
@@ -67,6 +69,17 @@ pub const BK: usize = 64;
 /// Columns of each of B's boxes (and of A^T's, for A transposed): 128
 /// bytes, one swizzled row.
 pub const BOX_COLS: usize = 64;
+/// The epilogue's staging tile of each consumer warp ([`store_tile`]): 16
+/// rows of C by [`STAGING_COLS`], in rows of [`STAGING_PITCH`] words.
+#[cfg(target_arch = "nvptx64")]
+type Staging = crate::device::SharedTile<16, STAGING_PITCH>;
+/// Columns of C a warp stages at a time.
+const STAGING_COLS: usize = 32;
+/// Words per staged row: 8 more than its columns, so that the 64-bit
+/// writes of a half-warp (rows `g`, columns `2t`) hit 32 distinct banks.
+const STAGING_PITCH: usize = STAGING_COLS + 8;
+/// Words of the staging tiles of the eight consumer warps.
+const STAGING_WORDS: usize = 8 * 16 * STAGING_PITCH;
 /// `m64n256k16` steps per stage.
 #[cfg(target_arch = "nvptx64")]
 const K_STEPS: usize = BK / 16;
@@ -86,10 +99,10 @@ impl Params {
     pub(crate) const fn stage_words(self) -> usize {
         (BM * BK + BK * BN) * ELEM_BYTES / 4
     }
-    /// The stages, two barriers per stage (8 bytes each), and room to
-    /// align the stages to 1024 bytes.
+    /// The stages, two barriers per stage (8 bytes each), room to align
+    /// the stages to 1024 bytes, and the epilogue's staging tiles.
     const fn shared_bytes(self) -> usize {
-        ALIGN + self.stages * self.stage_words() * 4 + 16 * self.stages
+        ALIGN + self.stages * self.stage_words() * 4 + 16 * self.stages + STAGING_WORDS * 4
     }
     const fn spec(self, name: &'static str, ab: Elem, math: Math) -> KernelSpec {
         self.spec_of(
@@ -211,7 +224,9 @@ fn block<T: Wgmma16, C: Output, const STAGES: usize, const STAGE_WORDS: usize>(
             #[inline(always)]
             |stages, row0, col0, tid, k_tiles| {
                 let acc = mainloop::<T, STAGES, STAGE_WORDS, 0, 1>(stages, 0, k_tiles, tid);
-                store_tile(g, &acc, row0, col0, tid);
+                // SAFETY: the staging tiles follow the stages (SPEC's
+                // shared_bytes counts them); only the epilogue uses them.
+                unsafe { store_tile(g, &acc, row0, col0, tid, stages.end()) };
             },
         );
     }
@@ -348,25 +363,39 @@ pub(crate) fn mainloop<
 }
 
 /// The epilogue: thread `tid` of the two consumer warpgroups stores its
-/// accumulators of the BM x BN tile of C at `(row0, col0)`, in C's type. `acc[4j + 2h
-/// + e]` is D[16 w + g + 8 h][8 j + 2 t + e] of its warpgroup's 64 x 256
-/// tile (device::wgmma's table), that is C[row0 + 64 wg + 16 w + g + 8
-/// h][col0 + 8 j + 2 t + e]: pairs of adjacent columns, stored as one
-/// access where C allows it (64 bits for f32, 32 for a 16-bit C). For a
-/// warp, each f32 store writes 8 rows of 32 bytes: whole sectors.
+/// accumulators of the BM x BN tile of C at `(row0, col0)`, in C's type.
+/// `acc[4j + 2h + e]` is D[16 w + g + 8 h][8 j + 2 t + e] of its
+/// warpgroup's 64 x 256 tile (device::wgmma's table), that is C[row0 + 64
+/// wg + 16 w + g + 8 h][col0 + 8 j + 2 t + e].
+///
+/// - An interior tile whose rows allow pairs ([`Output::pairs`]: `ldc`
+///   even) stores each pair of adjacent columns as one access (64 bits for
+///   f32, 32 for a 16-bit C); for a warp, each f32 store writes 8 rows of
+///   32 bytes: whole sectors.
+/// - Otherwise (`ldc` odd, or an edge tile) pairs are unaligned, and one
+///   value at a time in that layout would write 4-byte pieces of 8 rows
+///   per instruction. Each warp instead stages its 16 rows 32 columns at a
+///   time in its own tile of shared memory at `staging` (64-bit writes,
+///   conflict-free: [`STAGING_PITCH`]) and stores them row by row: lane
+///   `l` column `l`, 128 contiguous bytes of f32 per instruction, each
+///   value guarded.
+///
+/// # Safety
+/// `staging` is the first of [`STAGING_WORDS`] words of shared memory
+/// (even) that only this function touches.
 #[cfg(target_arch = "nvptx64")]
 #[inline(always)]
-pub(crate) fn store_tile<T: Element, C: Output>(
+pub(crate) unsafe fn store_tile<T: Element, C: Output>(
     g: Gemm<T, T, C>,
     acc: &[f32; 128],
     row0: usize,
     col0: usize,
     tid: usize,
+    staging: usize,
 ) {
     let (wg, warp, lane) = (tid / 128, tid % 128 / 32, tid % 32);
     let (row, col) = (row0 + 64 * wg + 16 * warp + lane / 4, col0 + 2 * (lane % 4));
     let interior = row0 + BM <= g.m && col0 + BN <= g.n;
-    let (rows_left, cols_left) = (g.m.saturating_sub(row), g.n.saturating_sub(col));
     if interior && C::pairs(g) {
         let index = row * g.ldc + col;
         unroll!(2; 2, |h| {
@@ -377,16 +406,40 @@ pub(crate) fn store_tile<T: Element, C: Output>(
                 unsafe { C::store2(g, index + 8 * h * g.ldc + 8 * j, [acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]]) };
             });
         });
-    } else {
-        unroll!(2; 2, |h| {
-            unroll!(BN / 8; 32, |j| {
-                unroll!(2; 2, |e| {
-                    if 8 * h < rows_left && 8 * j + e < cols_left {
-                        // SAFETY: as above, with the bounds checked.
-                        unsafe { C::store(g, (row + 8 * h) * g.ldc + col + 8 * j + e, acc[4 * j + 2 * h + e]) };
-                    }
+        return;
+    }
+    // This warp's 16 rows, and how many of them and of the tile's columns
+    // lie inside C.
+    let first_row = row0 + 64 * wg + 16 * warp;
+    let (rows_left, cols_left) = (g.m.saturating_sub(first_row), g.n.saturating_sub(col0));
+    let tile = Staging::at(staging + (tid / 32) * Staging::WORDS);
+    let (group, pair) = (lane / 4, 2 * (lane % 4));
+    unroll!(BN / STAGING_COLS; 8, |c| {
+        // SAFETY: the tile is this warp's alone (the contract), in bounds
+        // (rows g + 8 h < 16, columns below 32), 8-byte aligned (staging,
+        // the tile's words and the column are even); the warp meets
+        // before reading it back and before the next chunk's writes.
+        unsafe {
+            unroll!(STAGING_COLS / 8; 4, |jj| {
+                let j = c * (STAGING_COLS / 8) + jj;
+                unroll!(2; 2, |h| {
+                    tile.store2(group + 8 * h, 8 * jj + pair, [acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]]);
                 });
             });
+        }
+        sync_warp();
+        let c_col = c * STAGING_COLS + lane;
+        unroll!(16; 16, |r| {
+            if r < rows_left && c_col < cols_left {
+                // SAFETY: the tile's row r, column lane (written above);
+                // C[first_row + r][col0 + c_col] lies inside C (checked)
+                // and is this thread's alone.
+                unsafe {
+                    let value = tile.load(r, lane);
+                    C::store(g, (first_row + r) * g.ldc + col0 + c_col, value);
+                }
+            }
         });
-    }
+        sync_warp();
+    });
 }

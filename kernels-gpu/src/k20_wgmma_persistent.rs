@@ -221,7 +221,9 @@ fn block<
         while t < tiles {
             let (row0, col0) = tile_origin(t, g.m, g.n);
             let acc = mainloop::<T, STAGES, STAGE_WORDS, A_MN, B_MN>(stages, it, k_tiles, tid);
-            store_tile(g, &acc, row0, col0, tid);
+            // SAFETY: the staging tiles follow the stages (SPEC's
+            // shared_bytes counts them); only the epilogue uses them.
+            unsafe { store_tile(g, &acc, row0, col0, tid, stages.end()) };
             t += stride;
             it += k_tiles;
         }

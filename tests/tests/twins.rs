@@ -124,10 +124,12 @@ fn persistent_twin_has_its_rust_kernels_parameters() {
     // The twin reads A and B as they are (A K-major, B N-major).
     assert_eq!(spec.ops, Ops::NN);
     // Alignment room, the stages (A's tile and B's, 16-bit), two 8-byte
-    // barriers per stage.
+    // barriers per stage, the epilogue's staging tiles (8 warps, 16 rows
+    // each).
+    let staging = 8 * 16 * get("PT_STAGING_PITCH") * 4;
     assert_eq!(
         spec.launch.shared_bytes,
-        align + stages * (bm * bk + bk * bn) * elem_bytes + 16 * stages
+        align + stages * (bm * bk + bk * bn) * elem_bytes + 16 * stages + staging
     );
     let Operands::TensorMaps(boxes) = spec.operands else {
         panic!("{name} takes tensor maps");

@@ -80,6 +80,18 @@ impl<const ROWS: usize, const COLS: usize> SharedTile<ROWS, COLS> {
         unsafe { backend::store(self.word(row, col), value) }
     }
 
+    /// Writes `tile[row][col..col + 2] = values` as one 64-bit access.
+    ///
+    /// # Safety
+    /// As for [`Self::store`] for both words, and 8-byte alignment as for
+    /// [`Self::load2`].
+    #[inline(always)]
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    pub unsafe fn store2(self, row: usize, col: usize, values: [f32; 2]) {
+        // SAFETY: in bounds, aligned and race-free by this function's contract.
+        unsafe { backend::store2(self.word(row, col), values) }
+    }
+
     /// Reads `tile[row][col..col + 4]` as one 128-bit access (`ld.shared.v4.f32`).
     ///
     /// # Safety
@@ -175,6 +187,14 @@ mod backend {
     pub unsafe fn load2(word: usize) -> [f32; 2] {
         // SAFETY: in bounds and 8-byte aligned by the caller's contract.
         unsafe { (base().add(word) as *const Vec2).read().0 }
+    }
+
+    /// # Safety
+    /// `word..word + 2` lies inside shared memory; `word % 2 == 0`.
+    #[inline(always)]
+    pub unsafe fn store2(word: usize, values: [f32; 2]) {
+        // SAFETY: in bounds and 8-byte aligned by the caller's contract.
+        unsafe { (base().add(word) as *mut Vec2).write(Vec2(values)) }
     }
 
     /// # Safety

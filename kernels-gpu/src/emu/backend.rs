@@ -217,6 +217,13 @@ pub mod shared {
     /// # Safety
     /// As for [`load`].
     #[track_caller]
+    pub unsafe fn store2(word: usize, values: [f32; 2]) {
+        access::<2>(word, Op::Store, values);
+    }
+
+    /// # Safety
+    /// As for [`load`].
+    #[track_caller]
     pub unsafe fn load4(word: usize) -> [f32; 4] {
         access::<4>(word, Op::Load, [0.0; 4])
     }
