@@ -18,13 +18,15 @@
 //! - **The tile is C's, not C's transpose.** The `wgmma` M (64 rows) is a
 //!   warpgroup's share of the block's 128 rows of C and N is the block's
 //!   256 columns, so D is C itself: each thread stores pairs of adjacent
-//!   columns (64-bit stores) in the epilogue.
+//!   columns (64-bit stores) in the epilogue. Where C's rows do not allow
+//!   pairs (`ldc` odd) and in edge tiles, each warp stages its rows
+//!   through shared memory and stores them whole ([`store_tile`]).
 //! - **BK = 64**: a 128-byte row of 16-bit A holds 64 values, and each
 //!   stage holds four `m64n256k16` steps per warpgroup.
 //!
 //! Tile: BM = 128 rows of C (two consumer warpgroups of 64), BN = 256
 //! columns, BK = 64, four stages of 48 KB (A's 16 KB, B's four boxes of
-//! 8 KB). Registers: 128 f32 accumulators per consumer thread, as in
+//! 8 KB), and 20 KB for the epilogue's staging tiles. Registers: 128 f32 accumulators per consumer thread, as in
 //! steps 13-18 (`setmaxnreg`: 40 for the producer, 232 for them).
 //!
 //! Prediction (H200, n = 4096): the tensor pipe as busy as step 17's

@@ -20,6 +20,17 @@
 //!
 //! Everything inside a tile (stages, `wgmma`s, epilogue) is step 19's.
 //!
+//! **Every layout** (the library's transposed calls; instances `_tn`,
+//! `_nt`, `_tt` in modules of their own). 16-bit `wgmma` reads either
+//! operand MN-major, so each is read as it is stored, with no copy: A^T
+//! (K x M) arrives as BM / 64 TMA boxes of `BK x 64` (one per consumer
+//! warpgroup, read M-major: `imm-trans-a` 1); B^T (N x K) as one box of
+//! `BN x BK`, read K-major like A (`imm-trans-b` 0). Only the boxes, the
+//! descriptors and the two transpose bits differ ([`load_a`], [`load_b`],
+//! [`mainloop`]'s `A_MN` and `B_MN`); the prediction was the speed of A
+//! and B as they are, and the measurement (docs/measurements.md, tenth
+//! session) agrees within 0.3 %.
+//!
 //! Prediction (H200, n = 4096): the next tile's fill (the first stages'
 //! latency, a few percent of a tile's time at the tensor peak) hidden
 //! behind the epilogue: 3-5 % over step 19, to about cuBLAS BF16. The epilogue itself stays exposed (the consumers
