@@ -63,7 +63,7 @@
 // - The register cap at entry comes from __launch_bounds__(384, 1), which
 //   also writes `.minnctapersm 1`; the Rust entry gets `.maxntid 384, 1, 1`
 //   from the host (host::with_launch_bounds). Both cap ptxas at 168.
-// - The shared region is `extern __shared__ float pt_smem[]` (the Rust
+// - The shared region is `extern __shared__ float hopper_smem[]` (the Rust
 //   kernel's is `gpu_launch_sized_workgroup_mem`); both are launched with
 //   the Rust SPEC's shared_bytes (1024 + 4 x 49,152 + 64 + 20,480 =
 //   218,176).
@@ -84,6 +84,7 @@
 // against the Rust kernel's spec (tests/tests/twins.rs).
 
 #include "gemm_params.cuh"
+#include "hopper.cuh"
 
 #define PT_BM 128
 #define PT_BN 256
@@ -127,118 +128,24 @@ static_assert(PT_BM * PT_ROW_WORDS * 4 % PT_ALIGN == 0, "B's part of a stage is 
 static_assert(PT_SHARED_BYTES <= 227 * 1024, "shared memory per block");
 static_assert(PT_STAGING_PITCH == PT_STAGING_COLS + 8, "the staging tile's pitch");
 
-typedef unsigned long long usize;
-
-extern __shared__ float pt_smem[];
-
-// device::shared::address: `cvta.to.shared` of the region's start, plus
-// 4 * word bytes (u32).
-static __device__ __forceinline__ unsigned pt_address(usize word) {
-    unsigned long long window;
-    asm("cvta.to.shared.u64 %0, %1;" : "=l"(window) : "l"((unsigned long long)pt_smem));
-    return (unsigned)window + 4u * (unsigned)word;
-}
-
-// device::mbarrier.
-static __device__ __forceinline__ void pt_mbar_init(unsigned bar, unsigned arrivals) {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"(bar), "r"(arrivals) : "memory");
-}
-
-static __device__ __forceinline__ void pt_mbar_arrive_expect_tx(unsigned bar, unsigned bytes) {
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;"
-                 :: "r"(bar), "r"(bytes) : "memory");
-}
-
-static __device__ __forceinline__ void pt_mbar_arrive(unsigned bar) {
-    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" :: "r"(bar) : "memory");
-}
-
-static __device__ __forceinline__ void pt_mbar_wait(unsigned bar, unsigned parity) {
-    for (;;) {
-        unsigned done;
-        asm volatile("{\n"
-                     ".reg .pred done;\n"
-                     "mbarrier.try_wait.parity.shared::cta.b64 done, [%1], %2;\n"
-                     "selp.u32 %0, 1, 0, done;\n"
-                     "}"
-                     : "=r"(done) : "r"(bar), "r"(parity) : "memory");
-        if (done != 0) return;
-    }
-}
-
-static __device__ __forceinline__ void pt_fence_init() {
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-}
-
-// device::tma.
-static __device__ __forceinline__ void pt_prefetch_map(const unsigned char* map) {
-    asm volatile("prefetch.tensormap [%0];" :: "l"((unsigned long long)map) : "memory");
-}
-
-static __device__ __forceinline__ void pt_load_2d(const unsigned char* map, usize word,
-                                                  unsigned col, unsigned row, unsigned bar) {
-    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes "
-                 "[%0], [%1, {%2, %3}], [%4];"
-                 :: "r"(pt_address(word)), "l"((unsigned long long)map), "r"(col), "r"(row),
-                    "r"(bar)
-                 : "memory");
-}
-
-// device::wgmma::descriptor_k_major_sw128: a K-major tile with 128-byte
-// swizzle at `word` (start >> 4; leading offset 1; stride 1024 >> 4;
-// swizzle 1).
-static __device__ __forceinline__ unsigned long long pt_descriptor_k_major_sw128(usize word) {
-    unsigned long long address = (unsigned long long)pt_address(word);
-    return ((address & 0x3FFFFull) >> 4) | (1ull << 16) | ((1024ull >> 4) << 32) | (1ull << 62);
-}
-
 // device::wgmma::descriptor_mn_major_sw128: an MN-major tile with 128-byte
 // swizzle at `word`, the next 64 columns `lbo_bytes` on (leading offset),
 // the next 8 rows of K 1024 bytes on (stride).
 static __device__ __forceinline__ unsigned long long pt_descriptor_mn_major_sw128(usize word,
                                                                               unsigned lbo_bytes) {
-    unsigned long long address = (unsigned long long)pt_address(word);
+    unsigned long long address = (unsigned long long)hopper_address(word);
     return ((address & 0x3FFFFull) >> 4) | (((unsigned long long)lbo_bytes >> 4) << 16) |
            ((1024ull >> 4) << 32) | (1ull << 62);
 }
-
-// D's 128 registers as operands %0-%127, and their names in a template.
-#define PT_D_OPERANDS(d) \
-    "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
-    "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), \
-    "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), \
-    "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), \
-    "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), \
-    "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), \
-    "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), \
-    "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), \
-    "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), \
-    "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), \
-    "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), \
-    "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), \
-    "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]), \
-    "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]), \
-    "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), \
-    "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
-
-#define PT_D_LIST \
-    "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
-    "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, " \
-    "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, " \
-    "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, " \
-    "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, " \
-    "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, " \
-    "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, " \
-    "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
 
 // wgmma::fence_ss_128: the fence, with D and the descriptors of the
 // coming group's A and B as operands (named in a comment), so that the
 // compiler computes none of them between it and the wgmmas.
 static __device__ __forceinline__ void pt_fence_ss_128(float (&d)[128], unsigned long long (&a)[4],
                                                        unsigned long long (&b)[4]) {
-    asm volatile("wgmma.fence.sync.aligned; // " PT_D_LIST
+    asm volatile("wgmma.fence.sync.aligned; // " HOPPER_D_LIST
                  " %128 %129 %130 %131 %132 %133 %134 %135"
-                 : PT_D_OPERANDS(d), "+l"(a[0]), "+l"(a[1]), "+l"(a[2]), "+l"(a[3]),
+                 : HOPPER_D_OPERANDS(d), "+l"(a[0]), "+l"(a[1]), "+l"(a[2]), "+l"(a[3]),
                    "+l"(b[0]), "+l"(b[1]), "+l"(b[2]), "+l"(b[3])
                  :
                  : "memory");
@@ -251,35 +158,21 @@ template <unsigned TRANS_A, unsigned TRANS_B>
 static __device__ __forceinline__ void pt_mma_m64n256k16_bf16_ss(float (&d)[128],
                                                                  unsigned long long a,
                                                                  unsigned long long b) {
-    asm volatile("wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {" PT_D_LIST "}, "
+    asm volatile("wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {" HOPPER_D_LIST "}, "
                  "%128, %129, 1, 1, 1, %130, %131;"
-                 : PT_D_OPERANDS(d)
+                 : HOPPER_D_OPERANDS(d)
                  : "l"(a), "l"(b), "n"(TRANS_A), "n"(TRANS_B)
                  : "memory");
-}
-
-// wgmma::commit_group.
-static __device__ __forceinline__ void pt_commit_group() {
-    asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
 }
 
 // wgmma::wait_ss_128::<PENDING>: with D as operands, so that it is not
 // touched while the wgmmas may run.
 template <unsigned PENDING>
 static __device__ __forceinline__ void pt_wait_ss_128(float (&d)[128]) {
-    asm volatile("wgmma.wait_group.sync.aligned %128; // " PT_D_LIST
-                 : PT_D_OPERANDS(d)
+    asm volatile("wgmma.wait_group.sync.aligned %128; // " HOPPER_D_LIST
+                 : HOPPER_D_OPERANDS(d)
                  : "n"(PENDING)
                  : "memory");
-}
-
-// wgmma::release_registers / take_registers.
-static __device__ __forceinline__ void pt_release_registers() {
-    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" :: "n"(PT_PRODUCER_REGISTERS) : "memory");
-}
-
-static __device__ __forceinline__ void pt_take_registers() {
-    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" :: "n"(PT_CONSUMER_REGISTERS) : "memory");
 }
 
 // k13_wgmma_ws::Stages with BM = 128, STAGES = 4, BK = 64: stage s at
@@ -294,11 +187,11 @@ static __device__ __forceinline__ usize pt_b_tile(usize base, usize s) {
 }
 
 static __device__ __forceinline__ unsigned pt_full(usize base, usize s) {
-    return pt_address(base + PT_STAGES * PT_STAGE_WORDS + 2 * s);
+    return hopper_address(base + PT_STAGES * PT_STAGE_WORDS + 2 * s);
 }
 
 static __device__ __forceinline__ unsigned pt_empty(usize base, usize s) {
-    return pt_address(base + PT_STAGES * PT_STAGE_WORDS + 2 * (PT_STAGES + s));
+    return hopper_address(base + PT_STAGES * PT_STAGE_WORDS + 2 * (PT_STAGES + s));
 }
 
 static __device__ __forceinline__ usize pt_max1(usize x) { return x == 0 ? 1 : x; }
@@ -332,16 +225,16 @@ static __device__ __forceinline__ void pt_produce(const unsigned char* map_a,
         // The stage's previous tile, it - STAGES, was released in phase
         // it / STAGES - 1 of empty(s).
         if (it >= PT_STAGES) {
-            pt_mbar_wait(pt_empty(base, s), (unsigned)((it / PT_STAGES + 1) % 2));
+            hopper_mbar_wait(pt_empty(base, s), (unsigned)((it / PT_STAGES + 1) % 2));
         }
-        pt_mbar_arrive_expect_tx(pt_full(base, s), PT_STAGE_BYTES);
-        pt_load_2d(map_a, pt_a_tile(base, s), k0, (unsigned)row0, pt_full(base, s));
+        hopper_mbar_arrive_expect_tx(pt_full(base, s), PT_STAGE_BYTES);
+        hopper_load_2d(map_a, pt_a_tile(base, s), k0, (unsigned)row0, pt_full(base, s));
         // load_b: B's BN / 64 boxes of BK x 64, BOX_WORDS apart.
         usize word = pt_b_tile(base, s);
         unsigned full = pt_full(base, s);
 #pragma unroll
         for (int j = 0; j < PT_BN / PT_B_BOX_COLS; ++j) {
-            pt_load_2d(map_b, word + j * PT_BOX_WORDS, (unsigned)(col0 + j * PT_B_BOX_COLS), k0,
+            hopper_load_2d(map_b, word + j * PT_BOX_WORDS, (unsigned)(col0 + j * PT_B_BOX_COLS), k0,
                        full);
         }
     }
@@ -360,13 +253,13 @@ static __device__ __forceinline__ void pt_mainloop(float (&acc)[128], usize base
         usize it = it0 + kt;
         usize s = it % PT_STAGES;
         // Stages::wait_full(it): phase it / STAGES of full(s).
-        pt_mbar_wait(pt_full(base, s), (unsigned)(it / PT_STAGES % 2));
+        hopper_mbar_wait(pt_full(base, s), (unsigned)(it / PT_STAGES % 2));
         // A: this warpgroup's 64 rows, 16 values (32 bytes) on per step.
         // B: 16 rows (2 KB) on per step, its boxes BOX_WORDS apart.
         unsigned long long a_desc[PT_K_STEPS] = {}, b_desc[PT_K_STEPS] = {};
 #pragma unroll
         for (int step = 0; step < PT_K_STEPS; ++step) {
-            a_desc[step] = pt_descriptor_k_major_sw128(pt_a_tile(base, s) +
+            a_desc[step] = hopper_descriptor_k_major_sw128(pt_a_tile(base, s) +
                                                        64 * wg * PT_ROW_WORDS + 8 * step);
             b_desc[step] = pt_descriptor_mn_major_sw128(pt_b_tile(base, s) +
                                                             16 * step * PT_ROW_WORDS,
@@ -377,16 +270,16 @@ static __device__ __forceinline__ void pt_mainloop(float (&acc)[128], usize base
         for (int step = 0; step < PT_K_STEPS; ++step) {
             pt_mma_m64n256k16_bf16_ss<0, 1>(acc, a_desc[step], b_desc[step]);
         }
-        pt_commit_group();
+        hopper_commit_group();
         // Tile it - 1's group is retired; tile it's stays in flight.
         pt_wait_ss_128<1>(acc);
         if (kt >= 1 && lane == 0) {
-            pt_mbar_arrive(pt_empty(base, (it - 1) % PT_STAGES));
+            hopper_mbar_arrive(pt_empty(base, (it - 1) % PT_STAGES));
         }
     }
     pt_wait_ss_128<0>(acc);
     if (k_tiles >= 1 && lane == 0) {
-        pt_mbar_arrive(pt_empty(base, (it0 + k_tiles - 1) % PT_STAGES));
+        hopper_mbar_arrive(pt_empty(base, (it0 + k_tiles - 1) % PT_STAGES));
     }
 }
 
@@ -447,7 +340,7 @@ static __device__ __forceinline__ void pt_store_tile(float* C, const GemmParams&
                 int j = c * (PT_STAGING_COLS / 8) + jj;
 #pragma unroll
                 for (int h = 0; h < 2; ++h) {
-                    *reinterpret_cast<float2*>(pt_smem + tile +
+                    *reinterpret_cast<float2*>(hopper_smem + tile +
                                                (group + 8 * h) * PT_STAGING_PITCH + 8 * jj +
                                                pair) =
                         make_float2(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
@@ -459,7 +352,7 @@ static __device__ __forceinline__ void pt_store_tile(float* C, const GemmParams&
             for (int r = 0; r < 16; ++r) {
                 if ((usize)r < rows_in && c_col < cols_in) {
                     gemm_store(p, C, (first_row + r) * ldc + col0 + c_col,
-                               pt_smem[tile + r * PT_STAGING_PITCH + lane]);
+                               hopper_smem[tile + r * PT_STAGING_PITCH + lane]);
                 }
             }
             pt_sync_warp();
@@ -492,16 +385,16 @@ extern "C" __global__ void wgmma_bf16_persistent_128x256x64_s4(const unsigned sh
     // Stages::init: stages from the first 1024-byte boundary of the
     // region, in words; thread 0 prefetches the maps and initialises the
     // barriers, then the block meets.
-    usize base = (PT_ALIGN - (usize)pt_address(0) % PT_ALIGN) % PT_ALIGN / 4;
+    usize base = (PT_ALIGN - (usize)hopper_address(0) % PT_ALIGN) % PT_ALIGN / 4;
     if (tid == 0) {
-        pt_prefetch_map(map_a);
-        pt_prefetch_map(map_b);
+        hopper_prefetch_map(map_a);
+        hopper_prefetch_map(map_b);
 #pragma unroll
         for (int s = 0; s < PT_STAGES; ++s) {
-            pt_mbar_init(pt_full(base, s), 1);
-            pt_mbar_init(pt_empty(base, s), PT_CONSUMERS / 32);
+            hopper_mbar_init(pt_full(base, s), 1);
+            hopper_mbar_init(pt_empty(base, s), PT_CONSUMERS / 32);
         }
-        pt_fence_init();
+        hopper_fence_init();
     }
     __syncthreads();
 
@@ -510,7 +403,7 @@ extern "C" __global__ void wgmma_bf16_persistent_128x256x64_s4(const unsigned sh
     usize first = blockIdx.x, stride = gridDim.x;
     if (tid >= PT_CONSUMERS) {
         // The producer warpgroup; one thread issues everything.
-        pt_release_registers();
+        hopper_release_registers<PT_PRODUCER_REGISTERS>();
         if (tid == PT_CONSUMERS) {
             usize t = first, it = 0;
             while (t < tiles) {
@@ -522,7 +415,7 @@ extern "C" __global__ void wgmma_bf16_persistent_128x256x64_s4(const unsigned sh
             }
         }
     } else {
-        pt_take_registers();
+        hopper_take_registers<PT_CONSUMER_REGISTERS>();
         // The same tiles, in the same order, as the producer: every
         // consumer thread runs the same trips (the wgmmas stay converged).
         usize t = first, it = 0;

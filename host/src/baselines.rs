@@ -52,19 +52,30 @@ pub struct TwinSource {
     pub options: fn() -> Vec<String>,
 }
 
-/// The kernel ABI's C++ side (`GemmParams` and the epilogue), which every
-/// twin includes.
-pub const PARAMS_HEADER: &str = include_str!("../cuda/gemm_params.cuh");
-
-/// The line with which a twin includes [`PARAMS_HEADER`].
-pub const PARAMS_INCLUDE: &str = "#include \"gemm_params.cuh\"";
+/// The headers the twins include, each as the line that includes it and
+/// its text: the kernel ABI's C++ side (`GemmParams` and the epilogue),
+/// which every twin includes, and the device helpers of the Hopper twins.
+pub const HEADERS: &[(&str, &str)] = &[
+    (
+        "#include \"gemm_params.cuh\"",
+        include_str!("../cuda/gemm_params.cuh"),
+    ),
+    (
+        "#include \"hopper.cuh\"",
+        include_str!("../cuda/hopper.cuh"),
+    ),
+];
 
 impl TwinSource {
-    /// The source as NVRTC compiles it: the include of the parameter
-    /// header replaced by the header itself (NVRTC has no file system to
-    /// find it in; nvcc finds it with `-I host/cuda`).
-    pub fn with_params_header(&self) -> String {
-        self.source.replacen(PARAMS_INCLUDE, PARAMS_HEADER, 1)
+    /// The source as NVRTC compiles it: each include of one of
+    /// [`HEADERS`] replaced by the header itself (NVRTC has no file
+    /// system to find them in; nvcc finds them with `-I host/cuda`).
+    pub fn source_for_nvrtc(&self) -> String {
+        HEADERS
+            .iter()
+            .fold(self.source.to_string(), |src, (include, header)| {
+                src.replacen(include, header, 1)
+            })
     }
 }
 
@@ -159,23 +170,22 @@ fn load_source(gpu: &Gpu, src: &TwinSource, names: &[&str]) -> Result<Vec<Kernel
         options: (src.options)(),
         ..Default::default()
     };
-    let ptx =
-        cudarc::nvrtc::compile_ptx_with_opts(src.with_params_header(), opts).map_err(|e| {
-            // The first error is the one that matters; the log can run to pages.
-            let log = match &e {
-                cudarc::nvrtc::CompileError::CompileError { log, .. } => {
-                    log.to_string_lossy().into_owned()
-                }
-                other => format!("{other:?}"),
-            };
-            let first = log
-                .lines()
-                .find(|l| l.contains("error"))
-                .unwrap_or(log.as_str())
-                .trim()
-                .to_string();
-            format!("NVRTC could not compile it: {first}")
-        })?;
+    let ptx = cudarc::nvrtc::compile_ptx_with_opts(src.source_for_nvrtc(), opts).map_err(|e| {
+        // The first error is the one that matters; the log can run to pages.
+        let log = match &e {
+            cudarc::nvrtc::CompileError::CompileError { log, .. } => {
+                log.to_string_lossy().into_owned()
+            }
+            other => format!("{other:?}"),
+        };
+        let first = log
+            .lines()
+            .find(|l| l.contains("error"))
+            .unwrap_or(log.as_str())
+            .trim()
+            .to_string();
+        format!("NVRTC could not compile it: {first}")
+    })?;
     let module = gpu.ctx.load_module(ptx).map_err(|e| {
         format!(
             "the driver rejected NVRTC's PTX: {}",

@@ -186,8 +186,8 @@ fn twins_compile_and_assemble_without_spills() {
         let stem = src.path.rsplit('/').next().unwrap();
         let cu = dir.join(stem);
         let ptx = dir.join(format!("{stem}.ptx"));
-        // What NVRTC compiles: the parameter header pasted in.
-        std::fs::write(&cu, src.with_params_header()).unwrap();
+        // What NVRTC compiles: the headers pasted in.
+        std::fs::write(&cu, src.source_for_nvrtc()).unwrap();
         let out = Command::new(&nvcc)
             .args(["--ptx", &format!("-arch={arch}"), "-o"])
             .arg(&ptx)
