@@ -175,9 +175,11 @@ pub struct Padded {
     a: Option<Copy>,
     /// B's copy (or B^T's), if B is copied.
     b: Option<Copy>,
-    /// `kernels_gpu::pad`'s padding entry for the stored type's size, and
-    /// how many elements each of its threads writes.
+    /// `kernels_gpu::pad`'s padding entries for the stored type's size
+    /// (one copy, and, for 16-bit types, A's and B's in one launch), and
+    /// how many elements each of their threads writes.
     pad: CudaFunction,
+    pad_pair: Option<CudaFunction>,
     per_thread: usize,
     /// `kernels_gpu::pad::transpose_tf32`, for a kernel that reads B^T.
     transpose: Option<CudaFunction>,
@@ -224,7 +226,7 @@ impl Padded {
         // 17's transposing copy is f32's).
         let entry = kernels_gpu::pad::pad_entry(elem.bytes())
             .filter(|_| storage.b == elem && (!transpose_b || elem == Elem::F32));
-        let Some((entry, per_thread)) = entry else {
+        let Some((entry, pair_entry, per_thread)) = entry else {
             return Err(HostError::BadShape(format!(
                 "TMA cannot read A and B ({storage}) as they are (rows must be 16-byte \
                  multiples), and no padded copy is built for them: give lda and ldb as \
@@ -241,6 +243,10 @@ impl Padded {
         }
         let wgmma = &kernels_gpu::modules::WGMMA;
         let pad = gpu.utility(wgmma, entry)?;
+        let pad_pair = match pair_entry {
+            Some(entry) => Some(gpu.utility(wgmma, entry)?),
+            None => None,
+        };
         let transpose = if transpose_b {
             Some(gpu.utility(wgmma, kernels_gpu::pad::TRANSPOSE_ENTRY)?)
         } else {
@@ -263,6 +269,7 @@ impl Padded {
             a,
             b,
             pad,
+            pad_pair,
             per_thread,
             transpose,
         })
@@ -278,9 +285,20 @@ impl Padded {
         call: &GemmCall,
         (a, b): (Operand, Operand),
     ) -> Result<(Operand, Operand, GemmCall), HostError> {
+        // A's and B's padded copies in one launch when both are made and
+        // the type has a pair entry.
+        let paired = self.a.is_some()
+            && self.b.is_some()
+            && self.transpose.is_none()
+            && self.pad_pair.is_some();
+        if let (true, Some(ca), Some(cb), Some(func)) = (paired, &self.a, &self.b, &self.pad_pair) {
+            self.pad_pair(gpu, func, [(a, ca), (b, cb)])?;
+        }
         let a_op = match &self.a {
             Some(copy) => {
-                self.pad_rows(gpu, (a.ptr, copy.ptr), (a.rows, a.cols, a.ld), copy.ld, "A")?;
+                if !paired {
+                    self.pad_rows(gpu, (a.ptr, copy.ptr), (a.rows, a.cols, a.ld), copy.ld, "A")?;
+                }
                 Operand {
                     ptr: copy.ptr,
                     ld: copy.ld,
@@ -302,7 +320,9 @@ impl Padded {
                 }
             }
             (Some(copy), None) => {
-                self.pad_rows(gpu, (b.ptr, copy.ptr), (b.rows, b.cols, b.ld), copy.ld, "B")?;
+                if !paired {
+                    self.pad_rows(gpu, (b.ptr, copy.ptr), (b.rows, b.cols, b.ld), copy.ld, "B")?;
+                }
                 Operand {
                     ptr: copy.ptr,
                     ld: copy.ld,
@@ -357,6 +377,53 @@ impl Padded {
                 "transpose_tf32 (B transposed for TMA)",
             )
         }
+    }
+
+    /// Enqueues the pair entry `func` for A's and B's copies (`(operand,
+    /// its copy)` each): block z of the grid, which covers the larger of
+    /// the two, makes copy z.
+    fn pad_pair(
+        &self,
+        gpu: &Gpu,
+        func: &CudaFunction,
+        copies: [(Operand, &Copy); 2],
+    ) -> Result<(), HostError> {
+        use kernels_gpu::pad::{MAX_GRID_ROWS, THREADS};
+        let ld = copies.iter().map(|(_, c)| c.ld).max().unwrap_or(1);
+        let rows = copies.iter().map(|(o, _)| o.rows).max().unwrap_or(1);
+        let cfg = LaunchConfig {
+            grid_dim: (
+                ld.div_ceil(THREADS * self.per_thread) as u32,
+                rows.min(MAX_GRID_ROWS) as u32,
+                2,
+            ),
+            block_dim: (THREADS as u32, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let u = |x: usize| x as u32;
+        let mut launch = gpu.stream.launch_builder(func);
+        let args: Vec<(CUdeviceptr, CUdeviceptr, [u32; 4])> = copies
+            .iter()
+            .map(|(o, c)| (o.ptr, c.ptr, [u(o.rows), u(o.cols), u(o.ld), u(c.ld)]))
+            .collect();
+        for (src, dst, dims) in &args {
+            launch.arg(src).arg(dst);
+            for d in dims {
+                launch.arg(d);
+            }
+        }
+        // SAFETY: each source is the caller's matrix as stored (rows x
+        // cols, rows ld apart: `copy_in`'s caller vouches for it), each
+        // destination this workspace's rows x ld buffer (ld a multiple of
+        // the entry's elements per thread); none overlap; the grid covers
+        // both copies with 2 blocks in z, as the pair entry's contract
+        // asks.
+        unsafe { launch.launch(cfg) }
+            .map(|_| ())
+            .map_err(|source| HostError::LaunchFailed {
+                kernel: "pad_rows pair (the padded copies of A and B)".into(),
+                source,
+            })
     }
 
     /// Enqueues `pad_rows(src, dst, rows, cols, src_ld, ld)`.

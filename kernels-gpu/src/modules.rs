@@ -164,9 +164,15 @@ pub const WGMMA: PtxModule = PtxModule {
     arch: Arch::SM90A,
     files: "k12_wgmma, k13_wgmma_ws, k17_wgmma_ss, k18_wgmma_tr, k19_wgmma_16bit, k20_wgmma_persistent",
     // `pad::ENTRY`, `pad::ENTRY_16`: the copies that pad A and B for TMA
-    // (host/src/tma.rs), 4- and 2-byte elements;
+    // (host/src/tma.rs), 4- and 2-byte elements, and
+    // `pad::PAIR_ENTRY_16`: two 2-byte copies in one launch;
     // `pad::TRANSPOSE_ENTRY`: B's transposed copy for step 17.
-    utility_entries: &["pad_rows", "pad_rows_16", "transpose_tf32"],
+    utility_entries: &[
+        "pad_rows",
+        "pad_rows_16",
+        "pad_rows_16_pair",
+        "transpose_tf32",
+    ],
 };
 
 /// Step 20 with A or B transposed (16-bit `wgmma` reads either operand

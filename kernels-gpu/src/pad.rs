@@ -44,16 +44,29 @@ pub const MAX_GRID_ROWS: usize = 65_535;
 pub const ENTRY: &str = "pad_rows";
 /// The PTX entry of [`pad_rows`] for 2-byte elements (BF16, FP16).
 pub const ENTRY_16: &str = "pad_rows_16";
+/// [`ENTRY_16`] for two copies in one launch (A's and B's): its entry's
+/// parameters `(src, dst, rows, cols, src_ld, ld)` with a second set of
+/// the six after them; block z copies the z-th (z = 0, 1), over a grid
+/// that covers the larger of the two. One launch instead of two: no gap
+/// between them, and each copy's last blocks overlap the other's (the two
+/// separate copies at 777 x 3333 x 1234 ran at 1.1 and 2.4 TB/s; paired,
+/// step 20's launch took 0.034 ms instead of 0.037: docs/measurements.md).
+/// Not for f32: [`ENTRY`]'s one-element threads make grids whose blocks
+/// are mostly idle for the smaller copy, and the TF32 kernels' launches
+/// at that shape were 5-10 % slower paired.
+pub const PAIR_ENTRY_16: &str = "pad_rows_16_pair";
 
 /// Elements of the padded matrix each thread of [`ENTRY_16`] writes.
 pub const X8: usize = 8;
 
-/// The padding entry for elements of `bytes` bytes, if there is one, and
-/// how many consecutive elements of a row each of its threads writes.
-pub const fn pad_entry(bytes: usize) -> Option<(&'static str, usize)> {
+/// The padding entry for elements of `bytes` bytes, if there is one; the
+/// entry of two copies in one launch, where there is one
+/// ([`PAIR_ENTRY_16`]); and how many consecutive elements of a row each of
+/// their threads writes.
+pub const fn pad_entry(bytes: usize) -> Option<(&'static str, Option<&'static str>, usize)> {
     match bytes {
-        4 => Some((ENTRY, 1)),
-        2 => Some((ENTRY_16, X8)),
+        4 => Some((ENTRY, None, 1)),
+        2 => Some((ENTRY_16, Some(PAIR_ENTRY_16), X8)),
         _ => None,
     }
 }
@@ -238,6 +251,50 @@ macro_rules! copy_entry {
     };
 }
 
+/// The PTX entry of two copies in one launch: `name(src, dst, rows, cols,
+/// src_ld, ld, ...)` with the second copy's six parameters after the
+/// first's; block z runs `body` on the z-th.
+#[cfg(target_arch = "nvptx64")]
+macro_rules! pair_entry {
+    ($(#[$doc:meta])* $name:ident = $body:path, $t:ty) => {
+        $(#[$doc])*
+        #[unsafe(no_mangle)]
+        #[allow(clippy::too_many_arguments)]
+        pub unsafe extern "ptx-kernel" fn $name(
+            src0: *const $t,
+            dst0: *mut $t,
+            rows0: u32,
+            cols0: u32,
+            src_ld0: u32,
+            ld0: u32,
+            src1: *const $t,
+            dst1: *mut $t,
+            rows1: u32,
+            cols1: u32,
+            src_ld1: u32,
+            ld1: u32,
+        ) {
+            let (src, dst, rows, cols, src_ld, ld) = if crate::device::block_idx_z() == 0 {
+                (src0, dst0, rows0, cols0, src_ld0, ld0)
+            } else {
+                (src1, dst1, rows1, cols1, src_ld1, ld1)
+            };
+            // SAFETY: the host upholds the entry's contract (its docs) for
+            // both copies.
+            unsafe {
+                $body(
+                    crate::device::GlobalIn::from_raw(src),
+                    crate::device::GlobalOut::from_raw(dst),
+                    rows as usize,
+                    cols as usize,
+                    src_ld as usize,
+                    ld as usize,
+                )
+            }
+        }
+    };
+}
+
 #[cfg(target_arch = "nvptx64")]
 mod entry {
     copy_entry!(
@@ -260,6 +317,16 @@ mod entry {
         /// `X8` and `ceil(ld / (THREADS * X8))` blocks in x.
         pad_rows_16 = pad_rows_x8::<crate::elem::Bf16>
     );
+    pair_entry!(
+        /// PTX entry `pad_rows_16_pair`: two `pad_rows_16` copies in one
+        /// launch.
+        ///
+        /// # Safety
+        /// As `pad_rows_16` for each copy, none overlapping another's
+        /// buffers, with the grid of the larger (x: the larger `ld`, y:
+        /// the larger row count) and 2 blocks in z.
+        pad_rows_16_pair = super::pad_rows_x8::<crate::elem::Bf16>, crate::elem::Bf16
+    );
     copy_entry!(
         /// PTX entry `transpose_tf32(src, dst, rows, cols, src_ld, ld)`.
         ///
@@ -281,6 +348,11 @@ mod tests {
     fn the_entry_is_declared_in_its_module() {
         assert!(crate::modules::WGMMA.utility_entries.contains(&ENTRY));
         assert!(crate::modules::WGMMA.utility_entries.contains(&ENTRY_16));
+        assert!(
+            crate::modules::WGMMA
+                .utility_entries
+                .contains(&PAIR_ENTRY_16)
+        );
         assert!(
             crate::modules::WGMMA
                 .utility_entries
