@@ -379,6 +379,21 @@ impl Padded {
         }
     }
 
+    /// The grid of a padding copy (`copies` of them in z) into rows of `ld`
+    /// elements, `rows` of them: what the entries' contracts ask for.
+    fn pad_config(&self, ld: usize, rows: usize, copies: u32) -> LaunchConfig {
+        use kernels_gpu::pad::{MAX_GRID_ROWS, THREADS};
+        LaunchConfig {
+            grid_dim: (
+                ld.div_ceil(THREADS * self.per_thread) as u32,
+                rows.min(MAX_GRID_ROWS) as u32,
+                copies,
+            ),
+            block_dim: (THREADS as u32, 1, 1),
+            shared_mem_bytes: 0,
+        }
+    }
+
     /// Enqueues the pair entry `func` for A's and B's copies (`(operand,
     /// its copy)` each): block z of the grid, which covers the larger of
     /// the two, makes copy z.
@@ -388,18 +403,9 @@ impl Padded {
         func: &CudaFunction,
         copies: [(Operand, &Copy); 2],
     ) -> Result<(), HostError> {
-        use kernels_gpu::pad::{MAX_GRID_ROWS, THREADS};
         let ld = copies.iter().map(|(_, c)| c.ld).max().unwrap_or(1);
         let rows = copies.iter().map(|(o, _)| o.rows).max().unwrap_or(1);
-        let cfg = LaunchConfig {
-            grid_dim: (
-                ld.div_ceil(THREADS * self.per_thread) as u32,
-                rows.min(MAX_GRID_ROWS) as u32,
-                2,
-            ),
-            block_dim: (THREADS as u32, 1, 1),
-            shared_mem_bytes: 0,
-        };
+        let cfg = self.pad_config(ld, rows, 2);
         let u = |x: usize| x as u32;
         let mut launch = gpu.stream.launch_builder(func);
         let args: Vec<(CUdeviceptr, CUdeviceptr, [u32; 4])> = copies
@@ -435,16 +441,7 @@ impl Padded {
         ld: usize,
         which: &str,
     ) -> Result<(), HostError> {
-        use kernels_gpu::pad::{MAX_GRID_ROWS, THREADS};
-        let cfg = LaunchConfig {
-            grid_dim: (
-                ld.div_ceil(THREADS * self.per_thread) as u32,
-                rows.min(MAX_GRID_ROWS) as u32,
-                1,
-            ),
-            block_dim: (THREADS as u32, 1, 1),
-            shared_mem_bytes: 0,
-        };
+        let cfg = self.pad_config(ld, rows, 1);
         // SAFETY: `src` is the caller's rows x cols matrix (A or B), rows
         // src_ld apart (`copy_in`'s caller vouches for it), `dst` this
         // workspace's rows x ld buffer (ld a multiple of the entry's

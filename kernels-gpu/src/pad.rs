@@ -237,18 +237,33 @@ macro_rules! copy_entry {
             ld: u32,
         ) {
             // SAFETY: the host upholds the entry's contract (its docs).
-            unsafe {
-                $body(
-                    crate::device::GlobalIn::from_raw(src),
-                    crate::device::GlobalOut::from_raw(dst),
-                    rows as usize,
-                    cols as usize,
-                    src_ld as usize,
-                    ld as usize,
-                )
-            }
+            unsafe { super::run_copy($body, (src, dst), (rows, cols, src_ld, ld)) }
         }
     };
+}
+
+/// Runs a copy's body on an entry's raw parameters.
+///
+/// # Safety
+/// `src` and `dst` address the matrices the body's contract asks for, at
+/// these sizes.
+#[cfg(target_arch = "nvptx64")]
+#[inline(always)]
+unsafe fn run_copy<T: Element>(
+    body: fn(GlobalIn<T>, GlobalOut<T>, usize, usize, usize, usize),
+    (src, dst): (*const T, *mut T),
+    (rows, cols, src_ld, ld): (u32, u32, u32, u32),
+) {
+    // SAFETY: forwarded from this function's contract.
+    let (src, dst) = unsafe { (GlobalIn::from_raw(src), GlobalOut::from_raw(dst)) };
+    body(
+        src,
+        dst,
+        rows as usize,
+        cols as usize,
+        src_ld as usize,
+        ld as usize,
+    )
 }
 
 /// The PTX entry of two copies in one launch: `name(src, dst, rows, cols,
@@ -274,23 +289,14 @@ macro_rules! pair_entry {
             src_ld1: u32,
             ld1: u32,
         ) {
-            let (src, dst, rows, cols, src_ld, ld) = if crate::device::block_idx_z() == 0 {
-                (src0, dst0, rows0, cols0, src_ld0, ld0)
+            let (ptrs, sizes) = if crate::device::block_idx_z() == 0 {
+                ((src0, dst0), (rows0, cols0, src_ld0, ld0))
             } else {
-                (src1, dst1, rows1, cols1, src_ld1, ld1)
+                ((src1, dst1), (rows1, cols1, src_ld1, ld1))
             };
             // SAFETY: the host upholds the entry's contract (its docs) for
             // both copies.
-            unsafe {
-                $body(
-                    crate::device::GlobalIn::from_raw(src),
-                    crate::device::GlobalOut::from_raw(dst),
-                    rows as usize,
-                    cols as usize,
-                    src_ld as usize,
-                    ld as usize,
-                )
-            }
+            unsafe { super::run_copy($body, ptrs, sizes) }
         }
     };
 }
