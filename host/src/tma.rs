@@ -408,10 +408,7 @@ impl Padded {
         let cfg = self.pad_config(ld, rows, 2);
         let u = |x: usize| x as u32;
         let mut launch = gpu.stream.launch_builder(func);
-        let args: Vec<(CUdeviceptr, CUdeviceptr, [u32; 4])> = copies
-            .iter()
-            .map(|(o, c)| (o.ptr, c.ptr, [u(o.rows), u(o.cols), u(o.ld), u(c.ld)]))
-            .collect();
+        let args = copies.map(|(o, c)| (o.ptr, c.ptr, [u(o.rows), u(o.cols), u(o.ld), u(c.ld)]));
         for (src, dst, dims) in &args {
             launch.arg(src).arg(dst);
             for d in dims {

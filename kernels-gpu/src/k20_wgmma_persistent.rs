@@ -27,9 +27,9 @@
 //! warpgroup, read M-major: `imm-trans-a` 1); B^T (N x K) as one box of
 //! `BN x BK`, read K-major like A (`imm-trans-b` 0). Only the boxes, the
 //! descriptors and the two transpose bits differ ([`load_a`], [`load_b`],
-//! [`mainloop`]'s `A_MN` and `B_MN`); the prediction was the speed of A
-//! and B as they are, and the measurement (docs/measurements.md, tenth
-//! session) agrees within 0.3 %.
+//! [`mainloop`]'s `A_MN` and `B_MN`); the prediction: the speed of A and
+//! B as they are. The measurement lives in docs/measurements.md (tenth
+//! session).
 //!
 //! Prediction (H200, n = 4096): the next tile's fill (the first stages'
 //! latency, a few percent of a tile's time at the tensor peak) hidden

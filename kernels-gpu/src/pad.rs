@@ -48,12 +48,11 @@ pub const ENTRY_16: &str = "pad_rows_16";
 /// parameters `(src, dst, rows, cols, src_ld, ld)` with a second set of
 /// the six after them; block z copies the z-th (z = 0, 1), over a grid
 /// that covers the larger of the two. One launch instead of two: no gap
-/// between them, and each copy's last blocks overlap the other's (the two
-/// separate copies at 777 x 3333 x 1234 ran at 1.1 and 2.4 TB/s; paired,
-/// step 20's launch took 0.034 ms instead of 0.037: docs/measurements.md).
-/// Not for f32: [`ENTRY`]'s one-element threads make grids whose blocks
-/// are mostly idle for the smaller copy, and the TF32 kernels' launches
-/// at that shape were 5-10 % slower paired.
+/// between them, and each copy's last blocks overlap the other's (step
+/// 20 at 777 x 3333 x 1234 both ways: docs/measurements.md, tenth
+/// session). Not for f32: [`ENTRY`]'s one-element threads make grids
+/// whose blocks are mostly idle for the smaller copy, and the TF32
+/// kernels' launches at that shape were slower paired (same place).
 pub const PAIR_ENTRY_16: &str = "pad_rows_16_pair";
 
 /// Elements of the padded matrix each thread of [`ENTRY_16`] writes.

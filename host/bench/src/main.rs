@@ -396,8 +396,10 @@ fn measure_all(args: &Args) -> Result<Results> {
     let mut rows = Vec::new();
     let mut clocks = Vec::new();
     for shape in &shapes {
-        // The largest set of stored types any variant needs (f32's).
-        let need = Buffers::device_bytes(&gpu, shape, Storage::F32, false);
+        // The largest set of stored types any variant needs (f32's), with
+        // A^T and B^T when a named kernel reads them.
+        let any_transposed = specs.iter().any(|s| s.ops != Ops::NN);
+        let need = Buffers::device_bytes(&gpu, shape, Storage::F32, any_transposed);
         if let Err(e) = gpu.check_fits(&shape.to_string(), need) {
             bar.println(format!("skipping {shape}: {e}"));
             skipped.push(format!("{shape}: {e}"));
