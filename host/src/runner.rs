@@ -15,7 +15,7 @@ use cudarc::driver::{
 };
 use kernels_gpu::elem::{Elems, Storage};
 use kernels_gpu::gemm::GemmParams;
-use kernels_gpu::launch::{KernelSpec, Op, Operands, Ops};
+use kernels_gpu::launch::{KernelSpec, Op, Operands, Ops, c_by_tma};
 use serde::Serialize;
 
 use crate::HostError;
@@ -337,8 +337,14 @@ impl Kernel {
                 copied?
             }
         };
+        // C's map, for a kernel that stores C by TMA where the call allows
+        // it (the kernel asks `c_by_tma` the same question).
+        let c_bytes = self.spec.elems.c.bytes();
+        let c_op = (boxes.c.is_some()
+            && c_by_tma(p.beta, call.c.is_multiple_of(16), p.ldc as usize, c_bytes))
+        .then(|| operand(call.c, self.spec.elems.c, p.m, p.n, p.ldc));
         let mut cache = self.maps.lock().unwrap_or_else(|e| e.into_inner());
-        let maps = DeviceMaps::for_operands(cache.take(), gpu, &boxes, a_op, b_op)?;
+        let maps = DeviceMaps::for_operands(cache.take(), gpu, &boxes, (a_op, b_op, c_op))?;
         // SAFETY: gemm_kernel!(name, tensor_maps) entries and their twins
         // take (A, B, C, GemmParams, maps); the maps were made for these
         // operands (or their padded copies, whose extra K columns and rows

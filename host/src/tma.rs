@@ -43,8 +43,15 @@ pub fn tma_data_type(elem: Elem) -> CUtensorMapDataType {
     }
 }
 
-/// The bytes of A's map followed by B's, as the kernel expects them.
-pub fn encode(boxes: &TmaBoxes, a: Operand, b: Operand) -> Result<Vec<u8>, HostError> {
+/// The bytes of A's map followed by B's (and C's, when the kernel stores
+/// C by TMA: `c`, which the caller gives only where `boxes.c` is set and
+/// `kernels_gpu::launch::c_by_tma` holds), as the kernel expects them.
+pub fn encode(
+    boxes: &TmaBoxes,
+    a: Operand,
+    b: Operand,
+    c: Option<Operand>,
+) -> Result<Vec<u8>, HostError> {
     let a_map = encode_2d(
         "A",
         a,
@@ -65,11 +72,23 @@ pub fn encode(boxes: &TmaBoxes, a: Operand, b: Operand) -> Result<Vec<u8>, HostE
             CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_NONE
         },
     )?;
-    let mut bytes = Vec::with_capacity(2 * TENSOR_MAP_BYTES);
-    for map in [a_map, b_map] {
+    // C's boxes: the rows of one warp, 128 bytes of each, swizzled as the
+    // kernel stages them (`kernels_gpu::k22_wgmma_tma_store`).
+    let c_map = match (c, boxes.c) {
+        (Some(c), Some(box_)) => Some(encode_2d(
+            "C",
+            c,
+            box_,
+            CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_128B,
+        )?),
+        _ => None,
+    };
+    let maps = [Some(a_map), Some(b_map), c_map];
+    let mut bytes = Vec::with_capacity(3 * TENSOR_MAP_BYTES);
+    for map in maps.iter().flatten() {
         bytes.extend(map.opaque.iter().flat_map(|word| word.to_le_bytes()));
     }
-    debug_assert_eq!(bytes.len(), 2 * TENSOR_MAP_BYTES);
+    debug_assert_eq!(bytes.len() % TENSOR_MAP_BYTES, 0);
     Ok(bytes)
 }
 
@@ -119,33 +138,33 @@ fn encode_2d(
 
 /// A kernel's tensor maps in device memory, and what they were made for.
 pub struct DeviceMaps {
-    made_for: (Operand, Operand),
+    made_for: (Operand, Operand, Option<Operand>),
     pub maps: CudaSlice<u8>,
 }
 
 impl DeviceMaps {
-    /// Maps for A and B: `cached` if it was made for them, else new ones,
+    /// Maps for A and B (and C, for a kernel that stores C by TMA, as
+    /// [`encode`] says): `cached` if it was made for them, else new ones,
     /// copied to the GPU on its stream (ordered before any launch enqueued
     /// after this call).
     pub fn for_operands(
         cached: Option<DeviceMaps>,
         gpu: &Gpu,
         boxes: &TmaBoxes,
-        a: Operand,
-        b: Operand,
+        (a, b, c): (Operand, Operand, Option<Operand>),
     ) -> Result<DeviceMaps, HostError> {
         if let Some(cached) = cached
-            && cached.made_for == (a, b)
+            && cached.made_for == (a, b, c)
         {
             return Ok(cached);
         }
-        let bytes = encode(boxes, a, b)?;
+        let bytes = encode(boxes, a, b, c)?;
         let maps = gpu
             .stream
             .clone_htod(&bytes)
             .map_err(HostError::cuda("copying tensor maps to the GPU"))?;
         Ok(DeviceMaps {
-            made_for: (a, b),
+            made_for: (a, b, c),
             maps,
         })
     }

@@ -132,6 +132,7 @@ impl Params {
                 a_swizzle_128: true,
                 b_swizzle_128: false,
                 b_transposed: false,
+                c: None,
             }),
             ops: Ops::NN,
             batches: false,

@@ -135,6 +135,7 @@ impl Params {
                 a_swizzle_128: true,
                 b_swizzle_128,
                 b_transposed,
+                c: None,
             }),
             ops: Ops::NN,
             batches: false,
@@ -259,6 +260,14 @@ impl<const BM: usize, const STAGES: usize, const STAGE_WORDS: usize, const BK: u
     #[inline(always)]
     pub(crate) fn end(self) -> usize {
         self.base + STAGES * STAGE_WORDS + 4 * STAGES
+    }
+
+    /// The first 1024-byte-aligned word after the stages and their
+    /// barriers (at most 1024 bytes of them), for shared tiles that TMA
+    /// reads with the 128-byte swizzle (step 22's staging boxes).
+    #[inline(always)]
+    pub(crate) fn end_aligned(self) -> usize {
+        self.base + STAGES * STAGE_WORDS + ALIGN / 4
     }
 
     /// First word of stage `s`: A's tile, 1024-byte aligned.

@@ -102,9 +102,18 @@ impl Params {
         (BM * BK + BK * BN) * ELEM_BYTES / 4
     }
     /// The stages, two barriers per stage (8 bytes each), room to align
-    /// the stages to 1024 bytes, and the epilogue's staging tiles.
-    const fn shared_bytes(self) -> usize {
-        ALIGN + self.stages * self.stage_words() * 4 + 16 * self.stages + STAGING_WORDS * 4
+    /// the stages to 1024 bytes, and the epilogue's staging tiles; with
+    /// `tma_c` (step 22), the barriers padded to 1024 bytes and step 22's
+    /// larger staging boxes (`k22_wgmma_tma_store::STAGING_WORDS`), which
+    /// [`store_tile`]'s tiles share when C is not stored by TMA.
+    const fn shared_bytes(self, tma_c: bool) -> usize {
+        let stages = ALIGN + self.stages * self.stage_words() * 4;
+        if tma_c {
+            assert!(16 * self.stages <= ALIGN && STAGING_WORDS <= crate::k22_wgmma_tma_store::STAGING_WORDS);
+            stages + ALIGN + crate::k22_wgmma_tma_store::STAGING_WORDS * 4
+        } else {
+            stages + 16 * self.stages + STAGING_WORDS * 4
+        }
     }
     const fn spec(self, name: &'static str, ab: Elem, math: Math) -> KernelSpec {
         self.spec_of(
@@ -113,11 +122,12 @@ impl Params {
             math,
             19,
             "16-bit A and B: wgmma m64n256k16 from shared memory, B read N-major as stored, no copy",
-            (false, Ops::NN),
+            (false, Ops::NN, false),
         )
     }
-    /// The spec of an instance of steps 19 and 20, which differ in what
-    /// they say and in their grid (step 20's is persistent): A and B of
+    /// The spec of an instance of steps 19, 20 and 22, which differ in
+    /// what they say, in their grid (step 20's and 22's are persistent)
+    /// and in how C is stored (`tma_c`: step 22's TMA stores): A and B of
     /// type `ab` in layout `ops`, C of type `c` (f32, or `ab`).
     pub(crate) const fn spec_of(
         self,
@@ -126,11 +136,11 @@ impl Params {
         math: Math,
         step: u32,
         summary: &'static str,
-        (persistent, ops): (bool, Ops),
+        (persistent, ops, tma_c): (bool, Ops, bool),
     ) -> KernelSpec {
         assert!(ab.bytes() == ELEM_BYTES && BK * ELEM_BYTES == 128);
         assert!(BOX_COLS * ELEM_BYTES == 128 && BN.is_multiple_of(BOX_COLS));
-        assert!(self.stages >= 2 && self.shared_bytes() <= 227 * 1024);
+        assert!(self.stages >= 2 && self.shared_bytes(tma_c) <= 227 * 1024);
         KernelSpec {
             name,
             step,
@@ -145,7 +155,7 @@ impl Params {
             launch: Launch {
                 block_threads: (THREADS as u32, 1),
                 block_tile: (BM, BN),
-                shared_bytes: self.shared_bytes(),
+                shared_bytes: self.shared_bytes(tma_c),
                 register_cap: true,
                 persistent,
             },
@@ -167,6 +177,8 @@ impl Params {
                 a_swizzle_128: true,
                 b_swizzle_128: true,
                 b_transposed: false,
+                // Step 22: each consumer warp's 16 rows, 128 bytes of them.
+                c: if tma_c { Some((16, (128 / c.bytes()) as u32)) } else { None },
             }),
             ops,
             batches: false,

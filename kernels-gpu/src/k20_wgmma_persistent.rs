@@ -40,7 +40,7 @@
 //! (`cargo xtask bench`). GPU only, like steps 12-19.
 
 #[cfg(target_arch = "nvptx64")]
-use crate::device::tma::TensorMaps;
+use crate::device::tma::{TensorMaps, bulk_wait};
 #[cfg(target_arch = "nvptx64")]
 use crate::device::wgmma::{Wgmma16, release_registers, take_registers};
 #[cfg(target_arch = "nvptx64")]
@@ -54,7 +54,9 @@ use crate::k13_wgmma_ws::{CONSUMER_REGISTERS, CONSUMERS, PRODUCER_REGISTERS, Sta
 use crate::k19_wgmma_16bit::{BK, load_a, load_b, mainloop, store_tile};
 use crate::k19_wgmma_16bit::{BM, BN, Params};
 #[cfg(target_arch = "nvptx64")]
-use crate::launch::Op;
+use crate::k22_wgmma_tma_store::store_tile_tma;
+#[cfg(target_arch = "nvptx64")]
+use crate::launch::{Op, c_by_tma};
 use crate::launch::{KernelSpec, Ops};
 
 /// Rows of tiles in a band of the tile order.
@@ -84,13 +86,13 @@ macro_rules! instance {
             $math,
             20,
             "step 19 on a persistent grid: one block per SM walks tiles in grouped order, the producer a tile ahead",
-            (true, Ops::$ops),
+            (true, Ops::$ops, false),
         );
         /// The body of the PTX entry of the same name (inlined into it).
         #[cfg(target_arch = "nvptx64")]
         #[inline(always)]
         pub fn $name(g: Gemm<$t, $t, $c>, maps: TensorMaps) {
-            block::<$t, $c, $stages, { Params { stages: $stages }.stage_words() }, { a_mn(Ops::$ops.a) }, { b_mn(Ops::$ops.b) }>(g, maps)
+            block::<$t, $c, $stages, { Params { stages: $stages }.stage_words() }, { a_mn(Ops::$ops.a) }, { b_mn(Ops::$ops.b) }, false>(g, maps)
         }
         // The entry goes into its layout's module's PTX only.
         #[cfg(any(not(target_arch = "nvptx64"), gemm_module = $cfg))]
@@ -179,16 +181,19 @@ const fn max1(x: usize) -> usize {
 /// consumer warpgroups compute and store them, one after the other
 /// (step 13's roles and registers, step 19's tile). `A_MN` and `B_MN` are
 /// the operands' layouts in shared memory, as stored ([`load_a`],
-/// [`load_b`], [`mainloop`]).
+/// [`load_b`], [`mainloop`]). `TMA_C` (step 22) stores C by TMA where
+/// [`c_by_tma`] allows (`k22_wgmma_tma_store::store_tile_tma`), else
+/// by the threads ([`store_tile`]).
 #[cfg(target_arch = "nvptx64")]
 #[inline(always)]
-fn block<
+pub(crate) fn block<
     T: Wgmma16,
     C: Output,
     const STAGES: usize,
     const STAGE_WORDS: usize,
     const A_MN: u32,
     const B_MN: u32,
+    const TMA_C: bool,
 >(
     g: Gemm<T, T, C>,
     maps: TensorMaps,
@@ -229,14 +234,26 @@ fn block<
         // The same tiles, in the same order, as the producer: every
         // consumer thread runs the same trips (the wgmmas stay converged).
         let (mut t, mut it) = (first, 0);
+        let by_tma = TMA_C && c_by_tma(g.beta, g.c.aligned(16), g.ldc, C::ELEM.bytes());
         while t < tiles {
             let (row0, col0) = tile_origin(t, g.m, g.n);
             let acc = mainloop::<T, STAGES, STAGE_WORDS, A_MN, B_MN>(stages, it, k_tiles, tid);
-            // SAFETY: the staging tiles follow the stages (SPEC's
-            // shared_bytes counts them); only the epilogue uses them.
-            unsafe { store_tile(g, &acc, row0, col0, tid, stages.end()) };
+            if by_tma {
+                // SAFETY: the staging boxes follow the stages' barriers,
+                // 1024-byte aligned (SPEC's shared_bytes counts them); only
+                // the epilogue uses them. The host made C's map (c_by_tma).
+                unsafe { store_tile_tma(g, &acc, row0, col0, tid, stages.end_aligned(), maps) };
+            } else {
+                // SAFETY: the staging tiles follow the stages (SPEC's
+                // shared_bytes counts them); only the epilogue uses them.
+                unsafe { store_tile(g, &acc, row0, col0, tid, if TMA_C { stages.end_aligned() } else { stages.end() }) };
+            }
             t += stride;
             it += k_tiles;
+        }
+        if by_tma && tid % 32 == 0 {
+            // The block's last stores complete before it exits (rule 5).
+            bulk_wait();
         }
     }
 }

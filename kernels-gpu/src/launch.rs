@@ -108,8 +108,8 @@ impl Ops {
     }
 }
 
-/// Bytes of one tensor map (`CUtensorMap`); the maps of A and B follow
-/// each other in device memory.
+/// Bytes of one tensor map (`CUtensorMap`); the maps of A, B (and C, for
+/// a kernel that stores by TMA) follow each other in device memory.
 pub const TENSOR_MAP_BYTES: usize = 128;
 
 /// The boxes a TMA kernel copies, which its tensor maps must describe.
@@ -129,6 +129,21 @@ pub struct TmaBoxes {
     /// to TF32, with the 128-byte swizzle: the host makes that copy of B
     /// before every launch (`kernels_gpu::pad::transpose_tf32`).
     pub b_transposed: bool,
+    /// The kernel stores C by TMA, in boxes of (rows, columns) with the
+    /// 128-byte swizzle (a row of 128 bytes), where [`c_by_tma`] allows:
+    /// the host then makes C's map too. `None`: C is stored by the threads.
+    pub c: Option<(u32, u32)>,
+}
+
+/// Whether a kernel whose spec has [`TmaBoxes::c`] stores C by TMA: beta
+/// is 0 (a TMA store writes, it cannot blend with C's old values), C
+/// starts on 16 bytes (`c_aligned16`) and its rows are 16-byte multiples
+/// apart (`ldc` elements of `c_bytes` each). The host makes C's map
+/// exactly when this holds, and the kernel asks the same question, so the
+/// two never disagree; otherwise the kernel's threads store C.
+#[inline(always)]
+pub fn c_by_tma(beta: f32, c_aligned16: bool, ldc: usize, c_bytes: usize) -> bool {
+    beta == 0.0 && c_aligned16 && (ldc * c_bytes).is_multiple_of(TMA_ROW_ALIGN_BYTES)
 }
 
 /// TMA's rule for a tensor's rows: their stride (and the start) must be

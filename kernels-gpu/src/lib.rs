@@ -29,6 +29,7 @@
 //! | 19 | [`k19_wgmma_16bit`] | Hopper, BF16 and FP16 A and B: `wgmma` k16 from shared memory, B read N-major as it is stored |
 //! | 20 | [`k20_wgmma_persistent`] | step 19 on a persistent grid: one block per SM walks tiles in grouped order, the producer a tile ahead |
 //! | 21 | [`k21_mma_16bit`] | BF16 and FP16 on any GPU since Ampere: `mma.sync` m16n8k16, A and B through `ldmatrix` (`.trans`) as stored |
+//! | 22 | [`k22_wgmma_tma_store`] | step 20 with C written by TMA: each warp stages its rows in shared memory, the copy engine stores them while the next tile runs |
 //!
 //! The same crate builds for the host, where it exports the kernels'
 //! constants ([`registry`]) so that launch shapes are never retyped, and
@@ -98,7 +99,7 @@ ladder_files!(["mma16" | "mma16_tn" | "mma16_nt" | "mma16_tt"]: k21_mma_16bit);
 ladder_files!(["wgmma" | "wgmma_tn" | "wgmma_nt" | "wgmma_tt"]: k12_wgmma, k13_wgmma_ws);
 ladder_files!(["wgmma"]: k17_wgmma_ss, k18_wgmma_tr);
 ladder_files!(["wgmma" | "wgmma_tn" | "wgmma_nt" | "wgmma_tt"]: k19_wgmma_16bit,
-    k20_wgmma_persistent);
+    k20_wgmma_persistent, k22_wgmma_tma_store);
 
 /// Not a ladder step: the copy that pads A and B for the TMA kernels.
 #[cfg(any(not(target_arch = "nvptx64"), gemm_module = "wgmma"))]

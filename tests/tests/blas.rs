@@ -207,7 +207,8 @@ fn a_16_bit_call_takes_named_kernels_of_its_types_only_and_no_split() {
 }
 
 /// `Auto` on a Hopper GPU: every layout goes to the `wgmma` kernels at
-/// large sizes (step 20, which reads A and B as stored in each layout),
+/// large sizes (step 22, which stores C by TMA, for A and B as they are;
+/// step 20, which reads A and B as stored, for the transposed layouts),
 /// batches to step 21's, and every choice stores the call's types; on an
 /// Ampere GPU step 21 alone.
 #[test]
@@ -217,7 +218,7 @@ fn auto_chooses_among_the_kernels_of_the_calls_types() {
         let hopper = candidates_of(storage);
         let large = GemmConfig::new(4096, 4096, 4096);
         let c = choose_with(&plan(&large), &hopper, 132, 4800.0, None).unwrap();
-        assert_eq!((c.kernel.step, c.split_k), (20, 1), "{storage}: {c}");
+        assert_eq!((c.kernel.step, c.split_k), (22, 1), "{storage}: {c}");
         for (op_a, op_b) in [(Op::T, Op::N), (Op::N, Op::T), (Op::T, Op::T)] {
             let cfg = large.clone().op_a(op_a).op_b(op_b);
             let c = choose_with(&plan(&cfg), &hopper, 132, 4800.0, None).unwrap();

@@ -307,7 +307,7 @@ fn hopper_kernels_use_wgmma_tma_and_mbarriers() {
     }
 }
 
-/// Steps 19-20: BF16 and FP16 `wgmma` (64 x 256 x 16, BK / 16 per tile,
+/// Steps 19-20 and 22: BF16 and FP16 `wgmma` (64 x 256 x 16, BK / 16 per tile,
 /// of its entry's type and no other), each operand read as stored: A
 /// K-major (`imm-trans-a` 0) or, transposed, M-major (1); B N-major
 /// (`imm-trans-b` 1) or, transposed, K-major (0); both from shared memory
@@ -322,6 +322,7 @@ fn sixteen_bit_hopper_kernels_use_wgmma_k16_of_their_type() {
         .iter()
         .chain(kernels_gpu::k20_wgmma_persistent::SPECS)
         .chain(kernels_gpu::k20_wgmma_persistent::TRANSPOSED)
+        .chain(kernels_gpu::k22_wgmma_tma_store::SPECS)
     {
         let ptx = rust_gemm::ptx(k.module);
         let bounded = rust_gemm::with_launch_bounds(ptx);
@@ -376,6 +377,35 @@ fn sixteen_bit_hopper_kernels_use_wgmma_k16_of_their_type() {
             "{}: launch bounds",
             k.name
         );
+    }
+}
+
+/// Step 22 stores C by TMA (shared to global, in bulk groups it commits,
+/// waits on before reusing a staging box, and waits out before the block
+/// exits), after fencing the staged values for the async proxy; step 20,
+/// whose threads store C, has none of it.
+#[test]
+fn step_22_stores_c_by_tma_and_step_20_does_not() {
+    const STORE: &str = "cp.async.bulk.tensor.2d.global.shared::cta.bulk_group";
+    for k in kernels_gpu::k22_wgmma_tma_store::SPECS {
+        let body = ptx_entry(rust_gemm::ptx(k.module), k.name).unwrap();
+        for needed in [
+            STORE,
+            "cp.async.bulk.commit_group;",
+            "cp.async.bulk.wait_group.read 1;",
+            "cp.async.bulk.wait_group 0;",
+            "fence.proxy.async.shared::cta;",
+        ] {
+            assert!(body.contains(needed), "{}: no {needed}", k.name);
+        }
+        // One store per box: 8 boxes of 32 f32 columns, 4 of 64 16-bit
+        // ones, per warp and tile (the loop over boxes is unrolled).
+        let boxes = 256 * k.elems.c.bytes() / 128;
+        assert_eq!(body.matches(STORE).count(), boxes, "{}: TMA stores", k.name);
+    }
+    for k in kernels_gpu::k20_wgmma_persistent::SPECS {
+        let body = ptx_entry(rust_gemm::ptx(k.module), k.name).unwrap();
+        assert!(!body.contains("cp.async.bulk.commit_group"), "{}", k.name);
     }
 }
 

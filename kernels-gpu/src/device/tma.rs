@@ -27,7 +27,20 @@
 //! 3. The barrier expects the box's bytes in its current phase
 //!    ([`MBarrier::arrive_expect_tx`]).
 //!
-//! GPU only, like [`super::mbarrier`].
+//! Stores run the other way ([`TensorMap::store_2d`]): the engine reads a
+//! box from shared memory and writes the part inside the matrix, in bulk
+//! groups that the issuing thread commits and later waits on. Their rules:
+//!
+//! 4. The box in shared memory is complete, written by threads that each
+//!    ran [`super::wgmma::fence_proxy_async`] before meeting the issuing
+//!    thread at a barrier, and aligned as rule 2 says.
+//! 5. Nothing writes those shared words again until the issuing thread's
+//!    [`bulk_wait_read`] says the engine has read them, and the block does
+//!    not exit before [`bulk_wait`] says every store is done.
+//! 6. No other thread writes the part of the matrix the box covers.
+//!
+//! GPU only, like [`super::mbarrier`]; so are the kernels that use it
+//! (steps 12-22).
 
 use core::arch::asm;
 
@@ -35,7 +48,9 @@ use super::mbarrier::MBarrier;
 use super::shared;
 use crate::launch::TENSOR_MAP_BYTES;
 
-/// The tensor maps of A and B, one after the other in device memory.
+/// The tensor maps of A, B and C, one after the other in device memory
+/// (C's only where the kernel stores by TMA:
+/// `crate::launch::TmaBoxes::c`).
 #[derive(Clone, Copy, Debug)]
 pub struct TensorMaps {
     maps: *const u8,
@@ -65,6 +80,14 @@ impl TensorMaps {
     pub fn b(self) -> TensorMap {
         TensorMap {
             map: self.maps.wrapping_add(TENSOR_MAP_BYTES),
+        }
+    }
+
+    /// C's map, `2 * TENSOR_MAP_BYTES` in: made by the host only for a
+    /// call `crate::launch::c_by_tma` accepts.
+    pub fn c(self) -> TensorMap {
+        TensorMap {
+            map: self.maps.wrapping_add(2 * TENSOR_MAP_BYTES),
         }
     }
 }
@@ -108,4 +131,54 @@ impl TensorMap {
             );
         }
     }
+
+    /// `cp.async.bulk.tensor.2d` from shared memory at word `word` to the
+    /// box whose first element is column `col`, row `row` of the matrix,
+    /// in this thread's current bulk group: only the box's part inside the
+    /// matrix is written.
+    ///
+    /// # Safety
+    /// Rules 1, 4, 5 and 6.
+    #[inline(always)]
+    pub unsafe fn store_2d(self, word: usize, col: u32, row: u32) {
+        let src = shared::address(word);
+        // SAFETY: the map describes the launch's C (rule 1); the box is
+        // complete and stays until read (rules 4, 5), its part of C is
+        // this block's alone (rule 6).
+        unsafe {
+            asm!(
+                "cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [{map}, {{{col}, {row}}}], [{src}];",
+                map = in(reg64) self.map,
+                col = in(reg32) col,
+                row = in(reg32) row,
+                src = in(reg32) src,
+                options(nostack),
+            );
+        }
+    }
+}
+
+/// `cp.async.bulk.commit_group`: this thread's stores issued since the
+/// last commit become one bulk group.
+#[inline(always)]
+pub fn bulk_commit() {
+    // SAFETY: no operands; groups only this thread's own stores.
+    unsafe { asm!("cp.async.bulk.commit_group;", options(nostack)) }
+}
+
+/// `cp.async.bulk.wait_group.read N`: waits until at most `N` of this
+/// thread's bulk groups still read their shared memory (rule 5: the words
+/// of the older ones may be written again).
+#[inline(always)]
+pub fn bulk_wait_read<const N: u32>() {
+    // SAFETY: a wait; the memory clobber keeps later shared writes after it.
+    unsafe { asm!("cp.async.bulk.wait_group.read {n};", n = const N, options(nostack)) }
+}
+
+/// `cp.async.bulk.wait_group 0`: waits until every bulk group of this
+/// thread is complete, its writes to global memory done (rule 5).
+#[inline(always)]
+pub fn bulk_wait() {
+    // SAFETY: a wait; no operands.
+    unsafe { asm!("cp.async.bulk.wait_group 0;", options(nostack)) }
 }
