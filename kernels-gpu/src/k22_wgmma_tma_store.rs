@@ -217,7 +217,7 @@ mod tests {
         }
         assert!(swizzled(15, 127) < BOX_WORDS * 4);
         assert_eq!(swizzled(0, 20), 20);
-        assert_eq!(swizzled(1, 4), 16 + 4);
+        assert_eq!(swizzled(1, 4), 128 + 16 + 4);
     }
 
     /// The boxes the spec asks the host for are the ones the kernel
