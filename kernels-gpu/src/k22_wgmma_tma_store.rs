@@ -3,7 +3,7 @@
 //! tile, and the tensor cores wait until the last store has issued. A K
 //! sweep at m = n = 4096 (docs/measurements.md, eleventh session) shows
 //! that cost: step 20's time grows with K as cuBLAS's does, but carries
-//! some 2 us more per tile that K does not change.
+//! a larger cost per tile that K does not change.
 //!
 //! What changes from step 20 (its block, with `TMA_C`):
 //! - **Each warp stages its 16 rows in shared memory and TMA writes
@@ -24,7 +24,7 @@
 //! Shared memory: step 20's 192 KB of stages, then 32 KB of boxes (two
 //! of 2 KB per consumer warp), 1024-byte aligned for the swizzle.
 //!
-//! Prediction (H200, n = 4096, beta = 0): most of the 2 us per tile
+//! Prediction (H200, n = 4096, beta = 0): most of that cost per tile
 //! hidden, about 1.00x cuBLAS BF16 with an f32 C; more with a 16-bit C,
 //! whose stores step 20 makes in half-sector pieces. The measurement
 //! lives in docs/bench.json and the README's bench table (`cargo xtask

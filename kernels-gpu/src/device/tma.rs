@@ -40,7 +40,7 @@
 //! 6. No other thread writes the part of the matrix the box covers.
 //!
 //! GPU only, like [`super::mbarrier`]; so are the kernels that use it
-//! (steps 12-22).
+//! (steps 12-13, 17-20 and 22).
 
 use core::arch::asm;
 
