@@ -1,5 +1,5 @@
 // The device helpers the Hopper twins share (wgmma_ws.cu for step 13,
-// wgmma_bf16_persistent.cu for step 20), one for each helper of
+// wgmma_bf16_persistent.cu for steps 20 and 22), one for each helper of
 // kernels-gpu/src/device/ they need (shared::address, mbarrier, tma,
 // wgmma's descriptor, commit and setmaxnreg): each asm statement is the
 // Rust helper's template with the same operands; those the Rust side
@@ -64,6 +64,36 @@ static __device__ __forceinline__ void hopper_load_2d(const unsigned char* map, 
                  :: "r"(hopper_address(word)), "l"((unsigned long long)map), "r"(col), "r"(row),
                     "r"(bar)
                  : "memory");
+}
+
+// device::tma::TensorMap::store_2d: the box at shared word `word` to the
+// part of the matrix from column `col`, row `row` that lies inside it, in
+// this thread's current bulk group.
+static __device__ __forceinline__ void hopper_store_2d(const unsigned char* map, usize word,
+                                                   unsigned col, unsigned row) {
+    asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%1, %2}], [%3];"
+                 :: "l"((unsigned long long)map), "r"(col), "r"(row), "r"(hopper_address(word))
+                 : "memory");
+}
+
+// device::tma::bulk_commit, bulk_wait_read::<N>, bulk_wait.
+static __device__ __forceinline__ void hopper_bulk_commit() {
+    asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+}
+
+template <unsigned N>
+static __device__ __forceinline__ void hopper_bulk_wait_read() {
+    asm volatile("cp.async.bulk.wait_group.read %0;" :: "n"(N) : "memory");
+}
+
+static __device__ __forceinline__ void hopper_bulk_wait() {
+    asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
+}
+
+// device::wgmma::fence_proxy_async: this thread's shared-memory writes
+// become visible to the async proxy (TMA).
+static __device__ __forceinline__ void hopper_fence_proxy_async() {
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
 }
 
 // device::wgmma::descriptor_k_major_sw128: a K-major tile with 128-byte

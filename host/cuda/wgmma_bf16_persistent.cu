@@ -1,10 +1,13 @@
-// Step 20's Rust kernel in CUDA C++, compiled at run time by NVRTC so the
-// benchmark can time both in one process: the twin of
+// Steps 20 and 22's Rust kernels in CUDA C++, compiled at run time by
+// NVRTC so the benchmark can time each next to its twin in one process:
 // wgmma_bf16_persistent_128x256x64_s4 (kernels-gpu's
 // k20_wgmma_persistent.rs, which runs step 19's main loop and epilogue,
-// k19_wgmma_16bit.rs, in step 13's pipeline, k13_wgmma_ws.rs), the Rust
-// kernel's generic code instantiated for BF16 A and B, an f32 C and 4
-// stages. Same algorithm, launch shape and instructions:
+// k19_wgmma_16bit.rs, in step 13's pipeline, k13_wgmma_ws.rs) and
+// wgmma_bf16_tma_store_128x256x64_s4 (k22_wgmma_tma_store.rs: the same
+// block with C written by TMA), the Rust kernels' generic code
+// instantiated for BF16 A and B, an f32 C and 4 stages (pt_block<TMA_C>
+// here, block::<.., TMA_C> there). Same algorithm, launch shape and
+// instructions:
 //
 // - A persistent grid: block b computes the tiles b, b + gridDim.x, ...
 //   of the 128 x 256 tiles of C, in the grouped order of `tile_origin`
@@ -46,6 +49,17 @@
 //   64-bit writes) and stores them a row at a time (lane l, column l),
 //   each value guarded; C = alpha * acc + beta * C, C not read when beta
 //   is 0 (Gemm::store_c / store_c2, gemm_store here).
+// - Step 22 only (TMA_C), where beta is 0 and C starts and its rows lie
+//   on 16 bytes (launch::c_by_tma): store_tile_tma. Each consumer warp
+//   writes its 16 rows 32 columns at a time into one of its two boxes of
+//   16 x 128 bytes (after the stages' barriers, from the next 1024-byte
+//   boundary), 64-bit writes at the places TMA's 128-byte swizzle gives;
+//   lane 0 waits (`cp.async.bulk.wait_group.read 1`) before a box is
+//   reused, and after the warp's fence.proxy.async and meeting issues the
+//   box's `cp.async.bulk.tensor` store from C's map (the third) and
+//   commits it as one bulk group; lane 0 of each warp waits for all its
+//   groups before the block exits. Otherwise step 20's store_tile, with
+//   its staging tiles at the boxes' place.
 //
 // Every asm statement is the Rust device helper's template, with the same
 // operands; those the Rust side writes without `nomem` (every one but
@@ -65,8 +79,9 @@
 //   from the host (host::with_launch_bounds). Both cap ptxas at 168.
 // - The shared region is `extern __shared__ float hopper_smem[]` (the Rust
 //   kernel's is `gpu_launch_sized_workgroup_mem`); both are launched with
-//   the Rust SPEC's shared_bytes (1024 + 4 x 49,152 + 64 + 20,480 =
-//   218,176).
+//   the Rust SPEC's shared_bytes (step 20: 1024 + 4 x 49,152 + 64 +
+//   20,480 = 218,176; step 22: 1024 + 4 x 49,152 + 1024 + 32,768 =
+//   231,424).
 // - A and B are `const unsigned short*` (BF16 bit patterns, as the Rust
 //   `Bf16(u16)`); neither kernel reads them through the pointers, only
 //   through the tensor maps, and PTX pointer parameters are untyped.
@@ -74,14 +89,15 @@
 // What the host must do: compile with NVRTC for `compute_90a` (not
 // compute_90: wgmma, setmaxnreg and the arch-specific features need the
 // `a` target), with no -D options (the constants below are the Rust
-// kernel's). Launch as the Rust kernel (runner::launch_config, from the
+// kernels'). Launch as the Rust kernel (runner::launch_config, from the
 // Rust SPEC): block (384, 1, 1), grid (min(ceil(M / 128) * ceil(N / 256),
 // SMs), 1, 1) (Launch::persistent_grid), SPEC.launch.shared_bytes of
 // dynamic shared memory (opted into above 48 KB), parameters (A, B, C,
 // GemmParams, maps) with the same tensor maps (host/src/tma.rs, for
 // these buffers and this shape: BF16, A's box 128 x 64, B's 64 x 64,
-// both with the 128-byte swizzle). A test checks the constants below
-// against the Rust kernel's spec (tests/tests/twins.rs).
+// both with the 128-byte swizzle; for step 22, when c_by_tma holds, C's
+// f32 box 16 x 32 with the 128-byte swizzle). A test checks the constants
+// below against the Rust kernels' specs (tests/tests/twins.rs).
 
 #include "gemm_params.cuh"
 #include "hopper.cuh"
@@ -119,6 +135,14 @@
 #define PT_STAGING_PITCH 40
 #define PT_STAGING_WORDS (8 * 16 * PT_STAGING_PITCH)
 #define PT_SHARED_BYTES (PT_ALIGN + PT_STAGES * PT_STAGE_BYTES + 16 * PT_STAGES + PT_STAGING_WORDS * 4)
+// Step 22's boxes of C (k22_wgmma_tma_store: BOX_WORDS, STAGING_WORDS):
+// 16 rows of 128 bytes (32 f32), two per consumer warp, from the first
+// 1024-byte boundary after the stages' barriers (Stages::end_aligned).
+#define PT_C_BOX_ROWS 16
+#define PT_C_BOX_COLS 32
+#define PT_C_BOX_WORDS (PT_C_BOX_ROWS * PT_C_BOX_COLS)
+#define PT_C_STAGING_WORDS (8 * 2 * PT_C_BOX_WORDS)
+#define PT_TMA_SHARED_BYTES (PT_ALIGN + PT_STAGES * PT_STAGE_BYTES + PT_ALIGN + PT_C_STAGING_WORDS * 4)
 
 static_assert(PT_BK * PT_ELEM_BYTES == 128, "a row of A's box is one 128-byte swizzled row");
 static_assert(PT_B_BOX_COLS * PT_ELEM_BYTES == 128 && PT_BN % PT_B_BOX_COLS == 0, "B's boxes");
@@ -127,6 +151,10 @@ static_assert(PT_STAGE_BYTES % PT_ALIGN == 0, "stages keep the 1024-byte alignme
 static_assert(PT_BM * PT_ROW_WORDS * 4 % PT_ALIGN == 0, "B's part of a stage is 1024-byte aligned");
 static_assert(PT_SHARED_BYTES <= 227 * 1024, "shared memory per block");
 static_assert(PT_STAGING_PITCH == PT_STAGING_COLS + 8, "the staging tile's pitch");
+static_assert(16 * PT_STAGES <= PT_ALIGN, "the barriers fit before the boxes of C");
+static_assert(PT_STAGING_WORDS <= PT_C_STAGING_WORDS, "step 20's staging tiles fit in step 22's boxes");
+static_assert(PT_TMA_SHARED_BYTES <= 227 * 1024, "shared memory per block with the boxes of C");
+static_assert(PT_C_BOX_COLS * 4 == 128, "a row of a box of C is one 128-byte swizzled row");
 
 // device::wgmma::descriptor_mn_major_sw128: an MN-major tile with 128-byte
 // swizzle at `word`, the next 64 columns `lbo_bytes` on (leading offset),
@@ -360,27 +388,69 @@ static __device__ __forceinline__ void pt_store_tile(float* C, const GemmParams&
     }
 }
 
-// The launch bounds go on a declaration, so that the definition reads
-// `extern "C" __global__ void NAME(` as the twins test looks for
-// (tests/tests/twins.rs); nvcc and NVRTC apply them to the entry (its PTX
-// has `.maxntid 384, 1, 1`, as with the attribute on the definition).
-extern "C" __global__ void __launch_bounds__(PT_THREADS, 1)
-wgmma_bf16_persistent_128x256x64_s4(const unsigned short* A, const unsigned short* B, float* C,
-                                    GemmParams p, const unsigned char* maps);
+// k22_wgmma_tma_store::swizzled: the byte of a 1024-byte-aligned box of
+// 128-byte rows at which byte `byte` of row `row` lies (TMA's 128-byte
+// swizzle: the 16-byte chunk's index XOR the row's index mod 8).
+static __device__ __forceinline__ usize pt_swizzled(usize row, usize byte) {
+    return row * 128 + (((byte / 16) ^ (row % 8)) * 16) + byte % 16;
+}
 
-extern "C" __global__ void wgmma_bf16_persistent_128x256x64_s4(const unsigned short* A,
-                                                               const unsigned short* B, float* C,
-                                                               GemmParams p,
-                                                               const unsigned char* maps) {
+// k22_wgmma_tma_store::store_tile_tma for an f32 C (beta 0, C's map
+// made by the host): each warp writes its 16 rows, 32 columns (one box)
+// at a time, into one of its two boxes at `staging`, alternately, with
+// 64-bit writes at the swizzled places; lane 0 first waits until the copy
+// engine has read that box's previous contents (wait_group.read 1), and
+// after the warp's writes, fences and meeting issues the box's store,
+// one bulk group each. The stores are waited for by later calls and the
+// block's last bulk_wait.
+static __device__ __forceinline__ void pt_store_tile_tma(const GemmParams& p,
+                                                         const float (&acc)[128], usize row0,
+                                                         usize col0, usize tid, usize staging,
+                                                         const unsigned char* map_c) {
+    usize wg = tid / 128, warp = tid % 128 / 32, lane = tid % 32;
+    usize first_row = row0 + 64 * wg + 16 * warp;
+    usize group = lane / 4, pair = 2 * (lane % 4);
+    usize boxes_base = staging + (tid / 32) * 2 * PT_C_BOX_WORDS;
+#pragma unroll
+    for (int b = 0; b < PT_BN / PT_C_BOX_COLS; ++b) {
+        usize box_word = boxes_base + (b % 2) * PT_C_BOX_WORDS;
+        if (lane == 0) hopper_bulk_wait_read<1>();
+        pt_sync_warp();
+#pragma unroll
+        for (int jj = 0; jj < PT_C_BOX_COLS / 8; ++jj) {
+            int j = b * (PT_C_BOX_COLS / 8) + jj;
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                usize row = group + 8 * h;
+                usize col = pt_swizzled(row, (8 * jj + pair) * 4) % 128 / 4;
+                *reinterpret_cast<float2*>(hopper_smem + box_word + row * PT_C_BOX_COLS + col) =
+                    make_float2(p.alpha * acc[4 * j + 2 * h], p.alpha * acc[4 * j + 2 * h + 1]);
+            }
+        }
+        hopper_fence_proxy_async();
+        pt_sync_warp();
+        if (lane == 0) {
+            hopper_store_2d(map_c, box_word, (unsigned)(col0 + b * PT_C_BOX_COLS),
+                            (unsigned)first_row);
+            hopper_bulk_commit();
+        }
+    }
+}
+
+// k20_wgmma_persistent::block, for BF16 A and B as they are and an f32 C;
+// TMA_C (step 22) stores C by TMA where launch::c_by_tma allows (beta 0,
+// C on 16 bytes, rows 16-byte multiples apart), else by the threads.
+template <bool TMA_C>
+static __device__ __forceinline__ void pt_block(float* C, GemmParams p,
+                                                const unsigned char* maps) {
     // One product per launch, as the Rust kernel (Gemm::from_raw: K is
     // GemmParams::depth(0)).
-    (void)A;
-    (void)B;
     usize m = p.m, n = p.n;
     usize k = p.k_slice == 0 || p.k < p.k_slice ? p.k : p.k_slice;
     usize tid = threadIdx.x;
     const unsigned char* map_a = maps;
     const unsigned char* map_b = maps + PT_TENSOR_MAP_BYTES;
+    const unsigned char* map_c = maps + 2 * PT_TENSOR_MAP_BYTES;
 
     // Stages::init: stages from the first 1024-byte boundary of the
     // region, in words; thread 0 prefetches the maps and initialises the
@@ -419,16 +489,57 @@ extern "C" __global__ void wgmma_bf16_persistent_128x256x64_s4(const unsigned sh
         // The same tiles, in the same order, as the producer: every
         // consumer thread runs the same trips (the wgmmas stay converged).
         usize t = first, it = 0;
+        bool by_tma = TMA_C && p.beta == 0.0f && (unsigned long long)C % 16 == 0 &&
+                      (usize)p.ldc * 4 % 16 == 0;
+        // Stages::end (the staging tiles follow the stages' barriers) or,
+        // with TMA_C, Stages::end_aligned (the boxes of C, 1024-byte
+        // aligned after them).
+        usize staging = TMA_C ? base + PT_STAGES * PT_STAGE_WORDS + PT_ALIGN / 4
+                              : base + PT_STAGES * PT_STAGE_WORDS + 4 * PT_STAGES;
         while (t < tiles) {
             usize row0, col0;
             pt_tile_origin(t, m, n, row0, col0);
             float acc[128];
             pt_mainloop(acc, base, it, k_tiles, tid);
-            // Stages::end: the staging tiles follow the stages' barriers.
-            pt_store_tile(C, p, acc, row0, col0, tid,
-                          base + PT_STAGES * PT_STAGE_WORDS + 4 * PT_STAGES);
+            if (by_tma) {
+                pt_store_tile_tma(p, acc, row0, col0, tid, staging, map_c);
+            } else {
+                pt_store_tile(C, p, acc, row0, col0, tid, staging);
+            }
             t += stride;
             it += k_tiles;
         }
+        // The block's last stores complete before it exits.
+        if (by_tma && tid % 32 == 0) hopper_bulk_wait();
     }
+}
+
+// The launch bounds go on declarations, so that each definition reads
+// `extern "C" __global__ void NAME(` as the twins test looks for
+// (tests/tests/twins.rs); nvcc and NVRTC apply them to the entry (its PTX
+// has `.maxntid 384, 1, 1`, as with the attribute on the definition).
+extern "C" __global__ void __launch_bounds__(PT_THREADS, 1)
+wgmma_bf16_persistent_128x256x64_s4(const unsigned short* A, const unsigned short* B, float* C,
+                                    GemmParams p, const unsigned char* maps);
+extern "C" __global__ void __launch_bounds__(PT_THREADS, 1)
+wgmma_bf16_tma_store_128x256x64_s4(const unsigned short* A, const unsigned short* B, float* C,
+                                   GemmParams p, const unsigned char* maps);
+
+// A and B are read only through the tensor maps (see the top).
+extern "C" __global__ void wgmma_bf16_persistent_128x256x64_s4(const unsigned short* A,
+                                                               const unsigned short* B, float* C,
+                                                               GemmParams p,
+                                                               const unsigned char* maps) {
+    (void)A;
+    (void)B;
+    pt_block<false>(C, p, maps);
+}
+
+extern "C" __global__ void wgmma_bf16_tma_store_128x256x64_s4(const unsigned short* A,
+                                                              const unsigned short* B, float* C,
+                                                              GemmParams p,
+                                                              const unsigned char* maps) {
+    (void)A;
+    (void)B;
+    pt_block<true>(C, p, maps);
 }

@@ -105,7 +105,10 @@ pub const TWINS: &[TwinSource] = &[
     TwinSource {
         path: "host/cuda/wgmma_bf16_persistent.cu",
         source: include_str!("../cuda/wgmma_bf16_persistent.cu"),
-        kernels: &["wgmma_bf16_persistent_128x256x64_s4"],
+        kernels: &[
+            "wgmma_bf16_persistent_128x256x64_s4",
+            "wgmma_bf16_tma_store_128x256x64_s4",
+        ],
         launch_sized_shared: true,
         options: Vec::new,
     },

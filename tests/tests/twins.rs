@@ -83,9 +83,10 @@ fn integer_defines(source: &str) -> Vec<(&str, usize)> {
         .collect()
 }
 
-/// wgmma_bf16_persistent.cu writes step 20's constants out (`#define
-/// PT_...`): they must give its Rust kernel's spec (threads, tile, shared
-/// memory, TMA boxes, persistent grid, element types).
+/// wgmma_bf16_persistent.cu writes steps 20 and 22's constants out
+/// (`#define PT_...`): they must give their Rust kernels' specs (threads,
+/// tile, shared memory, TMA boxes, C's boxes for step 22, persistent grid,
+/// element types).
 #[test]
 fn persistent_twin_has_its_rust_kernels_parameters() {
     use kernels_gpu::elem::Elem;
@@ -111,37 +112,52 @@ fn persistent_twin_has_its_rust_kernels_parameters() {
     let (stages, align, consumers) = (get("PT_STAGES"), get("PT_ALIGN"), get("PT_CONSUMERS"));
     let elem_bytes = get("PT_ELEM_BYTES");
     assert_eq!(get("PT_GROUP"), kernels_gpu::k20_wgmma_persistent::GROUP);
-    let name = "wgmma_bf16_persistent_128x256x64_s4";
-    assert_eq!(src.kernels, [name]);
-    let spec = registry::find(name).expect("a registered kernel");
+    let (c_rows, c_cols) = (get("PT_C_BOX_ROWS"), get("PT_C_BOX_COLS"));
     assert_eq!(
-        name,
-        format!("wgmma_bf16_persistent_{bm}x{bn}x{bk}_s{stages}")
+        src.kernels,
+        [
+            format!("wgmma_bf16_persistent_{bm}x{bn}x{bk}_s{stages}"),
+            format!("wgmma_bf16_tma_store_{bm}x{bn}x{bk}_s{stages}")
+        ]
     );
-    assert_eq!(spec.launch.block_threads, ((consumers + 128) as u32, 1));
-    assert_eq!(spec.launch.block_tile, (bm, bn));
-    assert!(spec.launch.persistent && spec.launch.register_cap);
-    // The twin reads A and B as they are (A K-major, B N-major).
-    assert_eq!(spec.ops, Ops::NN);
-    // Alignment room, the stages (A's tile and B's, 16-bit), two 8-byte
-    // barriers per stage, the epilogue's staging tiles (8 warps, 16 rows
-    // each).
-    let staging = 8 * 16 * get("PT_STAGING_PITCH") * 4;
-    assert_eq!(
-        spec.launch.shared_bytes,
-        align + stages * (bm * bk + bk * bn) * elem_bytes + 16 * stages + staging
-    );
-    let Operands::TensorMaps(boxes) = spec.operands else {
-        panic!("{name} takes tensor maps");
-    };
-    assert_eq!(boxes.a, (bm as u32, bk as u32));
-    assert_eq!(boxes.b, (bk as u32, box_cols as u32));
-    assert!(boxes.a_swizzle_128 && boxes.b_swizzle_128 && !boxes.b_transposed);
-    assert_eq!(
-        (spec.elems.a, spec.elems.b, spec.elems.c),
-        (Elem::Bf16, Elem::Bf16, Elem::F32)
-    );
-    assert_eq!(spec.elems.a.bytes(), elem_bytes);
+    for (name, step) in src.kernels.iter().zip([20, 22]) {
+        let spec = registry::find(name).expect("a registered kernel");
+        assert_eq!(spec.step, step, "{name}");
+        let tma_c = step == 22;
+        assert_eq!(spec.launch.block_threads, ((consumers + 128) as u32, 1));
+        assert_eq!(spec.launch.block_tile, (bm, bn));
+        assert!(spec.launch.persistent && spec.launch.register_cap);
+        // The twin reads A and B as they are (A K-major, B N-major).
+        assert_eq!(spec.ops, Ops::NN);
+        // Alignment room, the stages (A's tile and B's, 16-bit), then step
+        // 20's two 8-byte barriers per stage and the epilogue's staging
+        // tiles (8 warps, 16 rows each), or step 22's barriers in a 1024-byte
+        // block and two boxes of C per consumer warp.
+        let stage_bytes = stages * (bm * bk + bk * bn) * elem_bytes;
+        let after = if tma_c {
+            align + 8 * 2 * c_rows * c_cols * 4
+        } else {
+            16 * stages + 8 * 16 * get("PT_STAGING_PITCH") * 4
+        };
+        assert_eq!(
+            spec.launch.shared_bytes,
+            align + stage_bytes + after,
+            "{name}"
+        );
+        let Operands::TensorMaps(boxes) = spec.operands else {
+            panic!("{name} takes tensor maps");
+        };
+        assert_eq!(boxes.a, (bm as u32, bk as u32));
+        assert_eq!(boxes.b, (bk as u32, box_cols as u32));
+        assert!(boxes.a_swizzle_128 && boxes.b_swizzle_128 && !boxes.b_transposed);
+        let c_box = tma_c.then_some((c_rows as u32, c_cols as u32));
+        assert_eq!(boxes.c, c_box, "{name}");
+        assert_eq!(
+            (spec.elems.a, spec.elems.b, spec.elems.c),
+            (Elem::Bf16, Elem::Bf16, Elem::F32)
+        );
+        assert_eq!(spec.elems.a.bytes(), elem_bytes);
+    }
 }
 
 /// nvcc from the same wheel as ptxas.
