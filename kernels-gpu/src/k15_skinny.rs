@@ -53,6 +53,7 @@ const fn spec(name: &'static str, threads: usize, vec: usize, body: fn(Gemm)) ->
             shared_bytes: 0,
             register_cap: false,
             persistent: false,
+            cluster: 1,
         },
         model_reuse: (1, 1),
         body: Body::Emulated(body),
