@@ -42,42 +42,27 @@ pub fn ptx(module: &PtxModule) -> &'static str {
 /// `ptx` with launch bounds, `.maxntid X, Y, 1` (the block's threads, from
 /// the `KernelSpec`), after the parameter list of every entry whose spec
 /// asks for a register cap (`Launch::register_cap`) and whose PTX is not
-/// bounded already; and the cluster shape, `.reqnctapercluster X, 1, 1`,
-/// for entries launched in clusters (`Launch::cluster`). The CUDA C++
-/// `__launch_bounds__(threads)` and `__cluster_dims__(x)`: ptxas then
+/// bounded already. The CUDA C++ `__launch_bounds__(threads)`: ptxas then
 /// keeps registers x threads within what an SM holds, and `setmaxnreg`
-/// (step 13) has the register cap at entry it needs; a plain launch of an
-/// entry with a cluster shape runs its blocks in clusters (step 23).
-/// rustc has no attribute for either, so the host adds them to the text
-/// it loads (and the PTX tests to the text they assemble).
+/// (step 13) has the register cap at entry it needs. rustc has no
+/// attribute for it, so the host adds it to the text it loads (and the
+/// PTX tests to the text they assemble).
 pub fn with_launch_bounds(ptx: &str) -> String {
     let mut out = String::with_capacity(ptx.len() + 1024);
-    let mut pending: Option<String> = None;
+    let mut pending: Option<(u32, u32)> = None;
     for line in ptx.split_inclusive('\n') {
         let trimmed = line.trim_start();
         if let Some(rest) = trimmed.split(".entry ").nth(1) {
             let name = rest.split('(').next().unwrap_or("").trim();
-            pending = kernels_gpu::registry::find(name).and_then(|k| {
-                let (x, y) = k.launch.block_threads;
-                let mut directives = String::new();
-                if k.launch.register_cap {
-                    directives.push_str(&format!(".maxntid {x}, {y}, 1\n"));
-                }
-                if k.launch.cluster > 1 {
-                    directives
-                        .push_str(&format!(".reqnctapercluster {}, 1, 1\n", k.launch.cluster));
-                }
-                (!directives.is_empty()).then_some(directives)
-            });
-        } else if trimmed.starts_with(".maxntid")
-            || trimmed.starts_with(".reqntid")
-            || trimmed.starts_with(".reqnctapercluster")
-        {
+            pending = kernels_gpu::registry::find(name)
+                .filter(|k| k.launch.register_cap)
+                .map(|k| k.launch.block_threads);
+        } else if trimmed.starts_with(".maxntid") || trimmed.starts_with(".reqntid") {
             pending = None;
         } else if trimmed.starts_with('{')
-            && let Some(directives) = pending.take()
+            && let Some((x, y)) = pending.take()
         {
-            out.push_str(&directives);
+            out.push_str(&format!(".maxntid {x}, {y}, 1\n"));
         }
         out.push_str(line);
     }

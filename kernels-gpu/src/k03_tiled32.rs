@@ -54,7 +54,6 @@ pub const SPEC: KernelSpec = KernelSpec {
         shared_bytes: SHARED_BYTES,
         register_cap: false,
         persistent: false,
-        cluster: 1,
     },
     model_reuse: (T, T),
     body: Body::Emulated(tiled32),

@@ -89,7 +89,6 @@ pub const SPEC: KernelSpec = KernelSpec {
         shared_bytes: SHARED_BYTES,
         register_cap: false,
         persistent: false,
-        cluster: 1,
     },
     model_reuse: (BM, BN),
     body: Body::Emulated(double_buffer),

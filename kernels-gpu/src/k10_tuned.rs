@@ -196,7 +196,6 @@ impl Params {
                 shared_bytes: self.shared_bytes(),
                 register_cap: false,
                 persistent: false,
-                cluster: 1,
             },
             model_reuse: (self.bm, self.bn),
             body: Body::Emulated(body),

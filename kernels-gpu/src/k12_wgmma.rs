@@ -123,7 +123,6 @@ impl Params {
                 shared_bytes: self.shared_bytes(),
                 register_cap: false,
                 persistent: false,
-                cluster: 1,
             },
             model_reuse: (self.bm, BN),
             body: Body::GpuOnly(GPU_ONLY),

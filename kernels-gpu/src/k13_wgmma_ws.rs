@@ -35,8 +35,6 @@
 //! give the consumers 232. GPU only, like step 12.
 
 #[cfg(target_arch = "nvptx64")]
-use crate::device::cluster;
-#[cfg(target_arch = "nvptx64")]
 use crate::device::mbarrier::{MBarrier, fence_init};
 #[cfg(target_arch = "nvptx64")]
 use crate::device::mma::to_tf32;
@@ -128,7 +126,6 @@ impl Params {
                 shared_bytes: self.shared_bytes(),
                 register_cap: true,
                 persistent: false,
-                cluster: 1,
             },
             model_reuse: (self.bm, BN),
             body: Body::GpuOnly(GPU_ONLY),
@@ -206,12 +203,6 @@ pub const SPECS: &[KernelSpec] = &[SPEC_256X128X32_S4];
 /// for phase `kt / STAGES` of `full` ([`Stages::wait_full`]); before
 /// copying tile `kt` into a stage, the producer waits for phase
 /// `kt / STAGES - 1` of `empty`, the release of the stage's previous tile.
-///
-/// In clusters of `CLUSTER` blocks (step 23) each block's producer also
-/// fills its peers' stages (B's boxes by multicast), so a stage is free
-/// only once the consumer warps of every block of the cluster are done
-/// with it: `empty(s)` counts all of them, and each warp arrives on its
-/// own block's barrier and on the peer's ([`Stages::release`]).
 #[cfg(target_arch = "nvptx64")]
 #[derive(Clone, Copy)]
 pub(crate) struct Stages<
@@ -219,7 +210,6 @@ pub(crate) struct Stages<
     const STAGES: usize,
     const STAGE_WORDS: usize,
     const BK: usize = { crate::k12_wgmma::BK },
-    const CLUSTER: usize = 1,
 > {
     /// Word of the first stage.
     base: usize,
@@ -230,14 +220,12 @@ pub(crate) struct Stages<
 pub(crate) const A_ROW_WORDS: usize = 32;
 
 #[cfg(target_arch = "nvptx64")]
-impl<const BM: usize, const STAGES: usize, const STAGE_WORDS: usize, const BK: usize, const CLUSTER: usize>
-    Stages<BM, STAGES, STAGE_WORDS, BK, CLUSTER>
+impl<const BM: usize, const STAGES: usize, const STAGE_WORDS: usize, const BK: usize>
+    Stages<BM, STAGES, STAGE_WORDS, BK>
 {
     /// The layout. Thread 0 prefetches the maps and initialises the
-    /// barriers, then the block meets (in clusters, the cluster meets:
-    /// no block reaches a peer's barriers before they are initialised,
-    /// cluster rule 2): every thread calls this once, at the top of the
-    /// kernel.
+    /// barriers, then the block meets: every thread calls this once, at
+    /// the top of the kernel.
     #[inline(always)]
     pub(crate) fn init(maps: TensorMaps, tid: usize) -> Self {
         const {
@@ -247,7 +235,6 @@ impl<const BM: usize, const STAGES: usize, const STAGE_WORDS: usize, const BK: u
             assert!((STAGE_WORDS * 4).is_multiple_of(ALIGN));
             assert!((BM * A_ROW_WORDS * 4).is_multiple_of(ALIGN));
             assert!(ALIGN + STAGES * STAGE_WORDS * 4 + 16 * STAGES <= 227 * 1024);
-            assert!(CLUSTER == 1 || CLUSTER == 2);
         };
         let stages = Self {
             base: (ALIGN - shared::address(0) as usize % ALIGN) % ALIGN / 4,
@@ -259,16 +246,12 @@ impl<const BM: usize, const STAGES: usize, const STAGE_WORDS: usize, const BK: u
                 // SAFETY: one thread, before the barrier that precedes every use.
                 unsafe {
                     stages.full(s).init(1);
-                    stages.empty(s).init((CLUSTER * CONSUMERS / 32) as u32);
+                    stages.empty(s).init((CONSUMERS / 32) as u32);
                 }
             });
             fence_init();
         }
-        if CLUSTER == 1 {
-            sync_threads();
-        } else {
-            cluster::sync();
-        }
+        sync_threads();
         stages
     }
 
@@ -394,24 +377,15 @@ impl<const BM: usize, const STAGES: usize, const STAGE_WORDS: usize, const BK: u
         unsafe { self.full(kt % STAGES).wait((kt / STAGES % 2) as u32) }
     }
 
-    /// This warp's release of tile `kt`'s stage (in clusters of two, on
-    /// both blocks' `empty` barriers: the peer's producer refills this
-    /// block's stage too).
+    /// This warp's release of tile `kt`'s stage.
     ///
     /// # Safety
     /// Lane 0 of each consumer warp calls it once per tile, in tile order,
-    /// after the warp's last read of the stage (its `wgmma`s retired); in
-    /// clusters, before the cluster's last meeting (cluster rule 2).
+    /// after the warp's last read of the stage (its `wgmma`s retired).
     #[inline(always)]
     pub(crate) unsafe fn release(self, kt: usize) {
-        // SAFETY: empty expects one arrival per consumer warp of the
-        // cluster per tile.
-        unsafe {
-            self.empty(kt % STAGES).arrive();
-            if CLUSTER == 2 {
-                self.empty(kt % STAGES).arrive_remote(cluster::block_rank() ^ 1);
-            }
-        }
+        // SAFETY: empty expects one arrival per consumer warp per tile.
+        unsafe { self.empty(kt % STAGES).arrive() }
     }
 }
 

@@ -55,7 +55,6 @@ pub const REDUCE: KernelSpec = KernelSpec {
         shared_bytes: 0,
         register_cap: false,
         persistent: false,
-        cluster: 1,
     },
     model_reuse: (1, 1),
     body: Body::Emulated(reduce_slices),

@@ -53,7 +53,6 @@ const fn spec(name: &'static str, threads: usize, vec: usize, body: fn(Gemm)) ->
             shared_bytes: 0,
             register_cap: false,
             persistent: false,
-            cluster: 1,
         },
         model_reuse: (1, 1),
         body: Body::Emulated(body),

@@ -57,7 +57,6 @@ pub const SPEC: KernelSpec = KernelSpec {
         shared_bytes: 0,
         register_cap: false,
         persistent: false,
-        cluster: 1,
     },
     model_reuse: (1, 1),
     body: Body::Emulated(gemv_warp_8x1),

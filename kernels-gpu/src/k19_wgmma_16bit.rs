@@ -158,7 +158,6 @@ impl Params {
                 shared_bytes: self.shared_bytes(tma_c),
                 register_cap: true,
                 persistent,
-                cluster: 1,
             },
             model_reuse: (BM, BN),
             body: Body::GpuOnly(GPU_ONLY),
@@ -238,7 +237,7 @@ fn block<T: Wgmma16, C: Output, const STAGES: usize, const STAGE_WORDS: usize>(
             |word, k0, full, col0| load_b::<1>(maps, word, k0, full, col0),
             #[inline(always)]
             |stages, row0, col0, tid, k_tiles| {
-                let acc = mainloop::<T, STAGES, STAGE_WORDS, 0, 1, 1>(stages, 0, k_tiles, tid);
+                let acc = mainloop::<T, STAGES, STAGE_WORDS, 0, 1>(stages, 0, k_tiles, tid);
                 // SAFETY: the staging tiles follow the stages (SPEC's
                 // shared_bytes counts them); only the epilogue uses them.
                 unsafe { store_tile(g, &acc, row0, col0, tid, stages.end()) };
@@ -249,7 +248,7 @@ fn block<T: Wgmma16, C: Output, const STAGES: usize, const STAGE_WORDS: usize>(
 
 /// Words of one of B's (or A^T's) boxes of `BK x 64` in a stage.
 #[cfg(target_arch = "nvptx64")]
-pub(crate) const BOX_WORDS: usize = BK * BOX_COLS * ELEM_BYTES / 4;
+const BOX_WORDS: usize = BK * BOX_COLS * ELEM_BYTES / 4;
 /// Words of one 128-byte row of a swizzled tile.
 #[cfg(target_arch = "nvptx64")]
 const ROW_WORDS: usize = 32;
@@ -319,9 +318,8 @@ pub(crate) fn mainloop<
     const STAGE_WORDS: usize,
     const A_MN: u32,
     const B_MN: u32,
-    const CLUSTER: usize,
 >(
-    stages: Stages<BM, STAGES, STAGE_WORDS, BK, CLUSTER>,
+    stages: Stages<BM, STAGES, STAGE_WORDS, BK>,
     it0: usize,
     k_tiles: usize,
     tid: usize,

@@ -40,10 +40,6 @@
 //! (`cargo xtask bench`). GPU only, like steps 12-19.
 
 #[cfg(target_arch = "nvptx64")]
-use crate::device::cluster;
-#[cfg(target_arch = "nvptx64")]
-use crate::device::mbarrier::MBarrier;
-#[cfg(target_arch = "nvptx64")]
 use crate::device::tma::{TensorMaps, bulk_wait};
 #[cfg(target_arch = "nvptx64")]
 use crate::device::wgmma::{Wgmma16, release_registers, take_registers};
@@ -55,14 +51,12 @@ use crate::gemm::{Gemm, Output};
 #[cfg(target_arch = "nvptx64")]
 use crate::k13_wgmma_ws::{CONSUMER_REGISTERS, CONSUMERS, PRODUCER_REGISTERS, Stages};
 #[cfg(target_arch = "nvptx64")]
-use crate::k19_wgmma_16bit::{BK, BOX_COLS, BOX_WORDS, load_a, load_b, mainloop, store_tile};
+use crate::k19_wgmma_16bit::{BK, load_a, load_b, mainloop, store_tile};
 use crate::k19_wgmma_16bit::{BM, BN, Params};
 #[cfg(target_arch = "nvptx64")]
 use crate::k22_wgmma_tma_store::store_tile_tma;
 #[cfg(target_arch = "nvptx64")]
 use crate::launch::{Op, c_by_tma};
-#[cfg(target_arch = "nvptx64")]
-use crate::unroll::unroll;
 use crate::launch::{KernelSpec, Ops};
 
 /// Rows of tiles in a band of the tile order.
@@ -98,7 +92,7 @@ macro_rules! instance {
         #[cfg(target_arch = "nvptx64")]
         #[inline(always)]
         pub fn $name(g: Gemm<$t, $t, $c>, maps: TensorMaps) {
-            block::<$t, $c, $stages, { Params { stages: $stages }.stage_words() }, { a_mn(Ops::$ops.a) }, { b_mn(Ops::$ops.b) }, false, 1>(g, maps)
+            block::<$t, $c, $stages, { Params { stages: $stages }.stage_words() }, { a_mn(Ops::$ops.a) }, { b_mn(Ops::$ops.b) }, false>(g, maps)
         }
         // The entry goes into its layout's module's PTX only.
         #[cfg(any(not(target_arch = "nvptx64"), gemm_module = $cfg))]
@@ -189,11 +183,7 @@ const fn max1(x: usize) -> usize {
 /// the operands' layouts in shared memory, as stored ([`load_a`],
 /// [`load_b`], [`mainloop`]). `TMA_C` (step 22) stores C by TMA where
 /// [`c_by_tma`] allows (`k22_wgmma_tma_store::store_tile_tma`), else
-/// by the threads ([`store_tile`]). `CLUSTER` 2 (step 23, A and B as
-/// they are): the two blocks of a cluster walk the same units of two
-/// tiles, one above the other, block r taking the tile `r * BM` rows
-/// down, and each block's producer copies half of B's boxes into both
-/// blocks' stages by multicast ([`tile_of`], [`load_b_half`]).
+/// by the threads ([`store_tile`]).
 #[cfg(target_arch = "nvptx64")]
 #[inline(always)]
 pub(crate) fn block<
@@ -204,19 +194,15 @@ pub(crate) fn block<
     const A_MN: u32,
     const B_MN: u32,
     const TMA_C: bool,
-    const CLUSTER: usize,
 >(
     g: Gemm<T, T, C>,
     maps: TensorMaps,
 ) {
-    const { assert!(CLUSTER == 1 || (CLUSTER == 2 && A_MN == 0 && B_MN == 1)) };
     let tid = thread_idx_x();
-    let stages = Stages::<BM, STAGES, STAGE_WORDS, BK, CLUSTER>::init(maps, tid);
+    let stages = Stages::<BM, STAGES, STAGE_WORDS, BK>::init(maps, tid);
     let k_tiles = g.k.div_ceil(BK);
-    // Units of CLUSTER tiles, one above the other, and this block's
-    // cluster's first unit and stride (a block's own for CLUSTER 1).
-    let tiles = g.m.div_ceil(CLUSTER * BM) * g.n.div_ceil(BN);
-    let (first, stride) = (block_idx_x() / CLUSTER, grid_dim_x() / CLUSTER);
+    let tiles = g.m.div_ceil(BM) * g.n.div_ceil(BN);
+    let (first, stride) = (block_idx_x(), grid_dim_x());
     if tid >= CONSUMERS {
         // SAFETY: the whole warpgroup runs this branch (rule 1); 40 is a
         // multiple of 8.
@@ -224,11 +210,10 @@ pub(crate) fn block<
         if tid == CONSUMERS {
             let (mut t, mut it) = (first, 0);
             while t < tiles {
-                let (row0, col0) = tile_of::<CLUSTER>(t, g.m, g.n);
+                let (row0, col0) = tile_origin(t, g.m, g.n);
                 // SAFETY: one thread, after init, it the tiles it produced
                 // before; load_a and load_b bring A's and B's parts with
-                // SPEC's boxes for this layout (in clusters, B's half of
-                // each block's producer, in both blocks).
+                // SPEC's boxes for this layout.
                 unsafe {
                     stages.produce_ab(
                         it,
@@ -236,13 +221,7 @@ pub(crate) fn block<
                         #[inline(always)]
                         |word, k0, full| load_a::<A_MN>(maps, word, k0, full, row0),
                         #[inline(always)]
-                        |word, k0, full| {
-                            if CLUSTER == 1 {
-                                load_b::<B_MN>(maps, word, k0, full, col0)
-                            } else {
-                                load_b_half(maps, word, k0, full, col0)
-                            }
-                        },
+                        |word, k0, full| load_b::<B_MN>(maps, word, k0, full, col0),
                     )
                 };
                 t += stride;
@@ -257,8 +236,8 @@ pub(crate) fn block<
         let (mut t, mut it) = (first, 0);
         let by_tma = TMA_C && c_by_tma(g.beta, g.c.aligned(16), g.ldc, C::ELEM.bytes());
         while t < tiles {
-            let (row0, col0) = tile_of::<CLUSTER>(t, g.m, g.n);
-            let acc = mainloop::<T, STAGES, STAGE_WORDS, A_MN, B_MN, CLUSTER>(stages, it, k_tiles, tid);
+            let (row0, col0) = tile_origin(t, g.m, g.n);
+            let acc = mainloop::<T, STAGES, STAGE_WORDS, A_MN, B_MN>(stages, it, k_tiles, tid);
             if by_tma {
                 // SAFETY: the staging boxes follow the stages' barriers,
                 // 1024-byte aligned (SPEC's shared_bytes counts them); only
@@ -277,53 +256,6 @@ pub(crate) fn block<
             bulk_wait();
         }
     }
-    if CLUSTER == 2 {
-        // No block exits while its peer may still copy into its stages or
-        // arrive on its barriers (cluster rule 2): every thread of both
-        // blocks meets here, after the last of those.
-        cluster::sync();
-    }
-}
-
-/// Where this block's tile of unit `t` lies, `(row0, col0)`: the unit's
-/// place in the grouped order ([`tile_origin`] over units of `CLUSTER`
-/// tiles, one above the other), then `rank * BM` rows down for block
-/// `rank` of the cluster. With `CLUSTER` 1 a unit is a tile. A tile past
-/// C's last row (the lower one of a unit at C's bottom edge) loads zeros
-/// and stores nothing.
-#[cfg(target_arch = "nvptx64")]
-#[inline(always)]
-fn tile_of<const CLUSTER: usize>(t: usize, m: usize, n: usize) -> (usize, usize) {
-    if CLUSTER == 1 {
-        tile_origin(t, m, n)
-    } else {
-        let (unit_row0, col0) = tile_origin(t, m.div_ceil(CLUSTER * BM) * BM, n);
-        (unit_row0 * CLUSTER + cluster::block_rank() as usize * BM, col0)
-    }
-}
-
-/// Step 23's copies of B's part of a stage at `word` (B as it is, `BN /
-/// 64` boxes of `BK x 64`): this block's half of the boxes, block r the
-/// boxes from `r * BN / 128`, each multicast to the same words of both
-/// blocks of the cluster and counted on each one's `full` barrier, whose
-/// phase expects the whole stage (the peer brings the other half).
-///
-/// # Safety
-/// As [`load_b`] with `B_MN = 1`, in both blocks, and the cluster's rules
-/// (between [`Stages::init`]'s meeting and the block's last one).
-#[cfg(target_arch = "nvptx64")]
-#[inline(always)]
-unsafe fn load_b_half(maps: TensorMaps, word: usize, k0: u32, full: MBarrier, col0: usize) {
-    const HALF: usize = BN / BOX_COLS / 2;
-    let first = cluster::block_rank() as usize * HALF;
-    unroll!(HALF; 2, |h| {
-        let j = first + h;
-        // SAFETY: box j lies at word + j * BOX_WORDS, 1024-aligned, inside
-        // the stage of both blocks (the same layout); both expect the
-        // stage's bytes in this phase: the peer's producer waited for this
-        // block's warps' releases too (Stages::release).
-        unsafe { maps.b().load_2d_multicast(word + j * BOX_WORDS, (col0 + j * BOX_COLS) as u32, k0, full, 0b11) };
-    });
 }
 
 #[cfg(test)]

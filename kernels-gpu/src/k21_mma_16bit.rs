@@ -162,7 +162,6 @@ impl Params {
                 shared_bytes: self.shared_bytes(),
                 register_cap: false,
                 persistent: false,
-                cluster: 1,
             },
             model_reuse: (self.bm, self.bn),
             body,

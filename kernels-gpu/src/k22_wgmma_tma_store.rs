@@ -72,7 +72,7 @@ macro_rules! instance {
         #[cfg(target_arch = "nvptx64")]
         #[inline(always)]
         pub fn $name(g: Gemm<$t, $t, $c>, maps: TensorMaps) {
-            block::<$t, $c, $stages, { Params { stages: $stages }.stage_words() }, 0, 1, true, 1>(g, maps)
+            block::<$t, $c, $stages, { Params { stages: $stages }.stage_words() }, 0, 1, true>(g, maps)
         }
         #[cfg(any(not(target_arch = "nvptx64"), gemm_module = "wgmma"))]
         mod $name {

@@ -27,13 +27,6 @@ pub struct Launch {
     /// `blockIdx.x, blockIdx.x + gridDim.x, ...` in the kernel's own order.
     /// Otherwise one block per tile ([`Launch::grid`]).
     pub persistent: bool,
-    /// Blocks per cluster (1: no clusters). A cluster's blocks run at the
-    /// same time on one GPC and reach each other's shared memory (step
-    /// 23: two blocks whose tiles lie one above the other share B's tile
-    /// through TMA multicast). The host declares it in the entry's PTX
-    /// (`.reqnctapercluster`, `host::with_launch_bounds`) and launches
-    /// whole clusters ([`Launch::persistent_grid`]).
-    pub cluster: u32,
 }
 
 impl Launch {
@@ -48,22 +41,14 @@ impl Launch {
     }
 
     /// The blocks a launch on a GPU of `sms` SMs runs: [`Self::grid`], or
-    /// for a persistent kernel `(min(tiles, sms), 1)`; in clusters of
-    /// `c` blocks, `(c * min(units, sms / c), 1)`, a unit being the `c`
-    /// tiles of a cluster, one above the other (C's rows in `c * BM`).
+    /// for a persistent kernel `(min(tiles, sms), 1)`.
     pub const fn persistent_grid(&self, m: usize, n: usize, sms: usize) -> (usize, usize) {
         let (x, y) = self.grid(m, n);
         if !self.persistent {
             return (x, y);
         }
-        let c = if self.cluster > 1 {
-            self.cluster as usize
-        } else {
-            1
-        };
-        let units = x * y.div_ceil(c);
-        let most = if sms / c > 0 { sms / c } else { 1 };
-        (c * if units < most { units } else { most }, 1)
+        let tiles = x * y;
+        (if tiles < sms { tiles } else { sms }, 1)
     }
 }
 

@@ -30,7 +30,6 @@
 //! | 20 | [`k20_wgmma_persistent`] | step 19 on a persistent grid: one block per SM walks tiles in grouped order, the producer a tile ahead |
 //! | 21 | [`k21_mma_16bit`] | BF16 and FP16 on any GPU since Ampere: `mma.sync` m16n8k16, A and B through `ldmatrix` (`.trans`) as stored |
 //! | 22 | [`k22_wgmma_tma_store`] | step 20 with C written by TMA: each warp stages its rows in shared memory, the copy engine stores them while the next tile runs |
-//! | 23 | [`k23_wgmma_cluster`] | step 22 in clusters of two blocks, one tile above the other: each copies half of B's tile for both by TMA multicast |
 //!
 //! The same crate builds for the host, where it exports the kernels'
 //! constants ([`registry`]) so that launch shapes are never retyped, and
@@ -101,7 +100,6 @@ ladder_files!(["wgmma" | "wgmma_tn" | "wgmma_nt" | "wgmma_tt"]: k12_wgmma, k13_w
 ladder_files!(["wgmma"]: k17_wgmma_ss, k18_wgmma_tr);
 ladder_files!(["wgmma" | "wgmma_tn" | "wgmma_nt" | "wgmma_tt"]: k19_wgmma_16bit,
     k20_wgmma_persistent, k22_wgmma_tma_store);
-ladder_files!(["wgmma"]: k23_wgmma_cluster);
 
 /// Not a ladder step: the copy that pads A and B for the TMA kernels.
 #[cfg(any(not(target_arch = "nvptx64"), gemm_module = "wgmma"))]

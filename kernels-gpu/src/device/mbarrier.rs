@@ -103,31 +103,6 @@ impl MBarrier {
         }
     }
 
-    /// `mbarrier.arrive.shared::cluster` on the barrier at this one's
-    /// offset in block `rank` of the cluster: this thread's arrival there,
-    /// with no bytes announced (the default semantics, release at CTA
-    /// scope, as CUTLASS's cluster barrier; `.release.cluster` made an
-    /// earlier cluster experiment, step 18 in pairs, 45 % slower:
-    /// docs/measurements.md).
-    ///
-    /// # Safety
-    /// Rules 1-3 for that block's barrier, and the cluster's rules
-    /// ([`super::cluster`]): launched in clusters, between the cluster
-    /// barriers that bracket remote accesses.
-    #[inline(always)]
-    pub unsafe fn arrive_remote(self, rank: u32) {
-        let remote = super::cluster::peer_address(self.address, rank);
-        // SAFETY: the peer's barrier at the same offset, initialised and
-        // alive (the caller's cluster barriers).
-        unsafe {
-            asm!(
-                "mbarrier.arrive.shared::cluster.b64 _, [{bar}];",
-                bar = in(reg32) remote,
-                options(nostack),
-            );
-        }
-    }
-
     /// Waits until the phase with parity `parity` (0 or 1) has completed.
     /// After it returns, the bytes copied in that phase are visible to
     /// this thread.

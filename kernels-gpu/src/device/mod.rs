@@ -15,9 +15,7 @@
 //! - [`async_copy`]: `cp.async` global-to-shared copies in groups (sm_80+);
 //! - [`mbarrier`], [`tma`], [`wgmma`]: Hopper's transaction barriers, copy
 //!   engine and warpgroup tensor-core instructions (sm_90a; GPU only: the
-//!   emulator has no model of their asynchronous proxy);
-//! - [`cluster`]: thread-block clusters, blocks that reach each other's
-//!   shared memory (sm_90; GPU only).
+//!   emulator has no model of their asynchronous proxy).
 //!
 //! On the host the same functions run the kernel bodies on the CPU
 //! emulator ([`crate::emu`]), which checks every access; only the
@@ -36,8 +34,6 @@
 
 pub mod async_copy;
 pub mod barrier;
-#[cfg(target_arch = "nvptx64")]
-pub mod cluster;
 pub mod global;
 pub mod math;
 #[cfg(target_arch = "nvptx64")]

@@ -40,8 +40,7 @@
 //! 6. No other thread writes the part of the matrix the box covers.
 //!
 //! GPU only, like [`super::mbarrier`]; so are the kernels that use it
-//! (steps 12-13, 17-20, 22 and 23; step 23 multicasts B's boxes to the
-//! two blocks of a cluster).
+//! (steps 12-13, 17-20 and 22).
 
 use core::arch::asm;
 
@@ -128,43 +127,6 @@ impl TensorMap {
                 col = in(reg32) col,
                 row = in(reg32) row,
                 bar = in(reg32) barrier.address(),
-                options(nostack),
-            );
-        }
-    }
-
-    /// `cp.async.bulk.tensor.2d ... .multicast::cluster`: as
-    /// [`Self::load_2d`], but the box lands at word `word` of the shared
-    /// memory of every block of the cluster whose bit is set in `blocks`
-    /// (bit r: rank r), counting its bytes down on the barrier at
-    /// `barrier`'s offset in each of them.
-    ///
-    /// # Safety
-    /// Rules 1-3 in every destination block (each expects the box's bytes
-    /// on its barrier in its current phase, and no thread there touches
-    /// the destination until that phase completes), and the cluster's
-    /// rules ([`super::cluster`]).
-    #[inline(always)]
-    pub unsafe fn load_2d_multicast(
-        self,
-        word: usize,
-        col: u32,
-        row: u32,
-        barrier: MBarrier,
-        blocks: u16,
-    ) {
-        let dst = shared::address(word);
-        // SAFETY: as load_2d, for every destination block (the caller's).
-        unsafe {
-            asm!(
-                "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster \
-                 [{dst}], [{map}, {{{col}, {row}}}], [{bar}], {mask};",
-                dst = in(reg32) dst,
-                map = in(reg64) self.map,
-                col = in(reg32) col,
-                row = in(reg32) row,
-                bar = in(reg32) barrier.address(),
-                mask = in(reg16) blocks,
                 options(nostack),
             );
         }
