@@ -237,6 +237,8 @@ impl Cublas {
     pub fn load_elems(gpu: &Gpu, elems: Elems) -> Result<Self, String> {
         let served = match elems.math {
             Math::Fp32 | Math::Tf32 => elems.storage() == kernels_gpu::elem::Storage::F32,
+            // 3xTF32 kernels are measured against SGEMM (Math::yardstick).
+            Math::Tf32x3 => false,
             Math::Bf16 | Math::F16 => {
                 let input = if elems.math == Math::Bf16 {
                     Elem::Bf16
@@ -268,6 +270,7 @@ impl Cublas {
         let mode = match precision {
             Math::Fp32 | Math::Bf16 | Math::F16 => cublasMath_t::CUBLAS_DEFAULT_MATH,
             Math::Tf32 => cublasMath_t::CUBLAS_TF32_TENSOR_OP_MATH,
+            Math::Tf32x3 => unreachable!("not served (above)"),
         };
         // SAFETY: the handle is live; the mode is a valid enum value.
         let status = unsafe { cudarc::cublas::sys::cublasSetMathMode(*blas.handle(), mode) };
@@ -282,6 +285,7 @@ impl Cublas {
             Math::Tf32 => CUBLAS_TF32,
             Math::Bf16 => CUBLAS_BF16,
             Math::F16 => CUBLAS_FP16,
+            Math::Tf32x3 => unreachable!("not served (above)"),
         };
         let name = if elems.c == Elem::F32 {
             base.to_string()

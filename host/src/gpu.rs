@@ -96,6 +96,8 @@ impl DeviceInfo {
         match math {
             Math::Fp32 => Some(self.fp32_lanes_per_sm() * 2),
             Math::Tf32 => self.tf32_flops_per_clock_per_sm(),
+            // 3xTF32: three TF32 products per product (FLOP counted as 2mnk).
+            Math::Tf32x3 => self.tf32_flops_per_clock_per_sm().map(|f| f / 3),
             Math::Bf16 | Math::F16 => self.half_flops_per_clock_per_sm(),
         }
     }

@@ -66,6 +66,8 @@ impl Peaks {
         match math {
             Math::Fp32 => Some(self.fp32_gflops),
             Math::Tf32 => self.tf32_gflops,
+            // Three TF32 products per product.
+            Math::Tf32x3 => self.tf32_gflops.map(|g| g / 3.0),
             Math::Bf16 | Math::F16 => self.half_gflops,
         }
     }

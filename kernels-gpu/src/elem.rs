@@ -79,6 +79,13 @@ pub enum Math {
     Bf16,
     /// FP16 products on the tensor cores (exact in f32), accumulated in f32.
     F16,
+    /// 3xTF32: each f32 factor split into a TF32 part and a TF32
+    /// remainder, `x = big + small` (`big = tf32(x)`, `small = tf32(x -
+    /// big)`, both rounded to nearest), and the product formed from three
+    /// TF32 products, `small * big + big * small + big * big` (the
+    /// `small * small` term dropped), on the tensor cores with f32
+    /// accumulation: close to FP32's accuracy (step 23).
+    Tf32x3,
 }
 
 impl Math {
@@ -89,12 +96,13 @@ impl Math {
             Math::Tf32 => "TF32",
             Math::Bf16 => "BF16",
             Math::F16 => "FP16",
+            Math::Tf32x3 => "3xTF32",
         }
     }
 
     /// The math called `name` ([`Self::name`]).
     pub fn from_name(name: &str) -> Option<Math> {
-        [Math::Fp32, Math::Tf32, Math::Bf16, Math::F16]
+        [Math::Fp32, Math::Tf32, Math::Bf16, Math::F16, Math::Tf32x3]
             .into_iter()
             .find(|m| m.name() == name)
     }
@@ -104,10 +112,21 @@ impl Math {
         !matches!(self, Math::Fp32)
     }
 
-    /// Significant bits of the factors the multipliers take (TF32: 11).
+    /// The math of the cuBLAS call a kernel of this math is measured and
+    /// checked against: its own, but FP32 (cuBLAS SGEMM) for 3xTF32,
+    /// whose claim is FP32's accuracy.
+    pub const fn yardstick(self) -> Math {
+        match self {
+            Math::Tf32x3 => Math::Fp32,
+            m => m,
+        }
+    }
+
+    /// Significant bits of the factors the multipliers take (TF32: 11;
+    /// 3xTF32: 24, an f32 factor taken whole, as a sum of two TF32 parts).
     pub const fn precision_bits(self) -> i32 {
         match self {
-            Math::Fp32 => 24,
+            Math::Fp32 | Math::Tf32x3 => 24,
             Math::Tf32 | Math::F16 => 11,
             Math::Bf16 => 8,
         }
@@ -132,6 +151,8 @@ impl Elems {
     pub const FP32: Elems = Elems::new(Elem::F32, Elem::F32, Elem::F32, Math::Fp32);
     /// f32 in and out, TF32 tensor cores: steps 11-13, 17, 18.
     pub const TF32: Elems = Elems::new(Elem::F32, Elem::F32, Elem::F32, Math::Tf32);
+    /// f32 in and out, 3xTF32 on the tensor cores: step 23.
+    pub const TF32X3: Elems = Elems::new(Elem::F32, Elem::F32, Elem::F32, Math::Tf32x3);
 
     /// A, B and C stored as `a`, `b`, `c`, accumulated in f32, computed in `math`.
     pub const fn new(a: Elem, b: Elem, c: Elem, math: Math) -> Elems {
@@ -349,9 +370,11 @@ mod tests {
 
     #[test]
     fn names_round_trip_and_roundoffs_follow_the_bits() {
-        for m in [Math::Fp32, Math::Tf32, Math::Bf16, Math::F16] {
+        for m in [Math::Fp32, Math::Tf32, Math::Bf16, Math::F16, Math::Tf32x3] {
             assert_eq!(Math::from_name(m.name()), Some(m));
         }
+        assert_eq!(Math::Tf32x3.yardstick(), Math::Fp32);
+        assert_eq!(Math::Bf16.yardstick(), Math::Bf16);
         assert_eq!(Elem::Bf16.unit_roundoff(), 1.0 / 256.0);
         assert_eq!(Elem::F16.unit_roundoff(), 1.0 / 2048.0);
         assert_eq!(Elem::F32.unit_roundoff(), f32::EPSILON as f64 / 2.0);

@@ -69,7 +69,7 @@
 //! path must not spill (docs/measurements.md, 2026-12-01).
 
 use crate::device::async_copy::{commit_group, wait_group};
-use crate::device::mma::{mma_m16n8k8_tf32, to_tf32};
+use crate::device::mma::{mma_m16n8k8_tf32, split_tf32, to_tf32};
 use crate::device::{SharedTile, block_idx_x, block_idx_y, sync_threads, thread_idx_x};
 use crate::gemm::Gemm;
 use crate::elem::Elems;
@@ -87,13 +87,13 @@ const MAX_CHUNKS: usize = 16;
 
 /// One parameter set, and what follows from it.
 #[derive(Clone, Copy)]
-struct Params {
-    bm: usize,
-    bn: usize,
-    bk: usize,
-    wm: usize,
-    wn: usize,
-    stages: usize,
+pub(crate) struct Params {
+    pub(crate) bm: usize,
+    pub(crate) bn: usize,
+    pub(crate) bk: usize,
+    pub(crate) wm: usize,
+    pub(crate) wn: usize,
+    pub(crate) stages: usize,
 }
 
 impl Params {
@@ -133,13 +133,29 @@ impl Params {
         assert!(self.shared_bytes() <= MAX_SHARED_BYTES);
     }
     const fn spec(self, name: &'static str, body: fn(Gemm)) -> KernelSpec {
+        self.spec_of(
+            name,
+            body,
+            (11, Elems::TF32),
+            "TF32 tensor cores (mma.sync m16n8k8), multi-stage cp.async pipeline, swizzled tiles",
+        )
+    }
+    /// The spec of this parameter set's block as ladder step `step`,
+    /// computing in `elems` (step 23: 3xTF32).
+    pub(crate) const fn spec_of(
+        self,
+        name: &'static str,
+        body: fn(Gemm),
+        (step, elems): (u32, Elems),
+        summary: &'static str,
+    ) -> KernelSpec {
         self.check();
         KernelSpec {
             name,
-            step: 11,
+            step,
             module: &modules::MMA,
-            elems: Elems::TF32,
-            summary: "TF32 tensor cores (mma.sync m16n8k8), multi-stage cp.async pipeline, swizzled tiles",
+            elems,
+            summary,
             launch: Launch {
                 block_threads: (self.threads() as u32, 1),
                 block_tile: (self.bm, self.bn),
@@ -172,7 +188,7 @@ macro_rules! instance {
         /// The body of the PTX entry of the same name (inlined into it).
         #[inline(always)]
         pub fn $name(g: Gemm) {
-            mma::<$bm, $bn, BK, $wm, $wn, $s, { $wm / 16 }, { $wn / 8 }, { $s - 2 }, { $bn + B_PAD }, NONE>(g)
+            mma::<$bm, $bn, BK, $wm, $wn, $s, { $wm / 16 }, { $wn / 8 }, { $s - 2 }, { $bn + B_PAD }, NONE, false>(g)
         }
         mod $name {
             #[cfg(target_arch = "nvptx64")]
@@ -209,12 +225,12 @@ const fn a_swizzle(row: usize, col: usize) -> usize {
 }
 
 /// Padding of each row of B's tile, in floats.
-const B_PAD: usize = 8;
+pub(crate) const B_PAD: usize = 8;
 
 /// What [`body`] breaks: nothing for the kernels; the others are the
 /// `mutants` feature's test-only variants (constants, so the kernels' PTX
 /// has no trace of them).
-const NONE: u8 = 0;
+pub(crate) const NONE: u8 = 0;
 /// A fragment's registers 1 and 2 swapped (rows g + 8 and columns t + 4).
 const SWAPPED_FRAGMENT: u8 = 1;
 /// The main loop's `wait_group` left out: tiles are read before they land.
@@ -228,12 +244,12 @@ pub mod mutants {
 
     /// A's fragment in the wrong register order.
     pub fn swapped_fragment(g: Gemm) {
-        mma::<64, 128, BK, 32, 64, 2, 2, 8, 0, { 128 + B_PAD }, SWAPPED_FRAGMENT>(g)
+        mma::<64, 128, BK, 32, 64, 2, 2, 8, 0, { 128 + B_PAD }, SWAPPED_FRAGMENT, false>(g)
     }
 
     /// No `cp.async.wait_group` before the barrier that ends a tile.
     pub fn no_wait(g: Gemm) {
-        mma::<64, 128, BK, 32, 64, 2, 2, 8, 0, { 128 + B_PAD }, NO_WAIT>(g)
+        mma::<64, 128, BK, 32, 64, 2, 2, 8, 0, { 128 + B_PAD }, NO_WAIT, false>(g)
     }
 }
 
@@ -260,8 +276,9 @@ const fn params<
 /// of B to start 16-byte aligned (K and N multiples of 4, uniform over the
 /// grid); copies need no checks in a block inside C when K is a multiple
 /// of BK (uniform over the block). Every other block checks each copy.
+/// `SPLIT`: 3xTF32 (step 23) instead of TF32.
 #[inline(always)]
-fn mma<
+pub(crate) fn mma<
     const BM: usize,
     const BN: usize,
     const BK: usize,
@@ -273,18 +290,19 @@ fn mma<
     const WAIT: u32,
     const B_LD: usize,
     const MUTATION: u8,
+    const SPLIT: bool,
 >(
     g: Gemm,
 ) {
     let (row0, col0) = (block_idx_y() * BM, block_idx_x() * BN);
     if g.vec4() {
         if row0 + BM <= g.m && col0 + BN <= g.n && g.k.is_multiple_of(BK) {
-            body::<BM, BN, BK, WM, WN, STAGES, MI, NI, WAIT, B_LD, true, false, MUTATION>(g, row0, col0)
+            body::<BM, BN, BK, WM, WN, STAGES, MI, NI, WAIT, B_LD, true, false, MUTATION, SPLIT>(g, row0, col0)
         } else {
-            body::<BM, BN, BK, WM, WN, STAGES, MI, NI, WAIT, B_LD, true, true, MUTATION>(g, row0, col0)
+            body::<BM, BN, BK, WM, WN, STAGES, MI, NI, WAIT, B_LD, true, true, MUTATION, SPLIT>(g, row0, col0)
         }
     } else {
-        body::<BM, BN, BK, WM, WN, STAGES, MI, NI, WAIT, B_LD, false, true, MUTATION>(g, row0, col0)
+        body::<BM, BN, BK, WM, WN, STAGES, MI, NI, WAIT, B_LD, false, true, MUTATION, SPLIT>(g, row0, col0)
     }
 }
 
@@ -293,7 +311,8 @@ fn mma<
 /// WAIT = STAGES - 2 groups may stay in flight when a tile is needed;
 /// B_LD = BN + B_PAD; ALIGNED: copy 16 bytes at a time (else 4); GUARD:
 /// check each copy against the matrices' bounds (without, the caller
-/// guarantees an aligned interior block and K % BK == 0).
+/// guarantees an aligned interior block and K % BK == 0); SPLIT: 3xTF32
+/// (each fragment split into TF32 parts, three `mma`s per pair: step 23).
 #[inline(always)]
 fn body<
     const BM: usize,
@@ -309,6 +328,7 @@ fn body<
     const ALIGNED: bool,
     const GUARD: bool,
     const MUTATION: u8,
+    const SPLIT: bool,
 >(
     g: Gemm,
     row0: usize,
@@ -484,12 +504,56 @@ fn body<
         // Fully unrolled: ptxas overlaps a step's fragment loads with the
         // previous step's mma.
         unroll!(BK / 8; 8, |step| {
-            let (a, b) = fragments(read_stage, step);
-            unroll!(MI; 4, |mi| {
-                unroll!(NI; 8, |ni| {
-                    mma_m16n8k8_tf32(&mut acc[mi][ni], a[mi], b[ni]);
+            if SPLIT {
+                // 3xTF32 (step 23): the fragments as in `fragments`, each
+                // value split into its two TF32 parts ([`split_tf32`]);
+                // then the two small terms first and big * big last
+                // (small * small is dropped). Written
+                // out here, not as a second closure, so that step 11's
+                // code is untouched by it.
+                let (a_tile, b_tile) = stage(read_stage);
+                let k0 = 8 * step;
+                let (mut a_big, mut a_small) = ([[0u32; 4]; MI], [[0u32; 4]; MI]);
+                let (mut b_big, mut b_small) = ([[0u32; 2]; NI], [[0u32; 2]; NI]);
+                unroll!(MI; 4, |mi| {
+                    let r = warp_row + mi * 16 + ldm_row;
+                    // SAFETY: as in `fragments` (the same loads).
+                    let raw = unsafe { a_tile.load_matrix_x4(r, a_swizzle(r, k0 + ldm_col)) };
+                    unroll!(4; 4, |i| {
+                        (a_big[mi][i], a_small[mi][i]) = split_tf32(raw[i]);
+                    });
                 });
-            });
+                unroll!(NI; 8, |ni| {
+                    let n = warp_col + ni * 8 + group;
+                    // SAFETY: as in `fragments` (the same loads).
+                    let raw = unsafe { [b_tile.load(k0 + quad, n), b_tile.load(k0 + quad + 4, n)] };
+                    unroll!(2; 2, |i| {
+                        (b_big[ni][i], b_small[ni][i]) = split_tf32(raw[i]);
+                    });
+                });
+                // The three products of a k-step go into a partial sum of
+                // their own, added into the accumulators by the FMA pipe:
+                // the tensor cores' own additions truncate (step 23's
+                // header), and would do so against the whole running sum.
+                unroll!(MI; 4, |mi| {
+                    unroll!(NI; 8, |ni| {
+                        let mut part = [0.0f32; 4];
+                        mma_m16n8k8_tf32(&mut part, a_small[mi], b_big[ni]);
+                        mma_m16n8k8_tf32(&mut part, a_big[mi], b_small[ni]);
+                        mma_m16n8k8_tf32(&mut part, a_big[mi], b_big[ni]);
+                        unroll!(4; 4, |i| {
+                            acc[mi][ni][i] += part[i];
+                        });
+                    });
+                });
+            } else {
+                let (a, b) = fragments(read_stage, step);
+                unroll!(MI; 4, |mi| {
+                    unroll!(NI; 8, |ni| {
+                        mma_m16n8k8_tf32(&mut acc[mi][ni], a[mi], b[ni]);
+                    });
+                });
+            }
         });
         // Tile kt + 1 is the oldest group but WAIT: wait for it, then one
         // barrier makes every thread's copies visible and ends all reads

@@ -30,6 +30,7 @@
 //! | 20 | [`k20_wgmma_persistent`] | step 19 on a persistent grid: one block per SM walks tiles in grouped order, the producer a tile ahead |
 //! | 21 | [`k21_mma_16bit`] | BF16 and FP16 on any GPU since Ampere: `mma.sync` m16n8k16, A and B through `ldmatrix` (`.trans`) as stored |
 //! | 22 | [`k22_wgmma_tma_store`] | step 20 with C written by TMA: each warp stages its rows in shared memory, the copy engine stores them while the next tile runs |
+//! | 23 | [`k23_mma_3xtf32`] | 3xTF32: step 11 with each f32 factor split into two TF32 parts in registers, three `mma.sync` per pair: FP32 accuracy on the tensor cores |
 //!
 //! The same crate builds for the host, where it exports the kernels'
 //! constants ([`registry`]) so that launch shapes are never retyped, and
@@ -91,7 +92,7 @@ macro_rules! ladder_files {
 ladder_files!(["ladder"]: k01_naive, k02_tiled16, k03_tiled32, k04_blocktile_1d, k05_blocktile_2d,
     k06_vectorized, k07_double_buffer, k08_warptile, k09_prefetch, k14_split_k, k15_skinny, k16_gemv);
 ladder_files!(["tuned_a" | "tuned_b" | "tuned_t"]: k10_tuned);
-ladder_files!(["mma"]: k11_mma);
+ladder_files!(["mma"]: k11_mma, k23_mma_3xtf32);
 ladder_files!(["mma16" | "mma16_tn" | "mma16_nt" | "mma16_tt"]: k21_mma_16bit);
 // Step 20's transposed layouts (modules `wgmma_tn`, `wgmma_nt`,
 // `wgmma_tt`) build on steps 12, 13 and 19; those files' entries go into

@@ -122,11 +122,11 @@ pub const TUNED_T: PtxModule = PtxModule {
     files: "k10_tuned (the transposed instances)",
     utility_entries: &[],
 };
-/// Step 11: TF32 tensor cores through `mma.sync`.
+/// Steps 11 and 23: TF32 tensor cores through `mma.sync` (23: 3xTF32).
 pub const MMA: PtxModule = PtxModule {
     name: "mma",
     arch: Arch::SM80,
-    files: "k11_mma",
+    files: "k11_mma, k23_mma_3xtf32",
     utility_entries: &[],
 };
 /// Step 21: 16-bit tensor cores through `mma.sync` (modules of their

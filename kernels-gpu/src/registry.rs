@@ -3,7 +3,7 @@
 use crate::launch::KernelSpec;
 
 /// The kernels, in ladder order. `name` is also the PTX entry's name.
-/// Steps 10-13 and 17-22 list every instance (also as `k10_tuned::SPECS`, `k11_mma::SPECS`, `k12_wgmma::SPECS`, `k13_wgmma_ws::SPECS`, `k17_wgmma_ss::SPECS`, `k18_wgmma_tr::SPECS`, `k19_wgmma_16bit::SPECS`, `k20_wgmma_persistent::SPECS`, `k21_mma_16bit::SPECS`, `k22_wgmma_tma_store::SPECS`).
+/// Steps 10-13 and 17-23 list every instance (also as `k10_tuned::SPECS`, `k11_mma::SPECS`, `k12_wgmma::SPECS`, `k13_wgmma_ws::SPECS`, `k17_wgmma_ss::SPECS`, `k18_wgmma_tr::SPECS`, `k19_wgmma_16bit::SPECS`, `k20_wgmma_persistent::SPECS`, `k21_mma_16bit::SPECS`, `k22_wgmma_tma_store::SPECS`, `k23_mma_3xtf32::SPECS`).
 pub const KERNELS: &[KernelSpec] = &[
     crate::k01_naive::SPEC,
     crate::k02_tiled16::SPEC,
@@ -54,6 +54,7 @@ pub const KERNELS: &[KernelSpec] = &[
     crate::k22_wgmma_tma_store::SPEC_F16_128X256X64_S4,
     crate::k22_wgmma_tma_store::SPEC_BF16_128X256X64_S4_C16,
     crate::k22_wgmma_tma_store::SPEC_F16_128X256X64_S4_C16,
+    crate::k23_mma_3xtf32::SPEC_64X64X32_W32X32_S2,
 ];
 
 /// Kernels that read A or B transposed (`KernelSpec::ops`): the library's

@@ -70,6 +70,14 @@ fn assert_matches_reference(
         (Elem::F16, _) => F16::from_f32(x).to_f32() as f64,
         _ => x as f64,
     };
+    // 3xTF32 multiplies the inputs as stored, less what its split loses
+    // per product (the dropped small * small term and the small parts'
+    // own rounding): at most 3 * 2^-22 of |a * b|.
+    let split = if elems.math == Math::Tf32x3 {
+        3.0 * 2f64.powi(-22)
+    } else {
+        0.0
+    };
     // A 16-bit C adds one rounding of the result.
     let c_rounding = if elems.c == Elem::F32 {
         0.0
@@ -85,8 +93,9 @@ fn assert_matches_reference(
                 magnitude += p.abs();
             }
             let got = report.c[row * n + col] as f64;
-            let tolerance =
-                4.0 * k as f64 * f32::EPSILON as f64 * magnitude + c_rounding * exact.abs();
+            let tolerance = 4.0 * k as f64 * f32::EPSILON as f64 * magnitude
+                + split * magnitude
+                + c_rounding * exact.abs();
             assert!(
                 (got - exact).abs() <= tolerance,
                 "{} at m={m} n={n} k={k}: C[{row}][{col}] = {got}, expected {exact} (tolerance {tolerance:e})",
@@ -1154,5 +1163,49 @@ fn estimates_next_to_runs() {
                 assert!((0.5..2.0).contains(&ratio), "{kernel} at {shape:?}");
             }
         }
+    }
+}
+
+/// The largest `|c - ref| / sum_k |a * b|` of `c` against `A * B` in f64
+/// on the inputs as stored.
+fn scaled_error(c: &[f32], a: &[f32], b: &[f32], (m, n, k): (usize, usize, usize)) -> f64 {
+    let mut worst = 0.0f64;
+    for row in 0..m {
+        for col in 0..n {
+            let (mut exact, mut magnitude) = (0.0f64, 0.0f64);
+            for kk in 0..k {
+                let p = a[row * k + kk] as f64 * b[kk * n + col] as f64;
+                exact += p;
+                magnitude += p.abs();
+            }
+            worst = worst.max((c[row * n + col] as f64 - exact).abs() / magnitude);
+        }
+    }
+    worst
+}
+
+/// Step 23 (3xTF32) meets the f32 bound on the inputs as stored, and its
+/// split is what does it: step 11 on the same tile, plain TF32, misses
+/// that bound by far, and the two differ by more than TF32's own error.
+#[test]
+fn three_tf32_has_f32_accuracy_and_plain_tf32_does_not() {
+    let split = &kernels_gpu::k23_mma_3xtf32::SPEC_64X64X32_W32X32_S2;
+    // Step 11's nearest tile (its warp tile is 64 x 32; the product is
+    // the same sum of TF32 products either way).
+    let plain = &k11_mma::SPEC_128X64X32_W64X32_S2;
+    for shape in [(37, 53, 29), (65, 129, 100), (1, 1, 1)] {
+        let (three, a, b) = run(split, split.emulated().unwrap(), shape);
+        assert!(three.is_clean(), "{three}");
+        assert_matches_reference(&three, Elems::TF32X3, &a, &b, shape);
+        let (one, ..) = run(plain, plain.emulated().unwrap(), shape);
+        let (e3, e1) = (
+            scaled_error(&three.c, &a, &b, shape),
+            scaled_error(&one.c, &a, &b, shape),
+        );
+        assert!(e3 < 1e-6, "3xTF32 at {shape:?}: error {e3:e}");
+        assert!(
+            e1 > 30.0 * e3.max(1e-8),
+            "TF32 at {shape:?}: error {e1:e} against 3xTF32's {e3:e}"
+        );
     }
 }

@@ -167,6 +167,42 @@ fn tensor_core_kernels_use_mma_sync_tf32_once_per_warp_tile() {
     }
 }
 
+/// Step 23 (3xTF32): three `mma.sync` per warp tile and k-step where
+/// step 11 has one (in each of its three bodies), each value split by two
+/// `cvt.rna`, and each k-step's partial added by the FMA pipe (`add.f32`).
+#[test]
+fn three_tf32_kernels_use_three_mma_sync_per_warp_tile() {
+    let mma = rust_gemm::ptx(&kernels_gpu::modules::MMA);
+    for k in kernels_gpu::k23_mma_3xtf32::SPECS {
+        let body = ptx_entry(mma, k.name).unwrap();
+        let (bm, bn) = k.launch.block_tile;
+        let per_step = bm * bn / (4 * k.launch.threads() as usize);
+        let expected = 3 * 3 * (k11_mma::BK / 8) * per_step;
+        assert_eq!(
+            body.matches("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32")
+                .count(),
+            expected,
+            "{}: mma.sync count",
+            k.name
+        );
+        let cvts = body.matches("cvt.rna.tf32.f32").count();
+        // At least the block's share per thread of A's and B's values
+        // of a k-step (a warp reads more: its rows and its columns), two
+        // conversions each, in each of the three bodies.
+        let values = (bm * 8 + 8 * bn) / k.launch.threads() as usize;
+        assert!(
+            cvts >= 3 * 2 * values * (k11_mma::BK / 8),
+            "{}: {cvts} cvt.rna",
+            k.name
+        );
+        assert!(
+            body.contains("add.f32") || body.contains("add.rn.f32"),
+            "{}: no add.f32",
+            k.name
+        );
+    }
+}
+
 /// Step 21's entries: 16-bit `mma.sync` of their own type, once per warp
 /// tile and k-step in each of the three bodies (aligned, aligned with
 /// checks, one value at a time: one product or a batch, never both), as

@@ -32,7 +32,7 @@ fn status(r: &Row) -> String {
         format!(
             "FAIL (error {:.1}x cuBLAS {}'s)",
             r.error_over_cublas_math.unwrap_or(f64::NAN),
-            r.precision
+            r.math().yardstick().name()
         )
     } else {
         "ok".into()

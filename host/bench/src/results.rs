@@ -96,9 +96,11 @@ impl Row {
         Math::from_name(&self.precision).unwrap_or(Math::Fp32)
     }
 
-    /// The same math and stored types as `other`: the same comparison.
-    pub fn same_elems(&self, other: &Row) -> bool {
-        self.precision == other.precision && self.elems == other.elems
+    /// The stored types of `kernel` and the math its claims are measured
+    /// against (`Math::yardstick`: its own, or FP32 for 3xTF32): the row
+    /// a kernel's "% cuBLAS, same types" and error ratio compare with.
+    pub fn is_yardstick_of(&self, kernel: &Row) -> bool {
+        self.math() == kernel.math().yardstick() && self.elems == kernel.elems
     }
 
     /// Verified, and (tensor cores) no less accurate than the bench demands.
@@ -189,7 +191,9 @@ impl Results {
             let cublas = find(r, &sgemm);
             r.percent_of_cublas = r.gflops.zip(cublas).map(|(g, c)| 100.0 * g / c);
             if r.math().tensor_cores() && r.kind != Kind::Cublas {
-                let same = find_row(r, &|o| o.kind == Kind::Cublas && o.same_elems(r));
+                // cuBLAS of the same types, or of the math the kernel's
+                // claims are measured against (3xTF32: SGEMM).
+                let same = find_row(r, &|o| o.kind == Kind::Cublas && o.is_yardstick_of(r));
                 let same_gflops = same.as_ref().and_then(|o| o.gflops);
                 r.percent_of_cublas_math = r.gflops.zip(same_gflops).map(|(g, c)| 100.0 * g / c);
                 r.error_over_cublas_math = same

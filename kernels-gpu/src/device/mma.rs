@@ -71,6 +71,20 @@ pub fn to_tf32(x: f32) -> u32 {
     backend::to_tf32(x)
 }
 
+/// 3xTF32's split of `x` (step 23): `(big, small)`, TF32 bit patterns
+/// with `big = tf32(x)` and `small = tf32(x - big)`, both rounded to
+/// nearest, so that `big + small` is `x` to about 22 significant bits.
+/// The subtraction is exact in f32 (`big` is `x` with its low 13 bits
+/// rounded away). A value whose remainder is not finite (infinity, NaN,
+/// or a finite `x` that rounds to infinity) keeps `big` alone, so an
+/// infinity stays one instead of turning into `inf - inf`.
+#[inline(always)]
+pub fn split_tf32(x: f32) -> (u32, u32) {
+    let big = to_tf32(x);
+    let rest = x - f32::from_bits(big);
+    (big, if rest.is_finite() { to_tf32(rest) } else { 0 })
+}
+
 /// `c += A * B` for one 16 x 8 x 8 TF32 tile held by the calling warp, in
 /// the fragment layout of this module's table: `a` and `b` from
 /// [`to_tf32`], `c` accumulated in f32.
