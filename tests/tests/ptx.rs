@@ -138,18 +138,26 @@ fn the_gemv_kernel_sums_with_warp_shuffles_only() {
 /// exactly its three bodies (aligned, aligned with checks, 4-byte copies),
 /// each with BK / 8 k-steps of MI x NI tiles, where MI x NI = BM BN / (4
 /// threads) (a warp's WM WN / 128 outputs).
+/// Step 11's TF32 `mma.sync`, as its PTX spells it.
+const MMA_TF32: &str = "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32";
+
+/// The `mma.sync` a warp of step 11's block `k` issues per tile of K (its
+/// m16n8k8 tiles times the tile's k-steps), summed over the entry's three
+/// bodies (aligned, aligned with checks, one value at a time). Step 23
+/// issues three per tile.
+fn tf32_warp_tiles(k: &KernelSpec) -> usize {
+    let (bm, bn) = k.launch.block_tile;
+    3 * (k11_mma::BK / 8) * (bm * bn / (4 * k.launch.threads() as usize))
+}
+
 #[test]
 fn tensor_core_kernels_use_mma_sync_tf32_once_per_warp_tile() {
     let mma = rust_gemm::ptx(&kernels_gpu::modules::MMA);
     for k in k11_mma::SPECS {
         let body = ptx_entry(mma, k.name).unwrap();
-        let (bm, bn) = k.launch.block_tile;
-        let per_step = bm * bn / (4 * k.launch.threads() as usize);
-        let expected = 3 * (k11_mma::BK / 8) * per_step;
         assert_eq!(
-            body.matches("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32")
-                .count(),
-            expected,
+            body.matches(MMA_TF32).count(),
+            tf32_warp_tiles(k),
             "{}: mma.sync count",
             k.name
         );
@@ -176,12 +184,9 @@ fn three_tf32_kernels_use_three_mma_sync_per_warp_tile() {
     for k in kernels_gpu::k23_mma_3xtf32::SPECS {
         let body = ptx_entry(mma, k.name).unwrap();
         let (bm, bn) = k.launch.block_tile;
-        let per_step = bm * bn / (4 * k.launch.threads() as usize);
-        let expected = 3 * 3 * (k11_mma::BK / 8) * per_step;
         assert_eq!(
-            body.matches("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32")
-                .count(),
-            expected,
+            body.matches(MMA_TF32).count(),
+            3 * tf32_warp_tiles(k),
             "{}: mma.sync count",
             k.name
         );
