@@ -65,21 +65,21 @@
 //! # }
 //! ```
 //!
-//! Precision: every f32 call the library runs multiplies in f32 (FMA),
-//! as cuBLAS SGEMM does by default; the TF32 tensor-core kernels are not
-//! used by `Auto` (they round A and B to 10 mantissa bits) and can be
-//! named explicitly. A 16-bit call multiplies on the tensor cores
-//! (products exact, sums in f32), as cuBLAS's `cublasGemmEx` with compute
-//! 32F does.
+//! Precision: by default every f32 call the library runs multiplies in
+//! f32 (FMA), as cuBLAS SGEMM does by default; a call may allow `Auto`
+//! the 3xTF32 kernels (FP32's accuracy on the tensor cores) or TF32 ones
+//! too ([`Compute`], cuBLAS's math mode), and any kernel can be named
+//! explicitly. A 16-bit call multiplies on the tensor cores (products
+//! exact, sums in f32), as cuBLAS's `cublasGemmEx` with compute 32F does.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut};
-use kernels_gpu::elem::{Elem, Elems, Storage};
+use kernels_gpu::elem::{Elem, Elems, Math, Storage};
 use kernels_gpu::gemm::GemmParams;
 use kernels_gpu::k14_split_k::REDUCE;
-use kernels_gpu::launch::{KernelSpec, Operands, Ops};
+use kernels_gpu::launch::{KernelSpec, Operands, Ops, TmaBoxes, TmaCopy};
 use kernels_gpu::registry;
 
 pub use kernels_gpu::launch::Op;
@@ -136,6 +136,42 @@ pub enum Algorithm {
     Kernel { name: String, split_k: usize },
 }
 
+/// What an f32 call may multiply in (cuBLAS's math mode): which kernels
+/// `Auto` may choose. A named kernel computes in its own math whatever
+/// this says. 16-bit calls multiply on the tensor cores in every mode.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Compute {
+    /// FP32 multiply-adds on the CUDA cores, as cuBLAS SGEMM's default
+    /// math: the FP32 kernels of steps 10, 15 and 16.
+    #[default]
+    Fp32,
+    /// FP32 accuracy from the tensor cores allowed: also the 3xTF32
+    /// kernels (steps 23-24: each factor split into two TF32 parts, three
+    /// products), where the model says they are faster. Their error was
+    /// at most cuBLAS SGEMM's on the bench's inputs (README, "3xTF32");
+    /// unlike FP32 math, an infinite factor can give NaN where SGEMM gives
+    /// an infinity (its big part times the other's small one, which may
+    /// be 0), and a finite value above `(2 - 2^-11) 2^127` becomes
+    /// infinite (its big part rounds up).
+    Tf32x3,
+    /// TF32 allowed (cuBLAS's `CUBLAS_TF32_TENSOR_OP_MATH`, torch's
+    /// `allow_tf32`): factors rounded to 10 mantissa bits, some 100x
+    /// SGEMM's error; also the 3xTF32 kernels.
+    Tf32,
+}
+
+impl Compute {
+    /// Whether a kernel multiplying in `math` may compute a call in this
+    /// mode.
+    pub fn allows(self, math: Math) -> bool {
+        match math {
+            Math::Fp32 | Math::Bf16 | Math::F16 => true,
+            Math::Tf32x3 => self != Compute::Fp32,
+            Math::Tf32 => self == Compute::Tf32,
+        }
+    }
+}
+
 /// One call: `C = alpha * op(A) * op(B) + beta * C`, where `op(A)` is
 /// m x k, `op(B)` k x n and C m x n, for `batch` products whose matrices
 /// start `stride_*` elements apart.
@@ -163,6 +199,9 @@ pub struct GemmConfig {
     /// At least C's span when `batch > 1`: products never share C.
     pub stride_c: usize,
     pub algorithm: Algorithm,
+    /// What `Auto` may multiply an f32 call in ([`Compute::Fp32`] unless
+    /// set).
+    pub compute: Compute,
 }
 
 impl GemmConfig {
@@ -186,6 +225,7 @@ impl GemmConfig {
             stride_b: 0,
             stride_c: 0,
             algorithm: Algorithm::Auto,
+            compute: Compute::Fp32,
         }
     }
 
@@ -241,6 +281,12 @@ impl GemmConfig {
     /// The same call computed by `algorithm`.
     pub fn algorithm(mut self, algorithm: Algorithm) -> Self {
         self.algorithm = algorithm;
+        self
+    }
+
+    /// The same call with `Auto` allowed the kernels of `compute`.
+    pub fn compute(mut self, compute: Compute) -> Self {
+        self.compute = compute;
         self
     }
 
@@ -386,6 +432,8 @@ pub struct Plan {
     /// A, B and C as the caller's buffers store them (of the row-major
     /// problem: A and B are one type, so a swap changes nothing).
     pub storage: Storage,
+    /// The math `Auto` may choose kernels of.
+    pub compute: Compute,
 }
 
 /// [`plan_for`] of an f32 call.
@@ -517,6 +565,7 @@ pub fn plan_for(
         batch: cfg.batch,
         swapped,
         storage,
+        compute: cfg.compute,
     })
 }
 
@@ -622,6 +671,18 @@ const FULL_RATE: &[(&str, f64)] = &[
     ("mma16_f16_128x128x64_w64x32_s4_tn_c16", 278_668.0),
     ("mma16_f16_128x128x64_w64x32_s4_nt_c16", 286_780.0),
     ("mma16_f16_128x128x64_w64x32_s4_tt_c16", 278_731.0),
+    // 3xTF32 (`Compute::Tf32x3`): step 24 from this session's run
+    // (`bench --sizes 2048,4096,8192,4097,777x3333x1234 --kernels ...`,
+    // docs/measurements.md, thirteenth session), step 23 from the same.
+    ("wgmma_3xtf32_128x128x32_s3", 105_793.0),
+    ("mma_3xtf32_64x64x32_w32x32_s2", 24_905.0),
+    // TF32 (`Compute::Tf32`): docs/bench.json (the README run of 376413d).
+    ("wgmma_tr_256x128x32_s4", 357_378.0),
+    ("wgmma_ss_256x128x32_s4", 336_201.0),
+    ("mma_128x128x32_w64x64_s2", 156_422.0),
+    ("mma_256x128x32_w64x64_s3", 145_696.0),
+    ("mma_128x64x32_w64x32_s2", 137_628.0),
+    ("mma_64x128x32_w32x64_s2", 134_759.0),
 ];
 
 /// One measured call: the fastest registered kernel and split for it (a
@@ -657,23 +718,37 @@ pub fn table_for(name: &str) -> Option<Vec<AutoEntry>> {
 /// 1.41 times.
 pub const TABLE_REACH: f64 = 1.0;
 
-/// The kernels `Auto` chooses from for `ops` on buffers of `storage`: for
-/// f32, the FP32 pointer kernels of step 10 (A and B as they are, or the
-/// transposed instances), step 15's skinny kernel (C of one row) and step
-/// 16's matrix-vector kernel (C of one column); for BF16 and FP16, steps
-/// 19, 20 and 22 (Hopper's `wgmma`; steps 19 and 22 with A and B as they
-/// are, step 20 in every layout) and step 21 (`mma.sync`, every layout)
-/// of those types. (The caller keeps those its GPU can load.)
-pub fn auto_candidates(ops: Ops, storage: Storage) -> impl Iterator<Item = &'static KernelSpec> {
+/// The kernels `Auto` chooses from for `ops` on buffers of `storage` in
+/// mode `compute`: for f32, the FP32 pointer kernels of step 10 (A and B
+/// as they are, or the transposed instances), step 15's skinny kernel (C
+/// of one row) and step 16's matrix-vector kernel (C of one column); with
+/// [`Compute::Tf32x3`] also the 3xTF32 kernels (steps 23 and 24, A and B
+/// as they are), and with [`Compute::Tf32`] the TF32 tensor-core kernels
+/// too (steps 11, 17 and 18); for BF16 and FP16, steps 19, 20 and 22
+/// (Hopper's `wgmma`; steps 19 and 22 with A and B as they are, step 20
+/// in every layout) and step 21 (`mma.sync`, every layout) of those
+/// types. (The caller keeps those its GPU can load.)
+pub fn auto_candidates(
+    ops: Ops,
+    storage: Storage,
+    compute: Compute,
+) -> impl Iterator<Item = &'static KernelSpec> {
     registry::all().filter(move |k| {
         let steps = if storage == Storage::F32 {
-            matches!(k.step, 10 | 15 | 16)
-                && k.elems == Elems::FP32
-                && k.operands == Operands::Pointers
+            match k.elems.math {
+                Math::Fp32 => matches!(k.step, 10 | 15 | 16) && k.operands == Operands::Pointers,
+                Math::Tf32x3 => matches!(k.step, 23 | 24),
+                Math::Tf32 => matches!(k.step, 11 | 17 | 18),
+                Math::Bf16 | Math::F16 => false,
+            }
         } else {
             matches!(k.step, 19..=22)
         };
-        steps && k.ops == ops && k.elems.storage() == storage
+        steps
+            && compute.allows(k.elems.math)
+            && k.ops == ops
+            && k.elems.storage() == storage
+            && !registry::EXPERIMENTS.iter().any(|e| e.name == k.name)
     })
 }
 
@@ -725,6 +800,9 @@ pub fn choose_with(
         let d = |a: usize, b: usize| ((a.max(1) as f64) / (b.max(1) as f64)).log2().abs();
         d(p.m as usize, e.m) + d(p.n as usize, e.n) + d(p.k as usize, e.k) + d(plan.batch, e.batch)
     };
+    // The table was measured among the FP32 kernels: it answers FP32
+    // calls only.
+    let table = table.filter(|_| plan.compute == Compute::Fp32);
     let measured = table.into_iter().flatten().filter(|e| {
         e.ops == plan.ops.suffix()
             && (e.batch > 1) == (plan.batch > 1)
@@ -753,6 +831,7 @@ pub fn choose(plan: &Plan, candidates: &[Candidate], sms: usize, dram_gbs: f64) 
     let of_the_call = |c: &&Candidate| {
         c.spec.ops == plan.ops
             && c.spec.elems.storage() == plan.storage
+            && plan.compute.allows(c.spec.elems.math)
             && c.spec.unsupported(p, plan.batch).is_none()
             && crate::runner::grid(c.spec, p.m as usize, p.n as usize, 1).is_ok()
     };
@@ -806,7 +885,10 @@ pub fn choose(plan: &Plan, candidates: &[Candidate], sms: usize, dram_gbs: f64) 
             let compute_s = on_busiest * block_s;
             // Ties (both bound by DRAM in the model) go to the faster
             // arithmetic.
-            let t = (compute_s.max(memory_s) + reduce_s, compute_s);
+            let t = (
+                compute_s.max(memory_s) + reduce_s + copies_s(c.spec, plan, dram_gbs),
+                compute_s,
+            );
             if best.is_none_or(|(bt, _)| t < bt) {
                 best = Some((
                     t,
@@ -819,6 +901,30 @@ pub fn choose(plan: &Plan, candidates: &[Candidate], sms: usize, dram_gbs: f64) 
         }
     }
     best.map(|(_, c)| c)
+}
+
+/// What `Auto`'s model adds for each copy a launch makes before its
+/// kernel: about a launch's latency.
+pub const COPY_LAUNCH_S: f64 = 4e-6;
+
+/// The model's time for the copies a kernel's launch makes of A and B at
+/// every shape (`TmaCopy`; the padding copies of odd shapes are left
+/// out): step 17's B^T, read and written once; 3xTF32's split A and B^T,
+/// read once and written twice (two TF32 parts of each value); at the
+/// GPU's DRAM bandwidth, plus [`COPY_LAUNCH_S`] per copy.
+fn copies_s(spec: &KernelSpec, plan: &Plan, dram_gbs: f64) -> f64 {
+    let Operands::TensorMaps(TmaBoxes { copy, .. }) = spec.operands else {
+        return 0.0;
+    };
+    let p = &plan.params;
+    let (a, b) = (p.m as f64 * p.k as f64, p.k as f64 * p.n as f64);
+    let bytes = |v: f64| 4.0 * v * plan.batch as f64;
+    let (moved, launches) = match copy {
+        TmaCopy::AsStored => (0.0, 0.0),
+        TmaCopy::TransposedB => (bytes(2.0 * b), 1.0),
+        TmaCopy::SplitTf32 => (bytes(3.0 * (a + b)), 2.0),
+    };
+    moved / (dram_gbs * 1e9) + launches * COPY_LAUNCH_S
 }
 
 /// Slices of K start on multiples of this many elements: a multiple of
@@ -915,10 +1021,11 @@ pub struct Sgemm {
     kernels: Mutex<HashMap<&'static str, Arc<Loaded>>>,
     /// `Auto`'s f32 candidates with their occupancy.
     candidates: Candidates,
-    /// `Auto`'s candidates for the other stored types, per layout,
-    /// loaded by the first call of each (the driver compiles a module's
-    /// PTX when it is first loaded).
-    others: Mutex<HashMap<(Storage, Ops), Candidates>>,
+    /// `Auto`'s candidates for the other stored types, per layout, and
+    /// for f32 calls in the other compute modes, loaded by the first call
+    /// of each (the driver compiles a module's PTX when it is first
+    /// loaded).
+    others: Mutex<HashMap<(Storage, Ops, Compute), Candidates>>,
     /// `Auto`'s measured choices for this GPU model, if the repository
     /// has them.
     table: Option<Vec<AutoEntry>>,
@@ -943,8 +1050,11 @@ impl Sgemm {
             table,
             workspace: Mutex::new(None),
         };
-        me.candidates =
-            Arc::new(me.load_candidates(Storage::F32, &[Ops::NN, Ops::TN, Ops::NT, Ops::TT])?);
+        me.candidates = Arc::new(me.load_candidates(
+            Storage::F32,
+            &[Ops::NN, Ops::TN, Ops::NT, Ops::TT],
+            Compute::Fp32,
+        )?);
         Ok(me)
     }
 
@@ -954,10 +1064,11 @@ impl Sgemm {
         &self,
         storage: Storage,
         layouts: &[Ops],
+        compute: Compute,
     ) -> Result<Vec<Candidate>, GemmError> {
         let mut candidates = Vec::new();
         for &ops in layouts {
-            for spec in auto_candidates(ops, storage).filter(|k| self.gpu.runs(k)) {
+            for spec in auto_candidates(ops, storage, compute).filter(|k| self.gpu.runs(k)) {
                 let loaded = self.loaded(spec)?;
                 candidates.push(Candidate {
                     spec,
@@ -969,17 +1080,28 @@ impl Sgemm {
     }
 
     /// `Auto`'s candidates for a call of `storage` (a checked mix) and
-    /// layouts `ops`.
-    fn candidates_for(&self, storage: Storage, ops: Ops) -> Result<Candidates, GemmError> {
-        if storage == Storage::F32 {
+    /// layouts `ops` in mode `compute`.
+    fn candidates_for(
+        &self,
+        storage: Storage,
+        ops: Ops,
+        compute: Compute,
+    ) -> Result<Candidates, GemmError> {
+        // The mode chooses among f32 kernels only.
+        let compute = if storage == Storage::F32 {
+            compute
+        } else {
+            Compute::Fp32
+        };
+        if storage == Storage::F32 && compute == Compute::Fp32 {
             return Ok(self.candidates.clone());
         }
         let mut others = self.others.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(c) = others.get(&(storage, ops)) {
+        if let Some(c) = others.get(&(storage, ops, compute)) {
             return Ok(c.clone());
         }
-        let loaded = Arc::new(self.load_candidates(storage, &[ops])?);
-        others.insert((storage, ops), loaded.clone());
+        let loaded = Arc::new(self.load_candidates(storage, &[ops], compute)?);
+        others.insert((storage, ops, compute), loaded.clone());
         Ok(loaded)
     }
 
@@ -1073,7 +1195,7 @@ impl Sgemm {
             Algorithm::Auto => {
                 let dram = self.gpu.info.peak_dram_gbs().unwrap_or(1000.0);
                 let sms = self.gpu.info.sms.max(1) as usize;
-                let candidates = self.candidates_for(plan.storage, plan.ops)?;
+                let candidates = self.candidates_for(plan.storage, plan.ops, plan.compute)?;
                 // The measured table holds f32 calls only.
                 let table = self
                     .table

@@ -10,7 +10,7 @@ use anyhow::{Result, bail};
 use clap::Parser;
 use kernels_gpu::elem::{Math, Storage};
 use kernels_gpu::launch::{KernelSpec, Operands, Ops};
-use kernels_gpu::registry::{self, KERNELS, TRANSPOSED};
+use kernels_gpu::registry::{self, EXPERIMENTS, KERNELS, TRANSPOSED};
 use rust_gemm::gpu::Gpu;
 use rust_gemm::reference::Reference;
 use rust_gemm::report::{KernelReport, RunReport};
@@ -124,8 +124,17 @@ fn select(names: &[String]) -> Result<Vec<&'static KernelSpec>, HostError> {
             let name = name.trim();
             match registry::find(name) {
                 // The ladder's, and (named only) those that read A or B
-                // transposed, run on A^T and B^T of the same product.
-                Some(k) if KERNELS.iter().chain(TRANSPOSED).any(|l| l.name == k.name) => Ok(k),
+                // transposed, run on A^T and B^T of the same product, and
+                // the instances kept for a measurement.
+                Some(k)
+                    if KERNELS
+                        .iter()
+                        .chain(TRANSPOSED)
+                        .chain(EXPERIMENTS)
+                        .any(|l| l.name == k.name) =>
+                {
+                    Ok(k)
+                }
                 Some(_) => Err(HostError::BadShape(format!(
                     "{name} is split-K's reduction, not a GEMM kernel: the library launches it \
                      (rust_gemm::blas)"
@@ -232,6 +241,7 @@ fn list_kernels(json: bool) -> Result<()> {
         let list: Vec<serde_json::Value> = KERNELS
             .iter()
             .chain(TRANSPOSED)
+            .chain(EXPERIMENTS)
             .map(|k| {
                 let arch = &k.module.arch;
                 serde_json::json!({
@@ -250,14 +260,16 @@ fn list_kernels(json: bool) -> Result<()> {
                     "shared_bytes": k.launch.shared_bytes,
                     "tma": matches!(k.operands, Operands::TensorMaps(_)),
                     "emulated": k.emulated().is_ok(),
+                    "experiment": EXPERIMENTS.iter().any(|e| e.name == k.name),
                 })
             })
             .collect();
         println!("{}", serde_json::to_string_pretty(&list)?);
         return Ok(());
     }
-    // The ladder's kernels, then those that read A or B transposed.
-    for k in KERNELS.iter().chain(TRANSPOSED) {
+    // The ladder's kernels, then those that read A or B transposed, then
+    // the instances kept for a measurement (named only).
+    for k in KERNELS.iter().chain(TRANSPOSED).chain(EXPERIMENTS) {
         let (bm, bn) = k.launch.block_tile;
         let (tx, ty) = k.launch.block_threads;
         let layout = if k.ops == Ops::NN {

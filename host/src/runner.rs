@@ -329,7 +329,7 @@ impl Kernel {
                     gpu,
                     [(a.rows, a.cols), (b.rows, b.cols)],
                     padding,
-                    boxes.b_transposed,
+                    boxes.copy,
                     self.spec.elems.storage(),
                 )?;
                 let copied = pad.copy_in(gpu, call, (a, b));

@@ -14,7 +14,7 @@ use cudarc::driver::sys::{
 };
 use cudarc::driver::{CudaFunction, CudaSlice, LaunchConfig, PushKernelArg};
 use kernels_gpu::elem::Elem;
-use kernels_gpu::launch::{Padding, TENSOR_MAP_BYTES, TmaBoxes};
+use kernels_gpu::launch::{Padding, TENSOR_MAP_BYTES, TmaBoxes, TmaCopy};
 
 use crate::HostError;
 use crate::gpu::Gpu;
@@ -63,7 +63,11 @@ pub fn encode(
         },
     )?;
     let b_map = encode_2d(
-        if boxes.b_transposed { "B^T" } else { "B" },
+        if boxes.copy.b_transposed() {
+            "B^T"
+        } else {
+            "B"
+        },
         b,
         boxes.b,
         if boxes.b_swizzle_128 {
@@ -181,13 +185,15 @@ impl DeviceMaps {
 /// are part of what is timed). The workspace is each copy's rows times
 /// its padded leading dimension, in elements of the stored type.
 ///
-/// For a kernel that reads B transposed (`TmaBoxes::b_transposed`, step
+/// For a kernel that reads B transposed (`TmaCopy::TransposedB`, step
 /// 17), B's copy is B^T (n x k rounded up, rounded to TF32) at every
-/// shape.
+/// shape; for a 3xTF32 kernel (`TmaCopy::SplitTf32`, step 24), A's and
+/// B^T's copies hold both TF32 parts of every value (rows of 2 k rounded
+/// up), at every shape.
 pub struct Padded {
     /// A's and B's stored shapes `(rows, cols)` and the copies it was
     /// made for.
-    made_for: ([(usize, usize); 2], Padding),
+    made_for: ([(usize, usize); 2], Padding, TmaCopy),
     /// A's and B's stored type.
     elem: Elem,
     /// A's copy, if A is copied.
@@ -200,8 +206,11 @@ pub struct Padded {
     pad: CudaFunction,
     pad_pair: Option<CudaFunction>,
     per_thread: usize,
-    /// `kernels_gpu::pad::transpose_tf32`, for a kernel that reads B^T.
+    /// `kernels_gpu::pad::transpose_tf32` (or `transpose_split_tf32`),
+    /// for a kernel that reads B^T.
     transpose: Option<CudaFunction>,
+    /// `kernels_gpu::pad::split_rows_tf32`, for a 3xTF32 kernel's A.
+    split: Option<CudaFunction>,
 }
 
 /// A zeroed device buffer, its address and its rows' length.
@@ -237,10 +246,11 @@ impl Padded {
         gpu: &Gpu,
         stored: [(usize, usize); 2],
         padding: Padding,
-        transpose_b: bool,
+        copy: TmaCopy,
         storage: kernels_gpu::elem::Storage,
     ) -> Result<Padded, HostError> {
         let elem = storage.a;
+        let transpose_b = copy.b_transposed();
         // One copy kernel per element size, for A and B of one type (step
         // 17's transposing copy is f32's).
         let entry = kernels_gpu::pad::pad_entry(elem.bytes())
@@ -254,9 +264,8 @@ impl Padded {
             )));
         };
         if let Some(cached) = cached
-            && cached.made_for == (stored, padding)
+            && cached.made_for == (stored, padding, copy)
             && cached.elem == elem
-            && cached.transpose.is_some() == transpose_b
         {
             return Ok(cached);
         }
@@ -266,8 +275,16 @@ impl Padded {
             Some(entry) => Some(gpu.utility(wgmma, entry)?),
             None => None,
         };
-        let transpose = if transpose_b {
-            Some(gpu.utility(wgmma, kernels_gpu::pad::TRANSPOSE_ENTRY)?)
+        let split = copy == TmaCopy::SplitTf32;
+        let transpose = match copy {
+            TmaCopy::AsStored => None,
+            TmaCopy::TransposedB => Some(gpu.utility(wgmma, kernels_gpu::pad::TRANSPOSE_ENTRY)?),
+            TmaCopy::SplitTf32 => {
+                Some(gpu.utility(wgmma, kernels_gpu::pad::TRANSPOSE_SPLIT_ENTRY)?)
+            }
+        };
+        let split_a = if split {
+            Some(gpu.utility(wgmma, kernels_gpu::pad::SPLIT_ENTRY)?)
         } else {
             None
         };
@@ -283,7 +300,7 @@ impl Padded {
             None => None,
         };
         Ok(Padded {
-            made_for: (stored, padding),
+            made_for: (stored, padding, copy),
             elem,
             a,
             b,
@@ -291,6 +308,7 @@ impl Padded {
             pad_pair,
             per_thread,
             transpose,
+            split: split_a,
         })
     }
 
@@ -313,8 +331,18 @@ impl Padded {
         if let (true, Some(ca), Some(cb), Some(func)) = (paired, &self.a, &self.b, &self.pad_pair) {
             self.pad_pair(gpu, func, [(a, ca), (b, cb)])?;
         }
-        let a_op = match &self.a {
-            Some(copy) => {
+        let a_op = match (&self.a, &self.split) {
+            (Some(copy), Some(split)) => {
+                self.split_a(gpu, split, (a.ptr, copy), (a.rows, a.cols, a.ld))?;
+                // Both parts of each row: 2 k rounded up.
+                Operand {
+                    ptr: copy.ptr,
+                    cols: copy.ld,
+                    ld: copy.ld,
+                    ..a
+                }
+            }
+            (Some(copy), None) => {
                 if !paired {
                     self.pad_rows(gpu, (a.ptr, copy.ptr), (a.rows, a.cols, a.ld), copy.ld, "A")?;
                 }
@@ -324,17 +352,22 @@ impl Padded {
                     ..a
                 }
             }
-            None => a,
+            (None, _) => a,
         };
         let b_op = match (&self.b, &self.transpose) {
             (Some(copy), Some(transpose)) => {
                 self.transpose_b(gpu, transpose, (b.ptr, copy), (b.rows, b.cols, b.ld))?;
-                // B^T: n x k.
+                // B^T: n x k (3xTF32: n x both parts of each row, 2 k
+                // rounded up).
                 Operand {
                     ptr: copy.ptr,
                     elem: b.elem,
                     rows: b.cols,
-                    cols: b.rows,
+                    cols: if self.split.is_some() {
+                        copy.ld
+                    } else {
+                        b.rows
+                    },
                     ld: copy.ld,
                 }
             }
@@ -363,7 +396,43 @@ impl Padded {
         Ok((a_op, b_op, inner))
     }
 
-    /// Enqueues `transpose_tf32(src, B's copy, k, n, ldb, k4)`.
+    /// Enqueues `split_rows_tf32(src, A's copy, m, k, lda, 2 k32)`.
+    fn split_a(
+        &self,
+        gpu: &Gpu,
+        func: &CudaFunction,
+        (src, copy): (CUdeviceptr, &Copy),
+        (rows, cols, src_ld): (usize, usize, usize),
+    ) -> Result<(), HostError> {
+        use kernels_gpu::pad::{MAX_GRID_ROWS, THREADS};
+        let cfg = LaunchConfig {
+            grid_dim: (
+                (copy.ld / 2).div_ceil(THREADS) as u32,
+                rows.min(MAX_GRID_ROWS) as u32,
+                1,
+            ),
+            block_dim: (THREADS as u32, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        // SAFETY: `src` is the caller's m x k A, rows lda apart
+        // (`copy_in`'s caller vouches for it), `dst` this workspace's
+        // m x 2 k32 buffer (2 k32 a multiple of 64, k32 >= k); they do not
+        // overlap; threads and grid are what split_rows_tf32's contract
+        // asks for.
+        unsafe {
+            launch_copy(
+                gpu,
+                func,
+                cfg,
+                (src, copy.ptr),
+                (rows, cols, src_ld, copy.ld),
+                "split_rows_tf32 (A's two TF32 parts for 3xTF32)",
+            )
+        }
+    }
+
+    /// Enqueues `transpose_tf32(src, B's copy, k, n, ldb, k4)` (or
+    /// `transpose_split_tf32` with rows of 2 k32 for 3xTF32).
     fn transpose_b(
         &self,
         gpu: &Gpu,
@@ -373,10 +442,12 @@ impl Padded {
     ) -> Result<(), HostError> {
         use kernels_gpu::pad::{MAX_GRID_ROWS, TILE, TRANSPOSE_SHARED_BYTES, TRANSPOSE_THREADS};
         let ld = copy.ld;
+        // The source rows the copy's rows hold: ld, or half of it split.
+        let k_len = if self.split.is_some() { ld / 2 } else { ld };
         let cfg = LaunchConfig {
             grid_dim: (
                 cols.div_ceil(TILE) as u32,
-                ld.div_ceil(TILE).min(MAX_GRID_ROWS) as u32,
+                k_len.div_ceil(TILE).min(MAX_GRID_ROWS) as u32,
                 1,
             ),
             block_dim: (TRANSPOSE_THREADS as u32, 1, 1),
@@ -393,7 +464,11 @@ impl Padded {
                 cfg,
                 (src, copy.ptr),
                 (rows, cols, src_ld, ld),
-                "transpose_tf32 (B transposed for TMA)",
+                if self.split.is_some() {
+                    "transpose_split_tf32 (B^T's two TF32 parts for 3xTF32)"
+                } else {
+                    "transpose_tf32 (B transposed for TMA)"
+                },
             )
         }
     }

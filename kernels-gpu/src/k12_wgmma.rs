@@ -63,7 +63,7 @@ use crate::device::{SharedTile, block_idx_x, block_idx_y, shared, sync_threads, 
 #[cfg(target_arch = "nvptx64")]
 use crate::gemm::Gemm;
 use crate::elem::Elems;
-use crate::launch::{Body, KernelSpec, Launch, Operands, Ops, TmaBoxes};
+use crate::launch::{Body, KernelSpec, Launch, Operands, Ops, TmaBoxes, TmaCopy};
 use crate::modules;
 #[cfg(target_arch = "nvptx64")]
 use crate::unroll::unroll;
@@ -131,7 +131,7 @@ impl Params {
                 b: (BK as u32, B_BOX_COLS as u32),
                 a_swizzle_128: true,
                 b_swizzle_128: false,
-                b_transposed: false,
+                copy: TmaCopy::AsStored,
                 c: None,
             }),
             ops: Ops::NN,
@@ -293,7 +293,7 @@ fn wgmma<const BM: usize, const STAGES: usize, const STAGE_WORDS: usize>(g: Gemm
         }
     }
 
-    store_tile::<BM>(g, &acc, row0, col0, tid);
+    store_tile::<BM, _>(g, &acc, row0, col0, tid);
 }
 
 /// The epilogue of steps 12-14: thread `tid` of the two consumer
@@ -304,10 +304,19 @@ fn wgmma<const BM: usize, const STAGES: usize, const STAGE_WORDS: usize>(g: Gemm
 /// each store writes 4 rows x 8 consecutive floats: whole 32-byte sectors.
 /// The bounds are compared as offsets from the thread's first row and
 /// column, so that no row index is kept per store (precomputed, they
-/// spilled registers in step 14), and the index advances by adds.
+/// spilled registers in step 14), and the index advances by adds. `R`,
+/// the accumulators per thread, is `BM / 2` (128 for the m64n256 steps,
+/// 64 for step 24's m64n128).
 #[cfg(target_arch = "nvptx64")]
 #[inline(always)]
-pub(crate) fn store_tile<const BM: usize>(g: Gemm, acc: &[f32; 128], row0: usize, col0: usize, tid: usize) {
+pub(crate) fn store_tile<const BM: usize, const R: usize>(
+    g: Gemm,
+    acc: &[f32; R],
+    row0: usize,
+    col0: usize,
+    tid: usize,
+) {
+    const { assert!(2 * R == BM) };
     let (wg, warp, lane) = (tid / 128, tid % 128 / 32, tid % 32);
     let (row, col) = (row0 + 2 * (lane % 4), col0 + 64 * wg + 16 * warp + lane / 4);
     let interior = row0 + BM <= g.m && col0 + BN <= g.n;

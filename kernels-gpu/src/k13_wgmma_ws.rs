@@ -53,7 +53,7 @@ use crate::k12_wgmma::{ALIGN, B_BOX_COLS, BK, BN, GPU_ONLY};
 #[cfg(target_arch = "nvptx64")]
 use crate::k12_wgmma::store_tile;
 use crate::elem::Elems;
-use crate::launch::{Body, KernelSpec, Launch, Operands, Ops, TmaBoxes};
+use crate::launch::{Body, KernelSpec, Launch, Operands, Ops, TmaBoxes, TmaCopy};
 use crate::modules;
 #[cfg(target_arch = "nvptx64")]
 use crate::unroll::unroll;
@@ -134,7 +134,11 @@ impl Params {
                 b: (b.0 as u32, b.1 as u32),
                 a_swizzle_128: true,
                 b_swizzle_128,
-                b_transposed,
+                copy: if b_transposed {
+                    TmaCopy::TransposedB
+                } else {
+                    TmaCopy::AsStored
+                },
                 c: None,
             }),
             ops: Ops::NN,
@@ -417,9 +421,49 @@ pub(crate) unsafe fn warp_specialized<
     load_b: impl Fn(usize, u32, MBarrier, usize),
     consume: impl FnOnce(Stages<BM, STAGES, STAGE_WORDS, BK>, usize, usize, usize, usize),
 ) {
+    // SAFETY: A's box is SPEC's (BM x BK, 128-byte swizzle), 1024-aligned
+    // at its stage's first word; B's copies keep the contract (this
+    // function's caller vouches for load_b).
+    unsafe {
+        warp_specialized_ab::<BM, BM, BN, BK, STAGES, STAGE_WORDS>(
+            k,
+            maps,
+            #[inline(always)]
+            |word, k0, full, row0| maps.a().load_2d(word, k0, row0 as u32, full),
+            load_b,
+            consume,
+        )
+    }
+}
+
+/// [`warp_specialized`] with A's copies too given by the caller:
+/// `load_a(word, k0, full, row0)` brings A's part of each stage (step 24:
+/// two boxes, A's two TF32 parts), and `A_ROWS` is the rows of A's part
+/// of a stage in 128-byte rows (`BM`, or step 24's `2 * BM`).
+///
+/// # Safety
+/// `load_a` and `load_b` keep [`Stages::produce_ab`]'s contract for the
+/// kernel's maps: their copies bring exactly A's and B's parts of the
+/// stage, each box aligned as its swizzle needs.
+#[cfg(target_arch = "nvptx64")]
+#[inline(always)]
+pub(crate) unsafe fn warp_specialized_ab<
+    const BM: usize,
+    const A_ROWS: usize,
+    const BN: usize,
+    const BK: usize,
+    const STAGES: usize,
+    const STAGE_WORDS: usize,
+>(
+    k: usize,
+    maps: TensorMaps,
+    load_a: impl Fn(usize, u32, MBarrier, usize),
+    load_b: impl Fn(usize, u32, MBarrier, usize),
+    consume: impl FnOnce(Stages<A_ROWS, STAGES, STAGE_WORDS, BK>, usize, usize, usize, usize),
+) {
     let tid = thread_idx_x();
     let (row0, col0) = (block_idx_y() * BM, block_idx_x() * BN);
-    let stages = Stages::<BM, STAGES, STAGE_WORDS, BK>::init(maps, tid);
+    let stages = Stages::<A_ROWS, STAGES, STAGE_WORDS, BK>::init(maps, tid);
     let k_tiles = k.div_ceil(BK);
 
     if tid >= CONSUMERS {
@@ -428,10 +472,16 @@ pub(crate) unsafe fn warp_specialized<
         // multiple of 8.
         unsafe { release_registers::<PRODUCER_REGISTERS>() };
         if tid == CONSUMERS {
-            // SAFETY: one thread, after init; A's box is SPEC's (BM x BK,
-            // 128-byte swizzle) and B's copies keep the contract (this
-            // function's caller vouches for load_b).
-            unsafe { stages.produce(maps, 0, k_tiles, row0, |word, k0, full| load_b(word, k0, full, col0)) };
+            // SAFETY: one thread, after init; A's and B's copies keep the
+            // contract (this function's caller vouches for them).
+            unsafe {
+                stages.produce_ab(
+                    0,
+                    k_tiles,
+                    |word, k0, full| load_a(word, k0, full, row0),
+                    |word, k0, full| load_b(word, k0, full, col0),
+                )
+            };
         }
     } else {
         // SAFETY: both consumer warpgroups run this branch (rule 1).
@@ -525,5 +575,5 @@ fn consume<const BM: usize, const STAGES: usize, const STAGE_WORDS: usize>(
     }
 
     // Epilogue: step 12's.
-    store_tile::<BM>(g, &acc, row0, col0, tid);
+    store_tile::<BM, _>(g, &acc, row0, col0, tid);
 }

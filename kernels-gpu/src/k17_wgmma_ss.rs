@@ -152,5 +152,5 @@ pub(crate) fn consume_ss<const BM: usize, const STAGES: usize, const STAGE_WORDS
     }
     // SAFETY: both warpgroups get here.
     unsafe { wait_ss_128::<0>(&mut acc) };
-    store_tile::<BM>(g, &acc, row0, col0, tid);
+    store_tile::<BM, _>(g, &acc, row0, col0, tid);
 }

@@ -55,7 +55,7 @@ use crate::k12_wgmma::{ALIGN, GPU_ONLY};
 #[cfg(target_arch = "nvptx64")]
 use crate::k13_wgmma_ws::{Stages, warp_specialized};
 use crate::k13_wgmma_ws::THREADS;
-use crate::launch::{Body, KernelSpec, Launch, Op, Operands, Ops, TmaBoxes};
+use crate::launch::{Body, KernelSpec, Launch, Op, Operands, Ops, TmaBoxes, TmaCopy};
 use crate::modules;
 #[cfg(target_arch = "nvptx64")]
 use crate::device::barrier::sync_warp;
@@ -176,7 +176,7 @@ impl Params {
                 },
                 a_swizzle_128: true,
                 b_swizzle_128: true,
-                b_transposed: false,
+                copy: TmaCopy::AsStored,
                 // Step 22: each consumer warp's 16 rows, 128 bytes of them.
                 c: if tma_c { Some((16, (128 / c.bytes()) as u32)) } else { None },
             }),

@@ -118,21 +118,50 @@ pub struct TmaBoxes {
     /// A's box: (rows, columns) of A (M x K).
     pub a: (u32, u32),
     /// B's box: (rows, columns) of B (K x N), or of B's transpose (N x K)
-    /// with `b_transposed`.
+    /// where `copy` says the kernel reads B^T.
     pub b: (u32, u32),
     /// A's box is stored with the 128-byte swizzle (its rows must then be
     /// 128 bytes: 32 f32 or 64 16-bit values).
     pub a_swizzle_128: bool,
-    /// B's box (of B, or of B^T with `b_transposed`) likewise.
+    /// B's box (of B, or of B^T) likewise.
     pub b_swizzle_128: bool,
-    /// The kernel reads B transposed (N x K, K-major like A) and rounded
-    /// to TF32, with the 128-byte swizzle: the host makes that copy of B
-    /// before every launch (`kernels_gpu::pad::transpose_tf32`).
-    pub b_transposed: bool,
+    /// What the host copies A and B into before every launch, if
+    /// anything: what the kernel's tensor maps describe.
+    pub copy: TmaCopy,
     /// The kernel stores C by TMA, in boxes of (rows, columns) with the
     /// 128-byte swizzle (a row of 128 bytes), where [`c_by_tma`] allows:
     /// the host then makes C's map too. `None`: C is stored by the threads.
     pub c: Option<(u32, u32)>,
+}
+
+/// What a TMA kernel reads in place of the caller's A and B, which the
+/// host's launch writes before the kernel (`host/src/tma.rs`, `Padded`;
+/// the copies are part of what is timed).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TmaCopy {
+    /// A and B as stored; only an operand whose rows TMA cannot describe
+    /// is copied, into rows padded with zeros ([`KernelSpec::padded`]).
+    AsStored,
+    /// B transposed (N x K, K-major like A) and rounded to TF32, at every
+    /// shape (`kernels_gpu::pad::transpose_tf32`, step 17); A as
+    /// [`TmaCopy::AsStored`].
+    TransposedB,
+    /// 3xTF32's operands (step 24): A (M x K) and B^T (N x K), each value
+    /// split into two TF32 parts, `big = tf32(x)` and `small = tf32(x -
+    /// big)`, both rounded to nearest; each row holds K's 32-value
+    /// chunks as `big[32], small[32]` pairs (rows of `2 * K` rounded up
+    /// to 64 values, zeros past K), so that one tensor map serves both
+    /// parts and a box of 32 values at column `2 * k0` or `2 * k0 + 32`
+    /// is chunk `k0 / 32`'s big or small part (`kernels_gpu::pad::split_tf32`
+    /// and `transpose_split_tf32`).
+    SplitTf32,
+}
+
+impl TmaCopy {
+    /// Whether the kernel reads B transposed (B^T: N x K).
+    pub const fn b_transposed(self) -> bool {
+        matches!(self, TmaCopy::TransposedB | TmaCopy::SplitTf32)
+    }
 }
 
 /// Whether a kernel whose spec has [`TmaBoxes::c`] stores C by TMA: beta
@@ -180,10 +209,11 @@ impl KernelSpec {
     /// in the padding) before each launch. TMA needs row strides that are
     /// multiples of 16 bytes and 16-byte aligned starts (`aligned16`: A's
     /// and B's). A kernel that reads B transposed
-    /// (`TmaBoxes::b_transposed`) has B copied at every shape (B^T, n x
-    /// k rounded up). The copies' rows are rounded up to
-    /// [`Self::copy_row_align`]. `None` when the kernel reads the
-    /// caller's A and B as they are.
+    /// (`TmaCopy::TransposedB`) has B copied at every shape (B^T, n x
+    /// k rounded up), and a 3xTF32 kernel (`TmaCopy::SplitTf32`) both,
+    /// each row `2 * k` rounded up to twice the alignment. The copies'
+    /// rows are rounded up to [`Self::copy_row_align`]. `None` when the
+    /// kernel reads the caller's A and B as they are.
     pub fn padded(&self, p: &GemmParams, aligned16: (bool, bool)) -> Option<Padding> {
         let Operands::TensorMaps(boxes) = self.operands else {
             return None;
@@ -194,11 +224,14 @@ impl KernelSpec {
             (!(aligned && (ld as usize).is_multiple_of(align)))
                 .then_some((cols as usize).next_multiple_of(self.copy_row_align()))
         };
-        let a = copy(aligned16.0, lda, a_cols);
-        let b = if boxes.b_transposed {
-            Some((p.k as usize).next_multiple_of(self.copy_row_align()))
-        } else {
-            copy(aligned16.1, ldb, b_cols)
+        let k_rows = (p.k as usize).next_multiple_of(self.copy_row_align());
+        let (a, b) = match boxes.copy {
+            TmaCopy::AsStored => (
+                copy(aligned16.0, lda, a_cols),
+                copy(aligned16.1, ldb, b_cols),
+            ),
+            TmaCopy::TransposedB => (copy(aligned16.0, lda, a_cols), Some(k_rows)),
+            TmaCopy::SplitTf32 => (Some(2 * k_rows), Some(2 * k_rows)),
         };
         (a.is_some() || b.is_some()).then_some(Padding { a, b })
     }
@@ -210,9 +243,12 @@ impl KernelSpec {
     pub fn copies(&self, p: &GemmParams) -> Option<Copies> {
         let padding = self.padded(p, (true, true))?;
         Some(match self.operands {
-            Operands::TensorMaps(boxes) if boxes.b_transposed => Copies::TransposedB {
-                padded_k: padding.a,
-            },
+            Operands::TensorMaps(boxes) if boxes.copy == TmaCopy::SplitTf32 => Copies::SplitTf32,
+            Operands::TensorMaps(boxes) if boxes.copy == TmaCopy::TransposedB => {
+                Copies::TransposedB {
+                    padded_k: padding.a,
+                }
+            }
             _ => {
                 // The dimension along each stored operand's rows.
                 let (a_dim, b_dim) = (
@@ -256,13 +292,18 @@ pub enum Copies {
     /// B transposed and rounded to TF32 (and A too, into rows padded to
     /// `padded_k` elements, when TMA cannot read it as it is).
     TransposedB { padded_k: Option<usize> },
+    /// A and B^T split into their two TF32 parts ([`TmaCopy::SplitTf32`]).
+    SplitTf32,
 }
 
 #[cfg(not(target_arch = "nvptx64"))]
 impl Copies {
     /// The sizes in the text depend on the problem (a report names it).
     pub fn depends_on_shape(&self) -> bool {
-        !matches!(self, Copies::TransposedB { padded_k: None })
+        !matches!(
+            self,
+            Copies::TransposedB { padded_k: None } | Copies::SplitTf32
+        )
     }
 }
 
@@ -314,6 +355,12 @@ impl core::fmt::Display for Copies {
                 }
                 write!(f, ", and the times include the copy")
             }
+            Copies::SplitTf32 => write!(
+                f,
+                "each launch first splits A and B into two TF32 parts each (big = tf32(x), \
+                 small = tf32(x - big), rounded to nearest), B transposed (the tensor cores \
+                 read only K-major tiles from shared memory), and the times include the copies"
+            ),
         }
     }
 }

@@ -31,6 +31,7 @@
 //! | 21 | [`k21_mma_16bit`] | BF16 and FP16 on any GPU since Ampere: `mma.sync` m16n8k16, A and B through `ldmatrix` (`.trans`) as stored |
 //! | 22 | [`k22_wgmma_tma_store`] | step 20 with C written by TMA: each warp stages its rows in shared memory, the copy engine stores them while the next tile runs |
 //! | 23 | [`k23_mma_3xtf32`] | 3xTF32: step 11 with each f32 factor split into two TF32 parts in registers, three `mma.sync` per pair: FP32 accuracy on the tensor cores |
+//! | 24 | [`k24_wgmma_3xtf32`] | Hopper 3xTF32: A and B^T split into TF32 parts by the copies, three `wgmma` per k-step on step 17's pipeline, each K tile's sum promoted to f32 |
 //!
 //! The same crate builds for the host, where it exports the kernels'
 //! constants ([`registry`]) so that launch shapes are never retyped, and
@@ -98,7 +99,7 @@ ladder_files!(["mma16" | "mma16_tn" | "mma16_nt" | "mma16_tt"]: k21_mma_16bit);
 // `wgmma_tt`) build on steps 12, 13 and 19; those files' entries go into
 // the `wgmma` module alone (their `instance` macros say so).
 ladder_files!(["wgmma" | "wgmma_tn" | "wgmma_nt" | "wgmma_tt"]: k12_wgmma, k13_wgmma_ws);
-ladder_files!(["wgmma"]: k17_wgmma_ss, k18_wgmma_tr);
+ladder_files!(["wgmma"]: k17_wgmma_ss, k18_wgmma_tr, k24_wgmma_3xtf32);
 ladder_files!(["wgmma" | "wgmma_tn" | "wgmma_nt" | "wgmma_tt"]: k19_wgmma_16bit,
     k20_wgmma_persistent, k22_wgmma_tma_store);
 

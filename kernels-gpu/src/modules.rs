@@ -158,20 +158,24 @@ pub const MMA16_TT: PtxModule = PtxModule {
     utility_entries: &[],
 };
 
-/// Steps 12-13, 17-20 and 22: Hopper's `wgmma` fed by TMA (architecture-specific PTX).
+/// Steps 12-13, 17-20, 22 and 24: Hopper's `wgmma` fed by TMA (architecture-specific PTX).
 pub const WGMMA: PtxModule = PtxModule {
     name: "wgmma",
     arch: Arch::SM90A,
-    files: "k12_wgmma, k13_wgmma_ws, k17_wgmma_ss, k18_wgmma_tr, k19_wgmma_16bit, k20_wgmma_persistent, k22_wgmma_tma_store",
+    files: "k12_wgmma, k13_wgmma_ws, k17_wgmma_ss, k18_wgmma_tr, k19_wgmma_16bit, k20_wgmma_persistent, k22_wgmma_tma_store, k24_wgmma_3xtf32",
     // `pad::ENTRY`, `pad::ENTRY_16`: the copies that pad A and B for TMA
     // (host/src/tma.rs), 4- and 2-byte elements, and
     // `pad::PAIR_ENTRY_16`: two 2-byte copies in one launch;
-    // `pad::TRANSPOSE_ENTRY`: B's transposed copy for step 17.
+    // `pad::TRANSPOSE_ENTRY`: B's transposed copy for step 17;
+    // `pad::SPLIT_ENTRY`, `pad::TRANSPOSE_SPLIT_ENTRY`: A's and B^T's
+    // 3xTF32 parts for step 24.
     utility_entries: &[
         "pad_rows",
         "pad_rows_16",
         "pad_rows_16_pair",
         "transpose_tf32",
+        "split_rows_tf32",
+        "transpose_split_tf32",
     ],
 };
 

@@ -24,9 +24,11 @@
 //! Step 17 reads B transposed (TF32 `wgmma` reads only K-major tiles from
 //! shared memory), so its launches copy B with [`transpose_tf32`] instead,
 //! at every shape: B^T, rows padded to multiples of 32 floats, rounded to
-//! TF32.
+//! TF32. Step 24 (3xTF32) reads both operands split into two TF32 parts
+//! ([`crate::launch::TmaCopy::SplitTf32`]): [`split_rows_tf32`] writes A's,
+//! [`transpose_tf32_into`] with `SPLIT` B^T's.
 
-use crate::device::mma::to_tf32;
+use crate::device::mma::{split_tf32, to_tf32};
 use crate::device::{
     GlobalIn, GlobalOut, SharedTile, block_idx_x, block_idx_y, sync_threads, thread_idx_x,
 };
@@ -158,14 +160,46 @@ pub const TRANSPOSE_SHARED_BYTES: usize = TILE * (TILE + 1) * 4;
 /// (rows `src_ld` apart) becomes its transpose, `cols` rows of `ld`
 /// floats, each value rounded to TF32 (`cvt.rna`), so that TMA can copy
 /// it K-major and the tensor cores read it as they read A.
+pub fn transpose_tf32(
+    src: GlobalIn,
+    dst: GlobalOut,
+    rows: usize,
+    cols: usize,
+    src_ld: usize,
+    ld: usize,
+) {
+    transpose_tf32_into::<false>(src, dst, rows, cols, src_ld, ld)
+}
+
+/// Step 24's copy of B: [`transpose_tf32`] with each value split into its
+/// two TF32 parts ([`split_tf32`]) and `ld` twice the transpose's padded
+/// row, laid out as [`crate::launch::TmaCopy::SplitTf32`] says: for `r <
+/// ld / 2`, `dst[c][64 (r / 32) + r % 32]` is `big` of `src[r][c]` and 32
+/// words later its `small` (zeros for `r >= rows`). `ld` is a multiple of
+/// 64.
+pub fn transpose_split_tf32(
+    src: GlobalIn,
+    dst: GlobalOut,
+    rows: usize,
+    cols: usize,
+    src_ld: usize,
+    ld: usize,
+) {
+    transpose_tf32_into::<true>(src, dst, rows, cols, src_ld, ld)
+}
+
+/// The transposing copies: [`transpose_tf32`], and with `SPLIT`
+/// [`transpose_split_tf32`].
 ///
 /// Block `(x, y)` moves the `TILE x TILE` square at source columns `x *
 /// TILE` and rows `(y + i * MAX_GRID_ROWS) * TILE`: its threads read
 /// source rows (consecutive threads, consecutive columns), stage them in
 /// shared memory with one word of padding per row (so that reading a
 /// column is conflict-free), and after the barrier write destination
-/// rows, again consecutive threads on consecutive words.
-pub fn transpose_tf32(
+/// rows, again consecutive threads on consecutive words (with `SPLIT`,
+/// two runs of 32 words: the square's big parts, then its small ones).
+#[inline(always)]
+pub fn transpose_tf32_into<const SPLIT: bool>(
     src: GlobalIn,
     dst: GlobalOut,
     rows: usize,
@@ -178,14 +212,18 @@ pub fn transpose_tf32(
     let (tx, ty) = (thread_idx_x() % TILE, thread_idx_x() / TILE);
     let c0 = block_idx_x() * TILE;
     let mut r0 = block_idx_y() * TILE;
+    // The source rows the destination's rows hold (ld, or half of it).
+    let k_len = if SPLIT { ld / 2 } else { ld };
     // The same trip count for the whole block: the barriers inside are
     // reached by every thread.
-    while r0 < ld {
+    while r0 < k_len {
         unroll!(PASSES; 16, |i| {
             let (r, c) = (r0 + ty + i * PASS_ROWS, c0 + tx);
             let v = if r < rows && c < cols {
                 // SAFETY: r < rows, c < cols: inside src.
-                f32::from_bits(to_tf32(unsafe { src.read(r * src_ld + c) }))
+                let x = unsafe { src.read(r * src_ld + c) };
+                // The split needs the value as it is; it rounds below.
+                if SPLIT { x } else { f32::from_bits(to_tf32(x)) }
             } else {
                 0.0
             };
@@ -197,19 +235,79 @@ pub fn transpose_tf32(
         unroll!(PASSES; 16, |i| {
             // Destination row c (a source column), word r (a source row).
             let (c, r) = (c0 + ty + i * PASS_ROWS, r0 + tx);
-            if c < cols && r < ld {
+            if c < cols && r < k_len {
                 // SAFETY: written before the barrier above; not rewritten
                 // before the barrier below.
                 let v = unsafe { tile.load(tx, ty + i * PASS_ROWS) };
-                // SAFETY: c < cols and r < ld: inside dst (cols x ld); one
-                // thread per (c, r).
-                unsafe { dst.write(c * ld + r, v) };
+                if SPLIT {
+                    let (big, small) = split_tf32(v);
+                    // r0 is a multiple of 32: chunk r0 / 32 of row c
+                    // starts at word 2 * r0.
+                    let at = c * ld + 2 * r0 + tx;
+                    // SAFETY: c < cols and 2 * r0 + 32 + tx < 2 * k_len =
+                    // ld (k_len is a multiple of 32): inside dst (cols x
+                    // ld); one thread per (c, r).
+                    unsafe {
+                        dst.write(at, f32::from_bits(big));
+                        dst.write(at + TILE, f32::from_bits(small));
+                    }
+                } else {
+                    // SAFETY: c < cols and r < ld: inside dst (cols x ld);
+                    // one thread per (c, r).
+                    unsafe { dst.write(c * ld + r, v) };
+                }
             }
         });
         // The tile is rewritten in the next round only after every thread
         // has read its words.
         sync_threads();
         r0 += MAX_GRID_ROWS * TILE;
+    }
+}
+
+/// The PTX entry of [`split_rows_tf32`] (in the module of the TMA kernels).
+pub const SPLIT_ENTRY: &str = "split_rows_tf32";
+/// The PTX entry of [`transpose_split_tf32`].
+pub const TRANSPOSE_SPLIT_ENTRY: &str = "transpose_split_tf32";
+
+/// Step 24's copy of A: a `rows x cols` matrix (rows `src_ld` apart)
+/// with each value split into its two TF32 parts ([`split_tf32`]), laid
+/// out as [`crate::launch::TmaCopy::SplitTf32`] says: for `c < ld / 2`,
+/// `dst[r][64 (c / 32) + c % 32]` is `big` of `src[r][c]` and 32 words
+/// later its `small` (zeros for `c >= cols`). `ld` is a multiple of 64.
+///
+/// One thread per element of the split row's first half, as [`pad_rows`]:
+/// a warp reads 32 consecutive source values and writes their 32 big
+/// parts and then their 32 small ones, 128 contiguous bytes each.
+pub fn split_rows_tf32(
+    src: GlobalIn,
+    dst: GlobalOut,
+    rows: usize,
+    cols: usize,
+    src_ld: usize,
+    ld: usize,
+) {
+    let c = block_idx_x() * THREADS + thread_idx_x();
+    if c >= ld / 2 {
+        return;
+    }
+    let at = 2 * (c - c % TILE) + c % TILE;
+    let mut r = block_idx_y();
+    while r < rows {
+        let value = if c < cols {
+            // SAFETY: r < rows and c < cols: inside src.
+            unsafe { src.read(r * src_ld + c) }
+        } else {
+            0.0
+        };
+        let (big, small) = split_tf32(value);
+        // SAFETY: r < rows and at + 32 < 2 * (ld / 2) <= ld (ld / 2 is a
+        // multiple of 32): inside dst (rows x ld); one thread per (r, c).
+        unsafe {
+            dst.write(r * ld + at, f32::from_bits(big));
+            dst.write(r * ld + at + TILE, f32::from_bits(small));
+        }
+        r += MAX_GRID_ROWS;
     }
 }
 
@@ -343,6 +441,25 @@ mod entry {
         /// blocks in x and `min(ceil(ld / TILE), MAX_GRID_ROWS)` in y.
         transpose_tf32
     );
+    copy_entry!(
+        /// PTX entry `transpose_split_tf32(src, dst, rows, cols, src_ld, ld)`.
+        ///
+        /// # Safety
+        /// As `transpose_tf32`, with `ld` a multiple of 64, `dst` `cols * ld`
+        /// floats and `min(ceil(ld / 2 / TILE), MAX_GRID_ROWS)` blocks in y.
+        transpose_split_tf32
+    );
+    copy_entry!(
+        /// PTX entry `split_rows_tf32(src, dst, rows, cols, src_ld, ld)`.
+        ///
+        /// # Safety
+        /// `src` addresses a `rows x cols` matrix with rows `src_ld` floats
+        /// apart and `dst` `rows * ld` floats (`ld` a multiple of 64, `ld /
+        /// 2 >= cols`), not overlapping; launched with `THREADS` threads in
+        /// x, `ceil(ld / 2 / THREADS)` blocks in x and `min(rows,
+        /// MAX_GRID_ROWS)` in y.
+        split_rows_tf32
+    );
 }
 
 #[cfg(test)]
@@ -363,5 +480,8 @@ mod tests {
                 .utility_entries
                 .contains(&TRANSPOSE_ENTRY)
         );
+        for entry in [SPLIT_ENTRY, TRANSPOSE_SPLIT_ENTRY] {
+            assert!(crate::modules::WGMMA.utility_entries.contains(&entry));
+        }
     }
 }

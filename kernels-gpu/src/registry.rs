@@ -3,7 +3,7 @@
 use crate::launch::KernelSpec;
 
 /// The kernels, in ladder order. `name` is also the PTX entry's name.
-/// Steps 10-13 and 17-23 list every instance (also as `k10_tuned::SPECS`, `k11_mma::SPECS`, `k12_wgmma::SPECS`, `k13_wgmma_ws::SPECS`, `k17_wgmma_ss::SPECS`, `k18_wgmma_tr::SPECS`, `k19_wgmma_16bit::SPECS`, `k20_wgmma_persistent::SPECS`, `k21_mma_16bit::SPECS`, `k22_wgmma_tma_store::SPECS`, `k23_mma_3xtf32::SPECS`).
+/// Steps 10-13 and 17-24 list every instance (also as `k10_tuned::SPECS`, `k11_mma::SPECS`, `k12_wgmma::SPECS`, `k13_wgmma_ws::SPECS`, `k17_wgmma_ss::SPECS`, `k18_wgmma_tr::SPECS`, `k19_wgmma_16bit::SPECS`, `k20_wgmma_persistent::SPECS`, `k21_mma_16bit::SPECS`, `k22_wgmma_tma_store::SPECS`, `k23_mma_3xtf32::SPECS`, `k24_wgmma_3xtf32::SPECS`).
 pub const KERNELS: &[KernelSpec] = &[
     crate::k01_naive::SPEC,
     crate::k02_tiled16::SPEC,
@@ -55,6 +55,7 @@ pub const KERNELS: &[KernelSpec] = &[
     crate::k22_wgmma_tma_store::SPEC_BF16_128X256X64_S4_C16,
     crate::k22_wgmma_tma_store::SPEC_F16_128X256X64_S4_C16,
     crate::k23_mma_3xtf32::SPEC_64X64X32_W32X32_S2,
+    crate::k24_wgmma_3xtf32::SPEC_128X128X32_S3,
 ];
 
 /// Kernels that read A or B transposed (`KernelSpec::ops`): the library's
@@ -90,14 +91,30 @@ pub const TRANSPOSED: &[KernelSpec] = &[
     crate::k20_wgmma_persistent::SPEC_F16_128X256X64_S4_TT_C16,
 ];
 
+/// Instances kept to reproduce a measurement (docs/measurements.md), run
+/// only when named: step 24 with its three products summed in one
+/// accumulator, and in two (big * big apart), the forms its promoted
+/// partial sums are measured against. Both miss the FP32 tolerance that
+/// 3xTF32 is held to (the tensor cores truncate their running sums), so
+/// they are neither in [`KERNELS`] nor `Auto`'s candidates.
+pub const EXPERIMENTS: &[KernelSpec] = &[
+    crate::k24_wgmma_3xtf32::SPEC_ONE_128X128X32_S3,
+    crate::k24_wgmma_3xtf32::SPEC_TWO_128X128X32_S3,
+    crate::k24_wgmma_3xtf32::SPEC_P2_128X128X32_S3,
+];
+
 /// Entries that are not GEMM kernels but take the GEMM parameters
 /// (launched through the same path): split-K's reduction.
 pub const HELPERS: &[KernelSpec] = &[crate::k14_split_k::REDUCE];
 
 /// Every entry the host launches as a GEMM (`KERNELS`, `TRANSPOSED`,
-/// `HELPERS`).
+/// `EXPERIMENTS`, `HELPERS`).
 pub fn all() -> impl Iterator<Item = &'static KernelSpec> {
-    KERNELS.iter().chain(TRANSPOSED).chain(HELPERS)
+    KERNELS
+        .iter()
+        .chain(TRANSPOSED)
+        .chain(EXPERIMENTS)
+        .chain(HELPERS)
 }
 
 /// The entry called `name`, if there is one (any of [`all`]).

@@ -10,7 +10,7 @@ use kernels_gpu::launch::Ops;
 use kernels_gpu::registry;
 use proptest::prelude::*;
 use rust_gemm::blas::{
-    self, Algorithm, Candidate, Choice, GemmConfig, GemmError, Layout, Op, Plan, choose,
+    self, Algorithm, Candidate, Choice, Compute, GemmConfig, GemmError, Layout, Op, Plan, choose,
     choose_with,
 };
 use rust_gemm::matrix::round_to;
@@ -29,9 +29,14 @@ fn candidates() -> Vec<Candidate> {
 
 /// Every candidate for `storage` at one block per SM.
 fn candidates_of(storage: Storage) -> Vec<Candidate> {
+    candidates_in(storage, Compute::Fp32)
+}
+
+/// Every candidate for `storage` in mode `compute` at one block per SM.
+fn candidates_in(storage: Storage, compute: Compute) -> Vec<Candidate> {
     [Ops::NN, Ops::TN, Ops::NT, Ops::TT]
         .into_iter()
-        .flat_map(|ops| blas::auto_candidates(ops, storage))
+        .flat_map(|ops| blas::auto_candidates(ops, storage, compute))
         .map(|spec| Candidate {
             spec,
             blocks_per_sm: 1,
@@ -240,6 +245,60 @@ fn auto_chooses_among_the_kernels_of_the_calls_types() {
             "{c}"
         );
     }
+}
+
+/// Compute modes: FP32 calls take FP32 kernels unless the caller allows
+/// more; with 3xTF32 allowed, a large product takes step 24 (faster than
+/// every FP32 kernel in the model) and a small one, where the split
+/// copies' launches and traffic weigh most, or a layout step 24 does not
+/// read, an FP32 kernel; with TF32 allowed, the TF32 kernels win. The
+/// measured table (FP32 kernels only) answers FP32 calls only. Every
+/// choice is of a math the mode allows, and its 3xTF32 choice runs on
+/// the emulator within the FP32 tolerance.
+#[test]
+fn auto_uses_tensor_core_kernels_for_f32_calls_only_where_the_mode_allows() {
+    use kernels_gpu::elem::Math;
+    let table = blas::table_for("NVIDIA H200");
+    let choose = |cfg: &GemmConfig, compute: Compute| {
+        let cfg = cfg.clone().compute(compute);
+        let plan = blas::plan(&cfg, lens(&cfg)).unwrap();
+        let c = choose_with(
+            &plan,
+            &candidates_in(Storage::F32, compute),
+            132,
+            4800.0,
+            table.as_deref(),
+        )
+        .unwrap();
+        assert!(compute.allows(c.kernel.elems.math), "{compute:?}: {c}");
+        c
+    };
+    let large = GemmConfig::new(4096, 4096, 4096);
+    assert_eq!(
+        GemmConfig::new(8, 8, 8).compute,
+        Compute::Fp32,
+        "the default"
+    );
+    assert_eq!(choose(&large, Compute::Fp32).kernel.elems.math, Math::Fp32);
+    let three = choose(&large, Compute::Tf32x3);
+    assert_eq!((three.kernel.step, three.split_k), (24, 1), "{three}");
+    assert_eq!(choose(&large, Compute::Tf32).kernel.elems.math, Math::Tf32);
+    let small = GemmConfig::new(64, 64, 64);
+    assert_eq!(
+        choose(&small, Compute::Tf32x3).kernel.elems.math,
+        Math::Fp32
+    );
+    let transposed = large.clone().op_a(Op::T);
+    assert_eq!(
+        choose(&transposed, Compute::Tf32x3).kernel.elems.math,
+        Math::Fp32
+    );
+    // Step 23 (the 3xTF32 kernel the emulator runs), as a mode-allowed
+    // named kernel: FP32's tolerance at an odd shape.
+    let odd = GemmConfig::new(70, 45, 77).compute(Compute::Tf32x3);
+    emulate_and_check(&odd, kernel("mma_3xtf32_64x64x32_w32x32_s2", 1));
+    assert!(!Compute::Fp32.allows(Math::Tf32x3) && !Compute::Tf32x3.allows(Math::Tf32));
+    assert!(Compute::Tf32.allows(Math::Tf32x3) && Compute::Fp32.allows(Math::Bf16));
 }
 
 #[test]

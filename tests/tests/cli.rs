@@ -2,7 +2,7 @@
 //! `faults.rs`; here, what a user sees first.
 
 use assert_cmd::Command;
-use kernels_gpu::registry::{KERNELS, TRANSPOSED};
+use kernels_gpu::registry::{EXPERIMENTS, KERNELS, TRANSPOSED};
 
 fn host() -> Command {
     Command::new(env!("CARGO_BIN_FILE_HOST_host"))
@@ -18,7 +18,11 @@ fn list_kernels_names_every_kernel_with_its_launch_shape() {
         .stdout
         .clone();
     let text = String::from_utf8(out).unwrap();
-    let every: Vec<_> = KERNELS.iter().chain(TRANSPOSED).collect();
+    let every: Vec<_> = KERNELS
+        .iter()
+        .chain(TRANSPOSED)
+        .chain(EXPERIMENTS)
+        .collect();
     assert_eq!(text.lines().count(), every.len());
     for (line, k) in text.lines().zip(every) {
         assert!(line.contains(k.name), "{line}");

@@ -135,7 +135,7 @@ fn emulated() -> impl Iterator<Item = (&'static KernelSpec, fn(Gemm))> {
 #[test]
 fn only_the_hopper_steps_are_gpu_only() {
     for spec in KERNELS {
-        let hopper = matches!(spec.step, 12 | 13 | 17..=20 | 22);
+        let hopper = matches!(spec.step, 12 | 13 | 17..=20 | 22 | 24);
         assert_eq!(spec.emulated().is_err(), hopper, "{}", spec.name);
     }
 }
@@ -939,6 +939,92 @@ fn the_transposing_copy_writes_a_rounded_transpose_padded_with_zeros() {
         }
     }
     // The rounding is real: some inputs change.
+    assert!(a.iter().any(|&x| f32::from_bits(to_tf32(x)) != x));
+}
+
+/// Step 24's copies, run on A: C's rows (ld = n) get A's rows split
+/// (`pad::split_rows_tf32`), or A^T's (`pad::transpose_split_tf32`).
+fn split_a_into_c(g: Gemm) {
+    kernels_gpu::pad::split_rows_tf32(g.a, g.c, g.m, g.k, g.lda, g.n);
+}
+fn transpose_split_a_into_c(g: Gemm) {
+    kernels_gpu::pad::transpose_split_tf32(g.a, g.c, g.m, g.k, g.lda, g.n);
+}
+
+/// Whether `row` (`2 * k_len` words) holds `values` (then zeros, up to
+/// `k_len`) split as `TmaCopy::SplitTf32` says: chunk `j`'s 32 big parts,
+/// then its 32 small ones, each the round-to-nearest TF32 of the value and
+/// of its remainder.
+fn assert_split_row(row: &[f32], values: &[f32], what: &str) {
+    for c in 0..row.len() / 2 {
+        let at = 2 * (c - c % 32) + c % 32;
+        let x = values.get(c).copied().unwrap_or(0.0);
+        let big = f32::from_bits(to_tf32(x));
+        let small = f32::from_bits(to_tf32(x - big));
+        assert_eq!(
+            row[at].to_bits(),
+            big.to_bits(),
+            "{what}: big part of value {c}"
+        );
+        assert_eq!(
+            row[at + 32].to_bits(),
+            small.to_bits(),
+            "{what}: small part of value {c}"
+        );
+        // The parts hold the value to about 22 bits (f32 keeps 24).
+        assert!(
+            (big + small - x).abs() <= x.abs() * 2f32.powi(-21),
+            "{what}: value {c}"
+        );
+    }
+}
+
+#[test]
+fn the_3xtf32_copies_split_every_value_into_two_tf32_parts_chunk_by_chunk() {
+    use kernels_gpu::pad::{THREADS, TILE, TRANSPOSE_SHARED_BYTES, TRANSPOSE_THREADS};
+    // A is 37 x 37; each copy's rows are 2 x 64 words (k rounded up to 64,
+    // zeros past 37), so C is 37 x 128. Grids as the host launches them:
+    // split, ceil(64 / THREADS) x 37 rows; transposed, ceil(37 / TILE) x
+    // ceil(64 / TILE).
+    let (m, n, k): (usize, usize, usize) = (37, 128, 37);
+    let split = probe("split", THREADS as u32, 0, split_a_into_c);
+    let split = KernelSpec {
+        launch: Launch {
+            block_tile: (1, n),
+            ..split.launch
+        },
+        ..split
+    };
+    let (report, a, _) = run(&split, split_a_into_c, (m, n, k));
+    assert!(report.is_clean(), "{report}");
+    for r in 0..m {
+        assert_split_row(
+            &report.c[r * n..(r + 1) * n],
+            &a[r * k..(r + 1) * k],
+            "A's row",
+        );
+    }
+    let transposed = probe(
+        "transpose_split",
+        TRANSPOSE_THREADS as u32,
+        0,
+        transpose_split_a_into_c,
+    );
+    let transposed = KernelSpec {
+        launch: Launch {
+            block_tile: (TILE, n / 2),
+            shared_bytes: TRANSPOSE_SHARED_BYTES,
+            ..transposed.launch
+        },
+        ..transposed
+    };
+    let (report, a, _) = run(&transposed, transpose_split_a_into_c, (m, n, k));
+    assert!(report.is_clean(), "{report}");
+    for c in 0..k {
+        let column: Vec<f32> = (0..m).map(|r| a[r * k + c]).collect();
+        assert_split_row(&report.c[c * n..(c + 1) * n], &column, "A^T's row");
+    }
+    // The inputs have remainders: some small parts are not zero.
     assert!(a.iter().any(|&x| f32::from_bits(to_tf32(x)) != x));
 }
 

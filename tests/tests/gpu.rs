@@ -6,9 +6,9 @@
 use std::process::{Command, ExitCode};
 
 use half::{bf16, f16};
-use kernels_gpu::elem::Storage;
+use kernels_gpu::elem::{Math, Storage};
 use kernels_gpu::registry::{KERNELS, TRANSPOSED};
-use rust_gemm::blas::{Algorithm, GemmConfig, GemmElement, Layout, Op, Sgemm};
+use rust_gemm::blas::{Algorithm, Compute, GemmConfig, GemmElement, Layout, Op, Sgemm};
 use rust_gemm::gpu::{self, Gpu};
 use rust_gemm::reference::Reference;
 use rust_gemm::reference::check_gemm;
@@ -424,6 +424,32 @@ fn library(gpu: &Gpu) -> Vec<(String, Result<(), String>)> {
             }
         }),
     ));
+    // Compute modes: with 3xTF32 allowed, a large product runs on step
+    // 24 and meets FP32's tolerance (its check uses the tolerance of the
+    // kernel's math: FP32's for 3xTF32), at an odd shape too; allowed
+    // TF32, the TF32 kernels; by default, FP32 kernels alone.
+    for (m, n, k) in [(2048, 2048, 2048), (1537, 1029, 1283)] {
+        for (compute, math) in [
+            (Compute::Fp32, Math::Fp32),
+            (Compute::Tf32x3, Math::Tf32x3),
+            (Compute::Tf32, Math::Tf32),
+        ] {
+            let cfg = GemmConfig::new(m, n, k).compute(compute).scalars(1.5, 0.5);
+            seed += 3;
+            let ran = library_call(&sgemm, &cfg, 0, seed).and_then(|choice| {
+                let chosen = sgemm.choose(&cfg, lens(&cfg)).map_err(|e| e.to_string())?;
+                if chosen.kernel.elems.math == math {
+                    Ok(())
+                } else {
+                    Err(format!(
+                        "Auto ran {choice} ({})",
+                        chosen.kernel.elems.math.name()
+                    ))
+                }
+            });
+            out.push((format!("compute_{compute:?}_{m}x{n}x{k}"), ran));
+        }
+    }
     // 16-bit A and B, C in f32 or their type.
     library_16::<bf16, f32>(&sgemm, &mut out);
     library_16::<bf16, bf16>(&sgemm, &mut out);

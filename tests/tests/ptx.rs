@@ -348,6 +348,73 @@ fn hopper_kernels_use_wgmma_tma_and_mbarriers() {
     }
 }
 
+/// Step 24 (3xTF32 on `wgmma`): 3 x BK / 8 `wgmma`s m64n128k8 per tile,
+/// operands from shared memory only, four TMA boxes per stage; the
+/// promoted form starts each tile's partial fresh (`scale-d` 0 on one
+/// `wgmma` per tile, so its predicate is set from 0), waits for it and
+/// adds it with the FMA pipe; no rounding in the loop (the copies store
+/// exact TF32 parts).
+#[test]
+fn three_tf32_hopper_kernels_issue_three_wgmma_per_k_step() {
+    use kernels_gpu::k24_wgmma_3xtf32::*;
+    let wgmma = rust_gemm::ptx(&kernels_gpu::modules::WGMMA);
+    let instances = [
+        (SPEC_128X128X32_S3, PROMOTED),
+        (SPEC_ONE_128X128X32_S3, ONE),
+        (SPEC_TWO_128X128X32_S3, TWO),
+        (SPEC_P2_128X128X32_S3, PROMOTED_2),
+    ];
+    assert_eq!(instances.len(), SPECS.len());
+    for (k, acc) in instances {
+        let body = ptx_entry(wgmma, k.name).unwrap();
+        let issued = body
+            .matches("wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32")
+            .count();
+        // PROMOTED_2's loop body holds the two tiles of one partial.
+        let tiles = if acc == PROMOTED_2 { 2 } else { 1 };
+        assert_eq!(
+            issued,
+            3 * kernels_gpu::k12_wgmma::BK / 8 * tiles,
+            "{}: wgmma count",
+            k.name
+        );
+        assert_eq!(
+            body.matches("wgmma.mma_async").count(),
+            issued,
+            "{}",
+            k.name
+        );
+        assert_eq!(
+            body.matches("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier")
+                .count(),
+            4,
+            "{}: four boxes per stage",
+            k.name
+        );
+        assert!(
+            !body.contains("cvt.rna.tf32.f32"),
+            "{}: rounding in the loop",
+            k.name
+        );
+        let promoted = acc == PROMOTED || acc == PROMOTED_2;
+        // The promoted form retires every group before adding its
+        // partial; the others keep one in flight.
+        assert_eq!(
+            body.contains("wgmma.wait_group.sync.aligned 1;"),
+            !promoted,
+            "{}: groups in flight",
+            k.name
+        );
+        // The partials (and TWO's two sums) are added by the FMA pipe.
+        assert_eq!(
+            body.contains("add.f32") || body.contains("add.rn.f32"),
+            acc != ONE,
+            "{}: add.f32",
+            k.name
+        );
+    }
+}
+
 /// Steps 19-20 and 22: BF16 and FP16 `wgmma` (64 x 256 x 16, BK / 16 per tile,
 /// of its entry's type and no other), each operand read as stored: A
 /// K-major (`imm-trans-a` 0) or, transposed, M-major (1); B N-major

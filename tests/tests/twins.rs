@@ -90,7 +90,7 @@ fn integer_defines(source: &str) -> Vec<(&str, usize)> {
 #[test]
 fn persistent_twin_has_its_rust_kernels_parameters() {
     use kernels_gpu::elem::Elem;
-    use kernels_gpu::launch::{Operands, Ops};
+    use kernels_gpu::launch::{Operands, Ops, TmaCopy};
     let src = TWINS
         .iter()
         .find(|t| t.path.ends_with("wgmma_bf16_persistent.cu"))
@@ -149,7 +149,7 @@ fn persistent_twin_has_its_rust_kernels_parameters() {
         };
         assert_eq!(boxes.a, (bm as u32, bk as u32));
         assert_eq!(boxes.b, (bk as u32, box_cols as u32));
-        assert!(boxes.a_swizzle_128 && boxes.b_swizzle_128 && !boxes.b_transposed);
+        assert!(boxes.a_swizzle_128 && boxes.b_swizzle_128 && boxes.copy == TmaCopy::AsStored);
         let c_box = tma_c.then_some((c_rows as u32, c_cols as u32));
         assert_eq!(boxes.c, c_box, "{name}");
         assert_eq!(

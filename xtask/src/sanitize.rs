@@ -73,8 +73,9 @@ struct Kernel {
     name: String,
     /// Rows and columns of C per block.
     tile: (usize, usize),
-    /// It reads A or B transposed: sanitized only when named.
-    transposed: bool,
+    /// It reads A or B transposed, or it is kept for a measurement
+    /// (`"experiment"`): sanitized only when named.
+    named_only: bool,
 }
 
 /// One sanitizer run and what came of it.
@@ -146,7 +147,7 @@ pub fn run(args: &Args) -> Result<bool> {
     };
     let kernels = list_kernels(&host)?;
     let selected: Vec<&Kernel> = if args.kernel.is_empty() {
-        kernels.iter().filter(|k| !k.transposed).collect()
+        kernels.iter().filter(|k| !k.named_only).collect()
     } else {
         args.kernel
             .iter()
@@ -274,7 +275,8 @@ fn parse_kernel_list(json: &str) -> Result<Vec<Kernel>> {
             Ok(Kernel {
                 name: name.to_string(),
                 tile,
-                transposed: k["ops"].as_str().is_some_and(|ops| ops != "nn"),
+                named_only: k["ops"].as_str().is_some_and(|ops| ops != "nn")
+                    || k["experiment"].as_bool() == Some(true),
             })
         })
         .collect::<Result<Vec<_>>>()?;
@@ -556,12 +558,12 @@ mod tests {
         let a = Kernel {
             name: "a".into(),
             tile: (16, 16),
-            transposed: false,
+            named_only: false,
         };
         let b = Kernel {
             name: "b".into(),
             tile: (128, 64),
-            transposed: true,
+            named_only: true,
         };
         let s = sizes(&[&a, &b]);
         assert_eq!(s[1], (128, 64, 128));

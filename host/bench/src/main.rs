@@ -4,6 +4,7 @@
 //! and a Markdown table into a results folder; `--update-readme` puts the
 //! table and plot into README.md. Run it as `cargo xtask bench`.
 
+mod accuracy;
 mod ncu;
 mod plot;
 mod render;
@@ -19,7 +20,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use kernels_gpu::elem::{Elem, Elems, Math, Storage};
 use kernels_gpu::launch::KernelSpec;
 use kernels_gpu::launch::Ops;
-use kernels_gpu::registry::{KERNELS, TRANSPOSED};
+use kernels_gpu::registry::{EXPERIMENTS, KERNELS, TRANSPOSED};
 use rust_gemm::baselines::{self, Cublas};
 use rust_gemm::gpu::Gpu;
 use rust_gemm::model;
@@ -38,6 +39,9 @@ const README_PLOT: &str = "docs/bench.svg";
 const SUITE_BEGIN: &str =
     "<!-- suite:begin (written by `cargo xtask bench --suite --update-readme`) -->";
 const SUITE_END: &str = "<!-- suite:end -->";
+const ACCURACY_BEGIN: &str =
+    "<!-- accuracy:begin (written by `cargo xtask bench --accuracy --update-readme`) -->";
+const ACCURACY_END: &str = "<!-- accuracy:end -->";
 
 /// Benchmark every kernel against cuBLAS and the CUDA C++ twins.
 #[derive(Parser, Debug)]
@@ -88,6 +92,12 @@ struct Args {
     /// With --suite: only the calls of these names (as in the table).
     #[arg(long, value_delimiter = ',', requires = "suite")]
     calls: Option<Vec<String>>,
+    /// Measure the 3xTF32 kernels' error instead, next to cuBLAS SGEMM's
+    /// and TF32's, at m = n = 2048 and K = 1024, 4096, 16384, on uniform
+    /// inputs and on inputs spread over 16 binades (--kernels narrows the
+    /// 3xTF32 kernels); with --from, an accuracy.json.
+    #[arg(long, conflicts_with = "suite")]
+    accuracy: bool,
     /// Also profile each Rust kernel once under Nsight Compute (if installed).
     #[arg(long)]
     ncu: bool,
@@ -130,6 +140,9 @@ fn main() -> ExitCode {
 fn run(args: &Args) -> Result<bool> {
     if args.suite {
         return run_suite(args);
+    }
+    if args.accuracy {
+        return run_accuracy(args);
     }
     let results = match &args.from {
         Some(path) => {
@@ -207,21 +220,7 @@ fn run_suite(args: &Args) -> Result<bool> {
         println!("Results: {}", dir.display());
     }
     if args.update_readme {
-        let readme = std::fs::read_to_string(&args.readme)
-            .with_context(|| format!("cannot read {}", args.readme.display()))?;
-        let (Some(begin), Some(end)) = (readme.find(SUITE_BEGIN), readme.find(SUITE_END)) else {
-            bail!(
-                "{} has no suite section: add the lines `{SUITE_BEGIN}` and `{SUITE_END}`",
-                args.readme.display()
-            );
-        };
-        let new = format!(
-            "{}{SUITE_BEGIN}\n{text}{}",
-            &readme[..begin],
-            &readme[end..]
-        );
-        std::fs::write(&args.readme, new)
-            .with_context(|| format!("cannot write {}", args.readme.display()))?;
+        replace_section(&args.readme, (SUITE_BEGIN, SUITE_END), &text)?;
         println!("README: {} updated", args.readme.display());
     }
     let ok = results.all_verified();
@@ -229,6 +228,69 @@ fn run_suite(args: &Args) -> Result<bool> {
         eprintln!("error: a variant failed verification (FAIL above)");
     }
     Ok(ok)
+}
+
+/// `--accuracy`: measure (or read `--from`), print, write, update the
+/// README.
+fn run_accuracy(args: &Args) -> Result<bool> {
+    let results = match &args.from {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("cannot read {}", path.display()))?;
+            serde_json::from_str::<accuracy::AccuracyResults>(&text)
+                .with_context(|| format!("{} is not an accuracy.json", path.display()))?
+        }
+        None => {
+            let gpu = Gpu::open(args.device)?;
+            let named = |name: &str| args.kernels.is_some() && wanted(args, name);
+            accuracy::run(&gpu, args.seed, |name| wanted(args, name), named)?
+        }
+    };
+    let text = accuracy::markdown(&results);
+    println!("\n{text}");
+    println!(
+        "3xTF32's error at most cuBLAS SGEMM's in every case: {}",
+        if results.at_most_sgemm_everywhere() {
+            "yes"
+        } else {
+            "no"
+        }
+    );
+    if args.from.is_none() {
+        let stamp: String = results.date.chars().filter(char::is_ascii_digit).collect();
+        let dir = args.out.join(format!("accuracy-{stamp}"));
+        std::fs::create_dir_all(&dir)
+            .with_context(|| format!("cannot create {}", dir.display()))?;
+        std::fs::write(
+            dir.join("accuracy.json"),
+            serde_json::to_string_pretty(&results)?,
+        )?;
+        std::fs::write(dir.join("accuracy.md"), &text)?;
+        println!("Results: {}", dir.display());
+    }
+    if args.update_readme {
+        replace_section(&args.readme, (ACCURACY_BEGIN, ACCURACY_END), &text)?;
+        println!("README: {} updated", args.readme.display());
+    }
+    let ok = results.all_verified();
+    if !ok {
+        eprintln!("error: a variant failed verification (FAIL above)");
+    }
+    Ok(ok)
+}
+
+/// Replaces what lies between the lines `begin` and `end` of `readme`.
+fn replace_section(readme: &Path, (begin, end): (&str, &str), text: &str) -> Result<()> {
+    let old = std::fs::read_to_string(readme)
+        .with_context(|| format!("cannot read {}", readme.display()))?;
+    let (Some(b), Some(e)) = (old.find(begin), old.find(end)) else {
+        bail!(
+            "{} has no such section: add the lines `{begin}` and `{end}`",
+            readme.display()
+        );
+    };
+    let new = format!("{}{begin}\n{text}{}", &old[..b], &old[e..]);
+    std::fs::write(readme, new).with_context(|| format!("cannot write {}", readme.display()))
 }
 
 /// Parses "4096" or "4096x1000x2048".
@@ -306,7 +368,8 @@ fn measure_all(args: &Args) -> Result<Results> {
     if let Some(ks) = &args.kernels {
         for k in ks {
             let baseline = CUBLAS_BASELINES.iter().any(|(name, _)| name == k);
-            let registered = KERNELS.iter().chain(TRANSPOSED).any(|s| s.name == k);
+            let registered =
+                (KERNELS.iter().chain(TRANSPOSED).chain(EXPERIMENTS)).any(|s| s.name == k);
             if !baseline && !registered {
                 bail!(
                     "unknown kernel '{k}': choose from {}, {}",
@@ -338,10 +401,12 @@ fn measure_all(args: &Args) -> Result<Results> {
     let mut specs: Vec<&'static KernelSpec> = Vec::new();
     // Every kernel, or those named; a kernel that reads A or B transposed
     // (the library's transposed layouts) only when named, on A^T and B^T
-    // of the same product.
+    // of the same product, and the instances kept for a measurement
+    // (`registry::EXPERIMENTS`) only when named.
     let named = |k: &&KernelSpec| args.kernels.is_some() && wanted(args, k.name);
     let listed = KERNELS.iter().filter(|k| wanted(args, k.name));
-    for spec in listed.chain(TRANSPOSED.iter().filter(named)) {
+    let only_named = TRANSPOSED.iter().chain(EXPERIMENTS).filter(named);
+    for spec in listed.chain(only_named) {
         match gpu.check_runs(spec) {
             Ok(()) => specs.push(spec),
             Err(why) => {
@@ -611,7 +676,7 @@ fn sm_clock_mhz(device: usize) -> Option<u32> {
 }
 
 /// Now, UTC, as `YYYY-MM-DDTHH:MM:SSZ`.
-fn utc_now() -> String {
+pub(crate) fn utc_now() -> String {
     let secs = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());

@@ -328,6 +328,112 @@ with_d! {
     operands: (n = const PENDING, options(nostack))
 }
 
+with_d! {
+    /// `wgmma.fence.sync.aligned` for a group of [`mma_m64n128k8_tf32_ss`]
+    /// (step 24): the two 64-register accumulators the group may write or
+    /// that were last touched by the threads (`d`, `e`) and the group's 16
+    /// descriptors (`s`) as operands, for the reasons of [`fence_128`].
+    ///
+    /// # Safety
+    /// Rule 1.
+    fn fence_ss_64x2(d: [f32; 64], e: &mut [f32; 64], s: &mut [u64; 16])
+    template: ("wgmma.fence.sync.aligned; // ", d_list!([0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31 32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53 54 55 56 57 58 59 60 61 62 63]),
+        " {e0} {e1} {e2} {e3} {e4} {e5} {e6} {e7} {e8} {e9} {e10} {e11} {e12} {e13} {e14} {e15} {e16} {e17} {e18} {e19} {e20} {e21} {e22} {e23} {e24} {e25} {e26} {e27} {e28} {e29} {e30} {e31} {e32} {e33} {e34} {e35} {e36} {e37} {e38} {e39} {e40} {e41} {e42} {e43} {e44} {e45} {e46} {e47} {e48} {e49} {e50} {e51} {e52} {e53} {e54} {e55} {e56} {e57} {e58} {e59} {e60} {e61} {e62} {e63}",
+        " {s0} {s1} {s2} {s3} {s4} {s5} {s6} {s7} {s8} {s9} {s10} {s11} {s12} {s13} {s14} {s15}")
+    regs: [0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31 32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53 54 55 56 57 58 59 60 61 62 63]
+    operands: (
+        e0 = inout(reg32) e[0], e1 = inout(reg32) e[1], e2 = inout(reg32) e[2], e3 = inout(reg32) e[3],
+        e4 = inout(reg32) e[4], e5 = inout(reg32) e[5], e6 = inout(reg32) e[6], e7 = inout(reg32) e[7],
+        e8 = inout(reg32) e[8], e9 = inout(reg32) e[9], e10 = inout(reg32) e[10], e11 = inout(reg32) e[11],
+        e12 = inout(reg32) e[12], e13 = inout(reg32) e[13], e14 = inout(reg32) e[14],
+        e15 = inout(reg32) e[15], e16 = inout(reg32) e[16], e17 = inout(reg32) e[17],
+        e18 = inout(reg32) e[18], e19 = inout(reg32) e[19], e20 = inout(reg32) e[20],
+        e21 = inout(reg32) e[21], e22 = inout(reg32) e[22], e23 = inout(reg32) e[23],
+        e24 = inout(reg32) e[24], e25 = inout(reg32) e[25], e26 = inout(reg32) e[26],
+        e27 = inout(reg32) e[27], e28 = inout(reg32) e[28], e29 = inout(reg32) e[29],
+        e30 = inout(reg32) e[30], e31 = inout(reg32) e[31], e32 = inout(reg32) e[32],
+        e33 = inout(reg32) e[33], e34 = inout(reg32) e[34], e35 = inout(reg32) e[35],
+        e36 = inout(reg32) e[36], e37 = inout(reg32) e[37], e38 = inout(reg32) e[38],
+        e39 = inout(reg32) e[39], e40 = inout(reg32) e[40], e41 = inout(reg32) e[41],
+        e42 = inout(reg32) e[42], e43 = inout(reg32) e[43], e44 = inout(reg32) e[44],
+        e45 = inout(reg32) e[45], e46 = inout(reg32) e[46], e47 = inout(reg32) e[47],
+        e48 = inout(reg32) e[48], e49 = inout(reg32) e[49], e50 = inout(reg32) e[50],
+        e51 = inout(reg32) e[51], e52 = inout(reg32) e[52], e53 = inout(reg32) e[53],
+        e54 = inout(reg32) e[54], e55 = inout(reg32) e[55], e56 = inout(reg32) e[56],
+        e57 = inout(reg32) e[57], e58 = inout(reg32) e[58], e59 = inout(reg32) e[59],
+        e60 = inout(reg32) e[60], e61 = inout(reg32) e[61], e62 = inout(reg32) e[62],
+        e63 = inout(reg32) e[63],
+        s0 = inout(reg64) s[0], s1 = inout(reg64) s[1], s2 = inout(reg64) s[2], s3 = inout(reg64) s[3],
+        s4 = inout(reg64) s[4], s5 = inout(reg64) s[5], s6 = inout(reg64) s[6], s7 = inout(reg64) s[7],
+        s8 = inout(reg64) s[8], s9 = inout(reg64) s[9], s10 = inout(reg64) s[10], s11 = inout(reg64) s[11],
+        s12 = inout(reg64) s[12], s13 = inout(reg64) s[13], s14 = inout(reg64) s[14],
+        s15 = inout(reg64) s[15],
+        options(nostack),
+    )
+}
+
+with_d! {
+    /// `wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32`, both
+    /// operands from shared memory: `d = A * B + (ACCUMULATE ? d : 0)`,
+    /// with A the 64 x 8 K-major tile `a` describes and B the 8 x 128
+    /// K-major tile `b` describes (the `scale-d` predicate: 0 starts a
+    /// fresh sum without zeroing `d` first). Retire it with
+    /// [`commit_group`] and [`wait_ss_64x2`].
+    ///
+    /// # Safety
+    /// Rules 1-3 (rule 3 for both tiles); `ACCUMULATE` is 0 or 1.
+    fn mma_m64n128k8_tf32_ss<const ACCUMULATE: u32>(d: [f32; 64], a: u64, b: u64)
+    template: ("{{ .reg .pred p; setp.ne.b32 p, {acc}, 0; ",
+        "wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32 {{", d_list!([0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31 32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53 54 55 56 57 58 59 60 61 62 63]),
+        "}}, {a}, {b}, p, 1, 1; }}")
+    regs: [0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31 32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53 54 55 56 57 58 59 60 61 62 63]
+    operands: (
+        a = in(reg64) a,
+        b = in(reg64) b,
+        acc = in(reg32) ACCUMULATE,
+        options(nostack),
+    )
+}
+
+with_d! {
+    /// `wgmma.wait_group.sync.aligned PENDING` for groups of
+    /// [`mma_m64n128k8_tf32_ss`], with both accumulators as operands:
+    /// once it returns, the retired groups' writes of `d` and `e` are
+    /// there (rule 2).
+    ///
+    /// # Safety
+    /// Rule 1.
+    fn wait_ss_64x2<const PENDING: u32>(d: [f32; 64], e: &mut [f32; 64])
+    template: ("wgmma.wait_group.sync.aligned {n}; // ", d_list!([0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31 32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53 54 55 56 57 58 59 60 61 62 63]),
+        " {e0} {e1} {e2} {e3} {e4} {e5} {e6} {e7} {e8} {e9} {e10} {e11} {e12} {e13} {e14} {e15} {e16} {e17} {e18} {e19} {e20} {e21} {e22} {e23} {e24} {e25} {e26} {e27} {e28} {e29} {e30} {e31} {e32} {e33} {e34} {e35} {e36} {e37} {e38} {e39} {e40} {e41} {e42} {e43} {e44} {e45} {e46} {e47} {e48} {e49} {e50} {e51} {e52} {e53} {e54} {e55} {e56} {e57} {e58} {e59} {e60} {e61} {e62} {e63}")
+    regs: [0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31 32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53 54 55 56 57 58 59 60 61 62 63]
+    operands: (
+        n = const PENDING,
+        e0 = inout(reg32) e[0], e1 = inout(reg32) e[1], e2 = inout(reg32) e[2], e3 = inout(reg32) e[3],
+        e4 = inout(reg32) e[4], e5 = inout(reg32) e[5], e6 = inout(reg32) e[6], e7 = inout(reg32) e[7],
+        e8 = inout(reg32) e[8], e9 = inout(reg32) e[9], e10 = inout(reg32) e[10], e11 = inout(reg32) e[11],
+        e12 = inout(reg32) e[12], e13 = inout(reg32) e[13], e14 = inout(reg32) e[14],
+        e15 = inout(reg32) e[15], e16 = inout(reg32) e[16], e17 = inout(reg32) e[17],
+        e18 = inout(reg32) e[18], e19 = inout(reg32) e[19], e20 = inout(reg32) e[20],
+        e21 = inout(reg32) e[21], e22 = inout(reg32) e[22], e23 = inout(reg32) e[23],
+        e24 = inout(reg32) e[24], e25 = inout(reg32) e[25], e26 = inout(reg32) e[26],
+        e27 = inout(reg32) e[27], e28 = inout(reg32) e[28], e29 = inout(reg32) e[29],
+        e30 = inout(reg32) e[30], e31 = inout(reg32) e[31], e32 = inout(reg32) e[32],
+        e33 = inout(reg32) e[33], e34 = inout(reg32) e[34], e35 = inout(reg32) e[35],
+        e36 = inout(reg32) e[36], e37 = inout(reg32) e[37], e38 = inout(reg32) e[38],
+        e39 = inout(reg32) e[39], e40 = inout(reg32) e[40], e41 = inout(reg32) e[41],
+        e42 = inout(reg32) e[42], e43 = inout(reg32) e[43], e44 = inout(reg32) e[44],
+        e45 = inout(reg32) e[45], e46 = inout(reg32) e[46], e47 = inout(reg32) e[47],
+        e48 = inout(reg32) e[48], e49 = inout(reg32) e[49], e50 = inout(reg32) e[50],
+        e51 = inout(reg32) e[51], e52 = inout(reg32) e[52], e53 = inout(reg32) e[53],
+        e54 = inout(reg32) e[54], e55 = inout(reg32) e[55], e56 = inout(reg32) e[56],
+        e57 = inout(reg32) e[57], e58 = inout(reg32) e[58], e59 = inout(reg32) e[59],
+        e60 = inout(reg32) e[60], e61 = inout(reg32) e[61], e62 = inout(reg32) e[62],
+        e63 = inout(reg32) e[63],
+        options(nostack),
+    )
+}
+
 /// `setmaxnreg.dec.sync.aligned.u32 N`: this warpgroup gives registers
 /// back, keeping `N` per thread, for a warpgroup that needs few (a TMA
 /// producer) so that others can take them with [`take_registers`].
