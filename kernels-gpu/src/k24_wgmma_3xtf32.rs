@@ -28,12 +28,16 @@
 //!   goes into a fresh partial sum (`scale-d` = 0 on its first `wgmma`),
 //!   which the FMA pipe adds into f32 accumulators once the tile retires.
 //!   The tensor cores' additions truncate, so a running sum fed to them
-//!   loses low bits at every `wgmma`; step 23 measured 11-94x SGEMM's
-//!   error without the promotion. Two partials alternate, so that tile
-//!   kt's group stays in flight while tile kt - 1's partial is added.
+//!   loses low bits at every `wgmma` (step 23's first version, without
+//!   the promotion, was many times less accurate than SGEMM). The add waits for the tile's group
+//!   (`wait_group 0`): with two partials alternating, so that one group
+//!   stayed in flight during the add, ptxas serialised every `wgmma`
+//!   (C7514); the other consumer warpgroup's `wgmma`s fill the gap.
+//!   ([`PROMOTED_2`], a partial per two tiles, halves the waits; it was
+//!   slower, docs/measurements.md.)
 //! - **The tile is 128 x 128** (m64n128k8 per consumer warpgroup): the
-//!   promoted form holds three 64-register sets (accumulators and two
-//!   partials), where step 17's m64n256 holds one of 128. A stage is four
+//!   promoted form holds two 64-register sets (accumulators and a
+//!   partial), where step 17's m64n256 holds one set of 128. A stage is four
 //!   16 KB boxes; three stages fill 192 KB.
 //!
 //! Prediction (H200, n = 4096): three times step 17's tensor work on the
@@ -43,7 +47,9 @@
 //! tensor work): about 2.1x cuBLAS SGEMM, with its error or better for
 //! `PROMOTED`, and worse for `ONE` and `TWO`, whose running sums the
 //! tensor cores truncate. The measurement lives in docs/bench.json and
-//! the README's bench table (`cargo xtask bench`). GPU only, like steps
+//! the README's bench table (`cargo xtask bench`), the errors at three
+//! depths in docs/accuracy.json (`cargo xtask bench --accuracy`), the
+//! alternatives' runs in docs/measurements.md. GPU only, like steps
 //! 12-13.
 
 #[cfg(target_arch = "nvptx64")]
