@@ -31,6 +31,8 @@ fn cuda_data_type(elem: Elem) -> cudarc::cublas::sys::cudaDataType {
         Elem::F32 => CUDA_R_32F,
         Elem::Bf16 => CUDA_R_16BF,
         Elem::F16 => CUDA_R_16F,
+        Elem::E4m3 => CUDA_R_8F_E4M3,
+        Elem::E5m2 => CUDA_R_8F_E5M2,
     }
 }
 

@@ -446,7 +446,8 @@ pub fn plan(cfg: &GemmConfig, lens: (usize, usize, usize)) -> Result<Plan, GemmE
 pub fn check_types(storage: Storage) -> Result<(), GemmError> {
     let ok = match (storage.a, storage.b, storage.c) {
         (Elem::F32, Elem::F32, Elem::F32) => true,
-        (a, b, c) => a == b && a != Elem::F32 && (c == Elem::F32 || c == a),
+        // 16-bit A and B (no FP8 kernel yet: issue 21).
+        (a, b, c) => a == b && a.bytes() == 2 && (c == Elem::F32 || c == a),
     };
     if ok {
         Ok(())

@@ -3,14 +3,15 @@
 //! back, whatever a kernel's types.
 //!
 //! On the host every matrix is a `Vec<f32>` of values the stored type
-//! holds exactly ([`round_to`]: f32 holds every BF16 and FP16 value), so
-//! that the reference multiplies exactly what the GPU reads; the device
-//! copy is of the stored type itself (`half::bf16`, `half::f16`).
+//! holds exactly ([`round_to`]: f32 holds every BF16, FP16 and FP8
+//! value), so that the reference multiplies exactly what the GPU reads;
+//! the device copy is of the stored type itself (`half::bf16`,
+//! `half::f16`, FP8 as its bytes: `kernels_gpu::elem::Fp8Format`).
 
 use cudarc::driver::CudaSlice;
 use cudarc::driver::sys::CUdeviceptr;
 use half::{bf16, f16};
-use kernels_gpu::elem::Elem;
+use kernels_gpu::elem::{Elem, Fp8Format};
 
 use crate::HostError;
 use crate::gpu::Gpu;
@@ -25,6 +26,21 @@ pub fn round_to(elem: Elem, values: &mut [f32]) {
         Elem::F16 => values
             .iter_mut()
             .for_each(|x| *x = f16::from_f32(*x).to_f32()),
+        Elem::E4m3 | Elem::E5m2 => {
+            let f = fp8_format(elem);
+            values
+                .iter_mut()
+                .for_each(|x| *x = f.to_f32(f.from_f32(*x)));
+        }
+    }
+}
+
+/// The FP8 format of `elem` (E4M3 for anything but E5M2).
+fn fp8_format(elem: Elem) -> Fp8Format {
+    if elem == Elem::E5m2 {
+        Fp8Format::E5M2
+    } else {
+        Fp8Format::E4M3
     }
 }
 
@@ -33,6 +49,8 @@ pub enum DeviceMatrix {
     F32(CudaSlice<f32>),
     Bf16(CudaSlice<bf16>),
     F16(CudaSlice<f16>),
+    /// FP8 (E4M3 or E5M2) as bytes.
+    Fp8(Fp8Format, CudaSlice<u8>),
 }
 
 impl DeviceMatrix {
@@ -48,6 +66,11 @@ impl DeviceMatrix {
             Elem::F16 => {
                 let v: Vec<f16> = values.iter().map(|&x| f16::from_f32(x)).collect();
                 DeviceMatrix::F16(gpu.stream.clone_htod(&v).map_err(copy)?)
+            }
+            Elem::E4m3 | Elem::E5m2 => {
+                let f = fp8_format(elem);
+                let v: Vec<u8> = values.iter().map(|&x| f.from_f32(x)).collect();
+                DeviceMatrix::Fp8(f, gpu.stream.clone_htod(&v).map_err(copy)?)
             }
         })
     }
@@ -65,6 +88,9 @@ impl DeviceMatrix {
                 Elem::F32 => DeviceMatrix::F32(gpu.stream.alloc(len).map_err(alloc)?),
                 Elem::Bf16 => DeviceMatrix::Bf16(gpu.stream.alloc(len).map_err(alloc)?),
                 Elem::F16 => DeviceMatrix::F16(gpu.stream.alloc(len).map_err(alloc)?),
+                Elem::E4m3 | Elem::E5m2 => {
+                    DeviceMatrix::Fp8(fp8_format(elem), gpu.stream.alloc(len).map_err(alloc)?)
+                }
             })
         }
     }
@@ -76,6 +102,7 @@ impl DeviceMatrix {
             DeviceMatrix::F32(s) => device_address(gpu, s),
             DeviceMatrix::Bf16(s) => device_address(gpu, s),
             DeviceMatrix::F16(s) => device_address(gpu, s),
+            DeviceMatrix::Fp8(_, s) => device_address(gpu, s),
         }
     }
 
@@ -92,6 +119,10 @@ impl DeviceMatrix {
                 .into_iter()
                 .map(f16::to_f32)
                 .collect(),
+            DeviceMatrix::Fp8(f, s) => (gpu.stream.clone_dtoh(s).map_err(copy)?)
+                .into_iter()
+                .map(|b| f.to_f32(b))
+                .collect(),
         })
     }
 
@@ -102,6 +133,7 @@ impl DeviceMatrix {
             DeviceMatrix::F32(s) => crate::runner::memset(gpu, s, 0xFF),
             DeviceMatrix::Bf16(s) => crate::runner::memset(gpu, s, 0xFF),
             DeviceMatrix::F16(s) => crate::runner::memset(gpu, s, 0xFF),
+            DeviceMatrix::Fp8(_, s) => crate::runner::memset(gpu, s, 0xFF),
         };
         poisoned.map_err(HostError::cuda("poisoning C"))
     }
@@ -139,5 +171,14 @@ mod tests {
         let mut w = [1.0f32 + 1.0 / 4096.0, 70_000.0];
         round_to(Elem::F16, &mut w);
         assert_eq!(w, [1.0, f32::INFINITY]);
+        // FP8 saturates: 500 is past E4M3's 448; 0.3 lands on a neighbour.
+        let mut x = [500.0f32, 0.3, 70_000.0];
+        round_to(Elem::E4m3, &mut x);
+        assert_eq!(x[..2], [448.0, 0.3125]);
+        round_to(Elem::E5m2, &mut x);
+        assert_eq!(x, [448.0, 0.3125, 448.0]);
+        let mut y = [70_000.0f32, 0.3];
+        round_to(Elem::E5m2, &mut y);
+        assert_eq!(y, [57_344.0, 0.3125]);
     }
 }

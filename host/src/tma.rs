@@ -40,6 +40,8 @@ pub fn tma_data_type(elem: Elem) -> CUtensorMapDataType {
         Elem::F32 => CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_FLOAT32,
         Elem::Bf16 => CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
         Elem::F16 => CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
+        // FP8 as bytes (TMA has no FP8 type; it moves bits).
+        Elem::E4m3 | Elem::E5m2 => CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_UINT8,
     }
 }
 

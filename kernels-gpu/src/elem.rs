@@ -30,6 +30,12 @@ pub enum Elem {
     Bf16,
     /// IEEE binary16: 5 exponent bits, 10 stored mantissa bits.
     F16,
+    /// OCP FP8 E4M3: 4 exponent bits (bias 7), 3 stored mantissa bits; no
+    /// infinities, `S.1111.111` is NaN, the largest value 448.
+    E4m3,
+    /// OCP FP8 E5M2: 5 exponent bits (bias 15), 2 stored mantissa bits,
+    /// IEEE's special values (infinities, NaNs), the largest value 57344.
+    E5m2,
 }
 
 impl Elem {
@@ -38,24 +44,29 @@ impl Elem {
         match self {
             Elem::F32 => 4,
             Elem::Bf16 | Elem::F16 => 2,
+            Elem::E4m3 | Elem::E5m2 => 1,
         }
     }
 
-    /// `f32`, `bf16` or `f16`, as in Rust (and the CLI).
+    /// `f32`, `bf16`, `f16`, `e4m3` or `e5m2`, as in Rust (and the CLI).
     pub const fn name(self) -> &'static str {
         match self {
             Elem::F32 => "f32",
             Elem::Bf16 => "bf16",
             Elem::F16 => "f16",
+            Elem::E4m3 => "e4m3",
+            Elem::E5m2 => "e5m2",
         }
     }
 
-    /// Significant bits, the implicit one included (24, 8, 11).
+    /// Significant bits, the implicit one included (24, 8, 11, 4, 3).
     pub const fn precision_bits(self) -> i32 {
         match self {
             Elem::F32 => 24,
             Elem::Bf16 => 8,
             Elem::F16 => 11,
+            Elem::E4m3 => 4,
+            Elem::E5m2 => 3,
         }
     }
 
@@ -222,9 +233,11 @@ impl core::fmt::Display for Storage {
 /// A stored element type on the device: what a global view
 /// (`device::GlobalIn<T>`) reads and writes.
 ///
-/// Values move through `f32`, which holds every BF16 and FP16 value
+/// Values move through `f32`, which holds every BF16, FP16 and FP8 value
 /// exactly: `to_f32` is exact, `from_f32` rounds to nearest, ties to even
-/// (NaN stays NaN, overflow goes to infinity, as `cvt.rn` does).
+/// (NaN stays NaN; overflow goes to infinity for the 16-bit types, as
+/// `cvt.rn` does, and saturates to the largest finite value for the FP8
+/// ones, as `cvt.rn.satfinite` does, the conversion FP8 recipes use).
 pub trait Element: Copy + core::fmt::Debug + 'static {
     /// Its format.
     const ELEM: Elem;
@@ -322,9 +335,351 @@ impl Element for F16 {
     }
 }
 
+/// An OCP FP8 E4M3 value, as its 8 bits ([`Elem::E4m3`]).
+#[repr(transparent)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct E4m3(pub u8);
+
+/// An OCP FP8 E5M2 value, as its 8 bits ([`Elem::E5m2`]).
+#[repr(transparent)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct E5m2(pub u8);
+
+/// An 8-bit float format of the OCP FP8 specification: its field widths
+/// and how it spends the top exponent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Fp8Format {
+    /// Exponent bits.
+    pub exponent_bits: u32,
+    /// Stored mantissa bits.
+    pub mantissa_bits: u32,
+    /// IEEE-like: the top exponent holds infinities (mantissa 0) and NaNs
+    /// (E5M2). Otherwise it holds normal values but for the all-ones
+    /// mantissa, NaN, and there is no infinity (E4M3).
+    pub ieee_specials: bool,
+}
+
+impl Fp8Format {
+    pub const E4M3: Fp8Format = Fp8Format {
+        exponent_bits: 4,
+        mantissa_bits: 3,
+        ieee_specials: false,
+    };
+    pub const E5M2: Fp8Format = Fp8Format {
+        exponent_bits: 5,
+        mantissa_bits: 2,
+        ieee_specials: true,
+    };
+
+    const fn bias(self) -> i32 {
+        (1 << (self.exponent_bits - 1)) - 1
+    }
+
+    /// The bits of the largest finite value (positive).
+    pub const fn max_bits(self) -> u8 {
+        let top = (1u32 << (self.exponent_bits + self.mantissa_bits)) - 1;
+        // IEEE: the exponent below the top, mantissa all ones; E4M3: the
+        // top pattern but one (the last is NaN).
+        (if self.ieee_specials {
+            top - (1 << self.mantissa_bits)
+        } else {
+            top - 1
+        }) as u8
+    }
+
+    /// The canonical NaN's bits (positive): all ones below the sign.
+    pub const fn nan_bits(self) -> u8 {
+        0x7F
+    }
+
+    /// The value of `bits` (exact in f32).
+    pub fn to_f32(self, bits: u8) -> f32 {
+        let (m, e) = (self.mantissa_bits, self.exponent_bits);
+        let sign = if bits & 0x80 != 0 { -1.0f32 } else { 1.0 };
+        let exp = (bits as u32 >> m) & ((1 << e) - 1);
+        let man = bits as u32 & ((1 << m) - 1);
+        let top = (1 << e) - 1;
+        if self.ieee_specials && exp == top {
+            return if man == 0 {
+                sign * f32::INFINITY
+            } else {
+                f32::NAN
+            };
+        }
+        if !self.ieee_specials && exp == top && man == (1 << m) - 1 {
+            return f32::NAN;
+        }
+        // man * 2^(1 - bias - m) for subnormals (exp 0), (2^m + man) *
+        // 2^(exp - bias - m) for normals: small integers times powers of
+        // two, exact.
+        let (int, scale) = if exp == 0 {
+            (man, 1 - self.bias() - m as i32)
+        } else {
+            ((1 << m) | man, exp as i32 - self.bias() - m as i32)
+        };
+        sign * int as f32 * f32::from_bits(((127 + scale) as u32) << 23)
+    }
+
+    /// `x` rounded to nearest, ties to even, saturating: a finite value
+    /// beyond the largest finite one, and an infinity, give the largest
+    /// finite value of the same sign (`cvt.rn.satfinite`); NaN gives NaN.
+    /// In integer code, as the 16-bit narrowings are on the host.
+    pub fn from_f32(self, x: f32) -> u8 {
+        let bits = x.to_bits();
+        let sign = ((bits >> 24) & 0x80) as u8;
+        if x.is_nan() {
+            return sign | self.nan_bits();
+        }
+        let max = self.max_bits();
+        let abs = bits & 0x7FFF_FFFF;
+        if f32::from_bits(abs) >= self.to_f32(max) {
+            return sign | max;
+        }
+        let m = self.mantissa_bits;
+        // The value in units of the format's smallest subnormal, 2^(1 -
+        // bias - m), rounded to nearest even, is the magnitude's bits for
+        // subnormals; for normals, round the f32 mantissa to m bits and
+        // rebias the exponent. Both carry into the exponent correctly.
+        let exp32 = (abs >> 23) as i32 - 127;
+        let min_normal_exp = 1 - self.bias();
+        let magnitude = if exp32 < min_normal_exp {
+            let mant = if abs >> 23 == 0 {
+                abs
+            } else {
+                (abs & 0x7F_FFFF) | 0x80_0000
+            };
+            // value = mant * 2^(max(exp32, -126) - 23); in units of
+            // 2^(min_normal_exp - m): shift right by s.
+            let s = (min_normal_exp - m as i32) - (exp32.max(-126) - 23);
+            round_shift(mant, s as u32)
+        } else {
+            let rounded = round_shift(abs, 23 - m);
+            rounded - (((127 - self.bias()) as u32) << m)
+        };
+        sign | magnitude as u8
+    }
+}
+
+/// `v >> s` rounded to nearest, ties to even (0 when `s` shifts
+/// everything out and the rest is below a half).
+const fn round_shift(v: u32, s: u32) -> u32 {
+    if s == 0 {
+        return v;
+    }
+    if s > 32 {
+        return 0;
+    }
+    let q = if s == 32 { 0 } else { v >> s };
+    let rem = if s == 32 {
+        v as u64
+    } else {
+        (v & ((1 << s) - 1)) as u64
+    };
+    let half = 1u64 << (s - 1);
+    if rem > half || (rem == half && q & 1 == 1) {
+        q + 1
+    } else {
+        q
+    }
+}
+
+impl Element for E4m3 {
+    const ELEM: Elem = Elem::E4m3;
+    const ZERO: Self = E4m3(0);
+    #[inline(always)]
+    fn to_f32(self) -> f32 {
+        Fp8Format::E4M3.to_f32(self.0)
+    }
+    #[inline(always)]
+    fn from_f32(x: f32) -> Self {
+        E4m3(Fp8Format::E4M3.from_f32(x))
+    }
+    #[inline(always)]
+    fn bits(self) -> u32 {
+        self.0 as u32
+    }
+    #[inline(always)]
+    fn from_bits(bits: u32) -> Self {
+        E4m3(bits as u8)
+    }
+}
+
+impl Element for E5m2 {
+    const ELEM: Elem = Elem::E5m2;
+    const ZERO: Self = E5m2(0);
+    #[inline(always)]
+    fn to_f32(self) -> f32 {
+        Fp8Format::E5M2.to_f32(self.0)
+    }
+    #[inline(always)]
+    fn from_f32(x: f32) -> Self {
+        E5m2(Fp8Format::E5M2.from_f32(x))
+    }
+    #[inline(always)]
+    fn bits(self) -> u32 {
+        self.0 as u32
+    }
+    #[inline(always)]
+    fn from_bits(bits: u32) -> Self {
+        E5m2(bits as u8)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The OCP 8-bit floating point specification (OFP8, rev. 1.0), table
+    /// 1: each format's exponent bias, infinities, NaNs, zeros, largest
+    /// normal, smallest normal, largest and smallest subnormal (positive
+    /// encodings; the negative ones are the same with the sign bit).
+    #[test]
+    fn every_fp8_encoding_decodes_as_the_ocp_table_says() {
+        struct Row {
+            format: Fp8Format,
+            max: (u8, f32),
+            min_normal: (u8, f32),
+            max_subnormal: (u8, f32),
+            min_subnormal: (u8, f32),
+            infinity: Option<u8>,
+            nans: &'static [u8],
+        }
+        let rows = [
+            Row {
+                format: Fp8Format::E4M3,
+                max: (0x7E, 448.0),
+                min_normal: (0x08, 2f32.powi(-6)),
+                max_subnormal: (0x07, 0.875 * 2f32.powi(-6)),
+                min_subnormal: (0x01, 2f32.powi(-9)),
+                infinity: None,
+                nans: &[0x7F, 0xFF],
+            },
+            Row {
+                format: Fp8Format::E5M2,
+                max: (0x7B, 57344.0),
+                min_normal: (0x04, 2f32.powi(-14)),
+                max_subnormal: (0x03, 0.75 * 2f32.powi(-14)),
+                min_subnormal: (0x01, 2f32.powi(-16)),
+                infinity: Some(0x7C),
+                nans: &[0x7D, 0x7E, 0x7F, 0xFD, 0xFE, 0xFF],
+            },
+        ];
+        for row in rows {
+            let f = row.format;
+            for (bits, value) in [
+                row.max,
+                row.min_normal,
+                row.max_subnormal,
+                row.min_subnormal,
+            ] {
+                assert_eq!(f.to_f32(bits), value, "{f:?} {bits:#04x}");
+                assert_eq!(f.to_f32(bits | 0x80), -value, "{f:?} {bits:#04x} negated");
+            }
+            assert_eq!(f.max_bits(), row.max.0);
+            assert_eq!(f.to_f32(0x00).to_bits(), 0.0f32.to_bits());
+            assert_eq!(f.to_f32(0x80).to_bits(), (-0.0f32).to_bits());
+            if let Some(inf) = row.infinity {
+                assert_eq!(f.to_f32(inf), f32::INFINITY);
+                assert_eq!(f.to_f32(inf | 0x80), f32::NEG_INFINITY);
+            }
+            // Every encoding: NaN exactly where the table says; otherwise
+            // the value of its fields, (-1)^s 2^(e - bias) (1 + m / 2^M)
+            // or 2^(1 - bias) (m / 2^M), computed here in f64; and each
+            // non-NaN value converts back to its own bits.
+            let (mb, bias) = (f.mantissa_bits, f.bias());
+            for bits in 0..=255u8 {
+                let v = f.to_f32(bits);
+                assert_eq!(v.is_nan(), row.nans.contains(&bits), "{f:?} {bits:#04x}");
+                if v.is_nan() {
+                    assert!(f.from_f32(v) & 0x7F == f.nan_bits());
+                    continue;
+                }
+                let exp = (bits as i32 >> mb) & ((1 << f.exponent_bits) - 1);
+                let man = f64::from(bits & ((1 << mb) - 1));
+                let sign = if bits & 0x80 != 0 { -1.0 } else { 1.0 };
+                let want = if row.infinity.is_some_and(|i| i == bits & 0x7F) {
+                    sign * f64::INFINITY
+                } else if exp == 0 {
+                    sign * 2f64.powi(1 - bias) * man / f64::from(1u32 << mb)
+                } else {
+                    sign * 2f64.powi(exp - bias) * (1.0 + man / f64::from(1u32 << mb))
+                };
+                assert_eq!(f64::from(v), want, "{f:?} {bits:#04x}");
+                if v.is_finite() {
+                    assert_eq!(f.from_f32(v), bits, "{f:?} {bits:#04x} round trip");
+                }
+            }
+        }
+    }
+
+    /// Rounding to FP8 against a search of every finite value: nearest,
+    /// ties to the even encoding (an even mantissa), saturating at the
+    /// largest finite value; over every value halfway between neighbours,
+    /// just beside them, and a stride through all f32 bit patterns.
+    #[test]
+    fn rounding_to_fp8_is_nearest_even_and_saturates() {
+        for f in [Fp8Format::E4M3, Fp8Format::E5M2] {
+            let finite: Vec<(u8, f32)> = (0..=0x7Fu8)
+                .map(|b| (b, f.to_f32(b)))
+                .filter(|(_, v)| v.is_finite())
+                .collect();
+            let max = f.to_f32(f.max_bits());
+            let nearest = |x: f32| -> u8 {
+                let sign = if x.is_sign_negative() { 0x80 } else { 0 };
+                let a = x.abs();
+                if a >= max {
+                    return sign | f.max_bits();
+                }
+                let mut best = finite[0];
+                for &(b, v) in &finite {
+                    let (d, db) = ((v - a).abs(), (best.1 - a).abs());
+                    if d < db || (d == db && b & 1 == 0) {
+                        best = (b, v);
+                    }
+                }
+                sign | best.0
+            };
+            let mut xs: Vec<f32> = Vec::new();
+            for w in finite.windows(2) {
+                let (lo, hi) = (w[0].1, w[1].1);
+                let mid = (lo + hi) / 2.0;
+                xs.extend([lo, hi, mid, mid.next_up(), mid.next_down(), -mid]);
+            }
+            xs.extend([
+                max * 1.01,
+                1e30,
+                f32::MAX,
+                f32::INFINITY,
+                f32::NEG_INFINITY,
+                1e-30,
+                -1e-30,
+            ]);
+            xs.extend(
+                (0..u32::MAX)
+                    .step_by(1_000_003)
+                    .map(f32::from_bits)
+                    .filter(|x| !x.is_nan()),
+            );
+            for x in xs {
+                assert_eq!(
+                    f.from_f32(x),
+                    nearest(x),
+                    "{f:?} of {x:e} ({:#010x})",
+                    x.to_bits()
+                );
+            }
+            assert_eq!(f.from_f32(f32::NAN) & 0x7F, f.nan_bits());
+        }
+        // The formats' saturation points, named.
+        assert_eq!(E4m3::from_f32(1e6), E4m3(0x7E));
+        assert_eq!(E4m3::from_f32(f32::NEG_INFINITY), E4m3(0xFE));
+        assert_eq!(E5m2::from_f32(f32::INFINITY), E5m2(0x7B));
+        assert_eq!(
+            E4m3::from_f32(464.0),
+            E4m3(0x7E),
+            "above 448, below the next step"
+        );
+    }
 
     #[test]
     fn every_16_bit_pattern_converts_as_the_half_crate_does() {

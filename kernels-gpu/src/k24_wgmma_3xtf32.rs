@@ -29,16 +29,16 @@
 //!   which the FMA pipe adds into f32 accumulators once the tile retires.
 //!   The tensor cores' additions truncate, so a running sum fed to them
 //!   loses low bits at every `wgmma` (step 23's first version, without
-//!   the promotion, was many times less accurate than SGEMM). The add waits for the tile's group
-//!   (`wait_group 0`): with two partials alternating, so that one group
-//!   stayed in flight during the add, ptxas serialised every `wgmma`
-//!   (C7514); the other consumer warpgroup's `wgmma`s fill the gap.
-//!   ([`PROMOTED_2`], a partial per two tiles, halves the waits; it was
-//!   slower, docs/measurements.md.)
+//!   the promotion, was many times less accurate than SGEMM). The add
+//!   waits for the tile's group (`wait_group 0`): with two partials
+//!   alternating, so that one group stayed in flight during the add,
+//!   ptxas serialised every `wgmma` (C7514); the other consumer
+//!   warpgroup's `wgmma`s fill the gap. ([`PROMOTED_2`], a partial per
+//!   two tiles, halves the waits; it was slower, docs/measurements.md.)
 //! - **The tile is 128 x 128** (m64n128k8 per consumer warpgroup): the
-//!   promoted form holds two 64-register sets (accumulators and a
-//!   partial), where step 17's m64n256 holds one set of 128. A stage is four
-//!   16 KB boxes; three stages fill 192 KB.
+//!   promoted form holds two sets of accumulators (the sum and the
+//!   partial), 64 registers each; at step 17's m64n256 they would take
+//!   all 256. A stage is four 16 KB boxes; three stages fill 192 KB.
 //!
 //! Prediction (H200, n = 4096): three times step 17's tensor work on the
 //! same tile loop, with a third of its traffic per flop, so at best a
