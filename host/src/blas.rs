@@ -873,6 +873,8 @@ pub fn choose(plan: &Plan, candidates: &[Candidate], sms: usize, dram_gbs: f64) 
             * (parts * (a_bytes * m * k * tiles_n as f64 + b_bytes * k * n * tiles_m as f64)
                 + c_bytes * m * n);
         let memory_s = traffic / (dram_gbs * 1e9);
+        // The copies its launch makes first, once whatever the split.
+        let copies = copies_s(c.spec, plan, dram_gbs);
         let splits = c.spec.elems == Elems::FP32 && c.spec.operands == Operands::Pointers;
         let max_split = if splits && plan.batch == 1 && p.k >= 512 {
             (p.k as usize / 256).clamp(1, 32)
@@ -896,10 +898,7 @@ pub fn choose(plan: &Plan, candidates: &[Candidate], sms: usize, dram_gbs: f64) 
             let compute_s = on_busiest * block_s;
             // Ties (both bound by DRAM in the model) go to the faster
             // arithmetic.
-            let t = (
-                compute_s.max(memory_s) + reduce_s + copies_s(c.spec, plan, dram_gbs),
-                compute_s,
-            );
+            let t = (compute_s.max(memory_s) + reduce_s + copies, compute_s);
             if best.is_none_or(|(bt, _)| t < bt) {
                 best = Some((
                     t,

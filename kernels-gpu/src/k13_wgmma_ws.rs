@@ -302,46 +302,16 @@ impl<const BM: usize, const STAGES: usize, const STAGE_WORDS: usize, const BK: u
     /// tile of C; a persistent block's tiles of C follow each other
     /// through the same stages): for each, wait until the consumers
     /// released the stage's previous tile, announce the stage's bytes,
-    /// copy A's box (rows from `row0`, columns from `k0`) and have
-    /// `load_b(word, k0, barrier)` copy B's part of the stage (at `word`)
-    /// completing on `barrier`.
+    /// and have `load_a(word, k0, barrier)` copy A's part of the stage (at
+    /// `word`, the stage's first) and `load_b(word, k0, barrier)` B's part
+    /// (at `word`), both completing on `barrier`.
     ///
     /// # Safety
     /// One thread calls it, after [`Self::init`], with `it0` the number of
-    /// tiles it produced before; the maps' A box is `BM x BK` with the
-    /// 128-byte swizzle (BK elements: 128 bytes), and `load_b`'s copies
-    /// bring exactly the rest of the stage's bytes into B's part, each box
-    /// aligned as its swizzle needs (TMA's rules, [`crate::device::tma`]).
-    #[inline(always)]
-    pub(crate) unsafe fn produce(
-        self,
-        maps: TensorMaps,
-        it0: usize,
-        k_tiles: usize,
-        row0: usize,
-        load_b: impl Fn(usize, u32, MBarrier),
-    ) {
-        // SAFETY: A's box is 1024-aligned at its stage's first word; the
-        // rest is this function's contract.
-        unsafe {
-            self.produce_ab(
-                it0,
-                k_tiles,
-                #[inline(always)]
-                |word, k0, full| maps.a().load_2d(word, k0, row0 as u32, full),
-                load_b,
-            )
-        }
-    }
-
-    /// [`Self::produce`] with A's copies too given by the caller:
-    /// `load_a(word, k0, barrier)` brings A's part of the stage (at
-    /// `word`, the stage's first), `load_b` B's.
-    ///
-    /// # Safety
-    /// As [`Self::produce`], with A's copies, like B's, bringing exactly
-    /// A's part of the stage (`BM * 128` bytes), each box aligned as its
-    /// swizzle needs.
+    /// tiles it produced before; `load_a`'s and `load_b`'s copies bring
+    /// exactly A's part of the stage (`BM * 128` bytes) and the rest of
+    /// the stage's bytes into B's part, each box aligned as its swizzle
+    /// needs (TMA's rules, [`crate::device::tma`]).
     #[inline(always)]
     pub(crate) unsafe fn produce_ab(
         self,
@@ -398,13 +368,14 @@ impl<const BM: usize, const STAGES: usize, const STAGE_WORDS: usize, const BK: u
 /// Block `(blockIdx.y, blockIdx.x)` computes the BM x BN tile of C at
 /// `(row0, col0)`, `k` deep in tiles of BK. Every thread sets up the
 /// stages ([`Stages::init`]); then the producer warpgroup gives most of
-/// its registers back and its first thread runs [`Stages::produce`] with
-/// `load_b(word, k0, full, col0)` for B's part of each stage, while the
+/// its registers back and its first thread runs [`Stages::produce_ab`]
+/// with A's box at `(k0, row0)` and `load_b(word, k0, full, col0)` for
+/// B's part of each stage, while the
 /// two consumer warpgroups take the registers and run `consume(stages,
 /// row0, col0, tid, k_tiles)`.
 ///
 /// # Safety
-/// `load_b` keeps [`Stages::produce`]'s contract for the kernel's maps:
+/// `load_b` keeps [`Stages::produce_ab`]'s contract for the kernel's maps:
 /// its copies bring exactly B's part of the stage, each box aligned as
 /// its swizzle needs.
 #[cfg(target_arch = "nvptx64")]

@@ -10,7 +10,7 @@
 //!   + gridDim.x, ...` (`Launch::persistent`: the host launches
 //!   `min(tiles, SMs)` blocks). The stages and barriers are set up once.
 //! - **The producer runs ahead across tiles**: the pipeline's tile counter
-//!   does not restart with a new tile of C ([`Stages::produce`] from
+//!   does not restart with a new tile of C ([`Stages::produce_ab`] from
 //!   `it0`), so while the consumers store tile t, the producer already
 //!   fills the stages with tile t + 1's first K tiles, and the consumers
 //!   start it on landed data.

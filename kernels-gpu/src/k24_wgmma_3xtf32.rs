@@ -282,9 +282,7 @@ fn consume<const ACC: u8, const STAGES: usize>(
                     }
                 });
             }
-            unroll!(2; 2, |h| {
-                unroll!(32; 32, |j| { acc[32 * h + j] += part[32 * h + j] });
-            });
+            add_into(&mut acc, &part);
             kt0 += tiles;
         }
     } else {
@@ -310,12 +308,22 @@ fn consume<const ACC: u8, const STAGES: usize>(
         // SAFETY: as above.
         unsafe { wait_ss_64x2::<0>(&mut acc, &mut small) };
         if ACC == TWO {
-            unroll!(2; 2, |h| {
- unroll!(32; 32, |j| { acc[32 * h + j] = small[32 * h + j] + acc[32 * h + j] });
- });
+            add_into(&mut acc, &small);
         }
     }
     store_tile::<BM, 64>(g, &acc, row0, col0, tid);
+}
+
+/// `acc += part`, element by element, in registers (the FMA pipe's half
+/// of the promotion; for TWO, the small terms' sum into big * big's).
+#[cfg(target_arch = "nvptx64")]
+#[inline(always)]
+fn add_into(acc: &mut [f32; 64], part: &[f32; 64]) {
+    unroll!(2; 2, |h| {
+        unroll!(32; 32, |j| {
+            acc[32 * h + j] += part[32 * h + j];
+        });
+    });
 }
 
 /// One tile's 12 `wgmma`s, per k-step `small(B^T) * big(A)`, `big(B^T) *
