@@ -16,13 +16,14 @@ use kernels_gpu::registry;
 
 use crate::HostError;
 use crate::gpu::Gpu;
-use crate::runner::{Buffers, Enqueue, Kernel};
+use crate::runner::{Buffers, Enqueue, Kernel, device_address};
 
 /// The baselines' names in reports.
 pub const CUBLAS_FP32: &str = "cuBLAS SGEMM";
 pub const CUBLAS_TF32: &str = "cuBLAS TF32";
 pub const CUBLAS_BF16: &str = "cuBLAS BF16";
 pub const CUBLAS_FP16: &str = "cuBLAS FP16";
+pub const CUBLASLT_FP8: &str = "cuBLASLt FP8";
 
 /// cuBLAS's name for a stored type (`cublasGemmEx`'s `cudaDataType`).
 fn cuda_data_type(elem: Elem) -> cudarc::cublas::sys::cudaDataType {
@@ -220,7 +221,7 @@ fn load_source(gpu: &Gpu, src: &TwinSource, names: &[&str]) -> Result<Vec<Kernel
 /// kernels), or `cublasGemmEx` on BF16 or FP16 A and B with f32
 /// accumulation (compute 32F), C in f32 or in the input type.
 pub struct Cublas {
-    blas: CudaBlas,
+    backend: Backend,
     elems: Elems,
     /// Its name in reports: `cuBLAS BF16`, and the C type where it is not
     /// f32 (`cuBLAS BF16 (bf16 C)`).
@@ -237,10 +238,14 @@ impl Cublas {
     /// both BF16 (math BF16) or both FP16 (math FP16) with C in f32 or in
     /// their type.
     pub fn load_elems(gpu: &Gpu, elems: Elems) -> Result<Self, String> {
+        if elems.math == Math::Fp8 {
+            return Self::load_lt(gpu, elems);
+        }
         let served = match elems.math {
             Math::Fp32 | Math::Tf32 => elems.storage() == kernels_gpu::elem::Storage::F32,
-            // 3xTF32 kernels are measured against SGEMM (Math::yardstick).
-            Math::Tf32x3 => false,
+            // 3xTF32 kernels are measured against SGEMM (Math::yardstick);
+            // FP8 against cuBLASLt (`CublasLt`).
+            Math::Tf32x3 | Math::Fp8 => false,
             Math::Bf16 | Math::F16 => {
                 let input = if elems.math == Math::Bf16 {
                     Elem::Bf16
@@ -272,7 +277,7 @@ impl Cublas {
         let mode = match precision {
             Math::Fp32 | Math::Bf16 | Math::F16 => cublasMath_t::CUBLAS_DEFAULT_MATH,
             Math::Tf32 => cublasMath_t::CUBLAS_TF32_TENSOR_OP_MATH,
-            Math::Tf32x3 => unreachable!("not served (above)"),
+            Math::Tf32x3 | Math::Fp8 => unreachable!("not served (above)"),
         };
         // SAFETY: the handle is live; the mode is a valid enum value.
         let status = unsafe { cudarc::cublas::sys::cublasSetMathMode(*blas.handle(), mode) };
@@ -287,14 +292,39 @@ impl Cublas {
             Math::Tf32 => CUBLAS_TF32,
             Math::Bf16 => CUBLAS_BF16,
             Math::F16 => CUBLAS_FP16,
-            Math::Tf32x3 => unreachable!("not served (above)"),
+            Math::Tf32x3 | Math::Fp8 => unreachable!("not served (above)"),
         };
         let name = if elems.c == Elem::F32 {
             base.to_string()
         } else {
             format!("{base} ({} C)", elems.c.name())
         };
-        Ok(Self { blas, elems, name })
+        Ok(Self {
+            backend: Backend::Blas(blas),
+            elems,
+            name,
+        })
+    }
+
+    /// Why this baseline cannot compute a product of `shape`, if it
+    /// cannot: cuBLASLt's FP8 kernels need m, n and k multiples of 16
+    /// (16-byte rows and pointers; its heuristic answers
+    /// `CUBLAS_STATUS_NOT_SUPPORTED` otherwise, seen at 4097).
+    pub fn unsupported(&self, shape: &crate::shape::Shape) -> Option<String> {
+        let dims = [shape.m, shape.n, shape.k];
+        (matches!(self.backend, Backend::Lt(_)) && dims.iter().any(|d| d % 16 != 0))
+            .then(|| "cuBLASLt's FP8 path takes m, n and k multiples of 16 only".to_string())
+    }
+
+    /// The cuBLAS handle of a cuBLAS (not cuBLASLt) baseline.
+    fn blas(&self) -> Result<&CudaBlas, HostError> {
+        match &self.backend {
+            Backend::Blas(blas) => Ok(blas),
+            Backend::Lt(_) => Err(HostError::BadShape(format!(
+                "{} has no cuBLAS handle: it runs through cuBLASLt",
+                self.name
+            ))),
+        }
     }
 }
 
@@ -352,7 +382,7 @@ impl Cublas {
         if cfg.batch == 1 {
             // SAFETY: the sizes, leading dimensions and operations describe
             // the buffers as `cfg` does (the bench allocates them from it).
-            return unsafe { self.blas.gemm(gemm, x, y, c) }.map_err(failed);
+            return unsafe { self.blas()?.gemm(gemm, x, y, c) }.map_err(failed);
         }
         let batched = StridedBatchedConfig {
             gemm,
@@ -362,7 +392,7 @@ impl Cublas {
             stride_c: cfg.stride_c as i64,
         };
         // SAFETY: as above, for every product of the batch.
-        unsafe { self.blas.gemm_strided_batched(batched, x, y, c) }.map_err(failed)
+        unsafe { self.blas()?.gemm_strided_batched(batched, x, y, c) }.map_err(failed)
     }
 }
 
@@ -377,6 +407,9 @@ impl Enqueue for Cublas {
 
     fn enqueue(&self, gpu: &Gpu, bufs: &mut Buffers) -> Result<(), HostError> {
         bufs.check_storage(self.name(), self.elems)?;
+        if let Backend::Lt(lt) = &self.backend {
+            return lt.enqueue(gpu, bufs, &self.name);
+        }
         if !matches!(self.elems.math, Math::Fp32 | Math::Tf32) {
             return self.gemm_ex(gpu, bufs);
         }
@@ -407,7 +440,7 @@ impl Enqueue for Cublas {
         let c = bufs.c.as_f32_mut().expect("check_storage: f32 buffers");
         // SAFETY: dimensions and leading dimensions describe exactly the
         // buffers' m*k, k*n and m*n floats.
-        unsafe { self.blas.gemm(cfg, b, a, c) }.map_err(failed)
+        unsafe { self.blas()?.gemm(cfg, b, a, c) }.map_err(failed)
     }
 }
 
@@ -429,6 +462,7 @@ impl Cublas {
             bufs.c.address(gpu),
         );
         let s = bufs.storage;
+        let handle = *self.blas()?.handle();
         // SAFETY: the handle is live and on the GPU's stream; the sizes and
         // leading dimensions describe exactly the buffers' m*k, k*n and m*n
         // elements of the types given; alpha and beta are f32, as compute
@@ -436,7 +470,7 @@ impl Cublas {
         // returning, host pointer mode).
         unsafe {
             cudarc::cublas::result::gemm_ex(
-                *self.blas.handle(),
+                handle,
                 cublasOperation_t::CUBLAS_OP_N,
                 cublasOperation_t::CUBLAS_OP_N,
                 n,
@@ -460,6 +494,305 @@ impl Cublas {
         .map_err(|e| {
             HostError::BadShape(format!("{} failed on {}: {e:?}", self.name(), bufs.shape))
         })
+    }
+}
+
+/// How a baseline reaches cuBLAS.
+enum Backend {
+    /// cuBLAS: SGEMM, TF32 math, `cublasGemmEx`.
+    Blas(CudaBlas),
+    /// cuBLASLt: FP8 with per-tensor scales.
+    Lt(Lt),
+}
+
+/// Bytes of cuBLASLt's workspace (what torch gives it on Hopper).
+const LT_WORKSPACE_BYTES: usize = 32 << 20;
+
+/// A cuBLASLt FP8 baseline: its handle, its workspace, and the plan of
+/// the last problem it ran (descriptors, layouts and the heuristic's
+/// algorithm), made outside the timed launches that reuse it.
+struct Lt {
+    handle: cudarc::cublaslt::sys::cublasLtHandle_t,
+    workspace: CudaSlice<u8>,
+    plan: std::sync::Mutex<Option<LtPlan>>,
+}
+
+/// cuBLASLt's description of one problem.
+struct LtPlan {
+    /// The problem it was made for: m, n, k and the scale addresses.
+    key: (usize, usize, usize, kernels_gpu::gemm::ScaleParams),
+    desc: cudarc::cublaslt::sys::cublasLtMatmulDesc_t,
+    layouts: [cudarc::cublaslt::sys::cublasLtMatrixLayout_t; 3],
+    /// The heuristic's algorithms, best first, and the first that ran
+    /// (tried in order on the first call, which is never timed: the
+    /// heuristic cannot see the buffers' addresses, which an algorithm
+    /// may refuse, as cuBLASLt's samples say).
+    algos: Vec<cudarc::cublaslt::sys::cublasLtMatmulAlgo_t>,
+    chosen: Option<usize>,
+}
+
+/// Algorithms asked of cuBLASLt's heuristic.
+const LT_ALGOS: usize = 8;
+
+// SAFETY: the handles are cuBLASLt's opaque pointers, used only under the
+// mutex (the plan) or read-only (the handle) on the GPU's one stream.
+unsafe impl Send for Lt {}
+unsafe impl Sync for Lt {}
+
+impl Drop for LtPlan {
+    fn drop(&mut self) {
+        use cudarc::cublaslt::result;
+        // SAFETY: made by LtPlan::new, destroyed once; errors at teardown
+        // have no one to report to.
+        unsafe {
+            for layout in self.layouts {
+                let _ = result::destroy_matrix_layout(layout);
+            }
+            let _ = result::destroy_matmul_desc(self.desc);
+        }
+    }
+}
+
+impl Drop for Lt {
+    fn drop(&mut self) {
+        self.plan
+            .get_mut()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        // SAFETY: the handle was made by create_handle and is destroyed
+        // once, after its plan.
+        let _ = unsafe { cudarc::cublaslt::result::destroy_handle(self.handle) };
+    }
+}
+
+impl Cublas {
+    /// cuBLASLt for FP8 `elems`: A and B E4M3 or E5M2 (not both E5M2, which
+    /// cuBLASLt refuses), C in BF16, FP16 or f32, f32 accumulation
+    /// (`CUBLAS_COMPUTE_32F`), per-tensor scales from device memory, the
+    /// default (promoting) accumulation, not `CUBLASLT_MATMUL_DESC_FAST_ACCUM`:
+    /// what torch's `_scaled_mm` calls by default.
+    fn load_lt(gpu: &Gpu, elems: Elems) -> Result<Self, String> {
+        let fp8 = |e: Elem| matches!(e, Elem::E4m3 | Elem::E5m2);
+        let served = fp8(elems.a)
+            && fp8(elems.b)
+            && !(elems.a == Elem::E5m2 && elems.b == Elem::E5m2)
+            && matches!(elems.c, Elem::Bf16 | Elem::F16 | Elem::F32);
+        if !served {
+            return Err(format!("no cuBLASLt baseline for {}", elems.describe()));
+        }
+        // SAFETY: only tries to dlopen libcublasLt under its known names.
+        if !unsafe { cudarc::cublaslt::sys::is_culib_present() } {
+            return Err(
+                "cuBLASLt (libcublasLt.so) not found: add the CUDA toolkit's lib64 \
+                        folder (e.g. /usr/local/cuda/lib64) to LD_LIBRARY_PATH"
+                    .into(),
+            );
+        }
+        // SAFETY: a plain allocation; cuBLASLt only scribbles in it.
+        let workspace = unsafe { gpu.stream.alloc::<u8>(LT_WORKSPACE_BYTES) }
+            .map_err(|e| format!("cuBLASLt's workspace: {e:?}"))?;
+        let handle =
+            cudarc::cublaslt::result::create_handle().map_err(|e| format!("cuBLASLt: {e:?}"))?;
+        Ok(Self {
+            backend: Backend::Lt(Lt {
+                handle,
+                workspace,
+                plan: std::sync::Mutex::new(None),
+            }),
+            elems,
+            name: format!("{CUBLASLT_FP8} ({})", elems.storage()),
+        })
+    }
+}
+
+impl Lt {
+    /// Enqueues `C = scale_a * scale_b * A B`, then times D's scale, on
+    /// the buffers (A m x k and B^T n x k, K contiguous in both: FP8's one
+    /// layout, `Ops::NT`; the buffers' B^T). cuBLASLt is column-major:
+    /// row-major C (m x n) is column-major C^T = (B^T)^T' A', i.e. its A
+    /// is our B^T read transposed (`TRANSA = T`, k x n with ld k), its B our A
+    /// (k x m, ld k), and its A scale our B's. D's scale multiplies alpha
+    /// on the host: cuBLASLt applies `D_SCALE` only to an FP8 D.
+    fn enqueue(&self, gpu: &Gpu, bufs: &mut Buffers, name: &str) -> Result<(), HostError> {
+        let failed = |what: &str, e| {
+            HostError::BadShape(format!("{name} failed on {} ({what}): {e:?}", bufs.shape))
+        };
+        let call = bufs.call(kernels_gpu::launch::Ops::NT)?;
+        let Some(scales) = bufs.scales.as_ref() else {
+            return Err(HostError::BadShape(format!(
+                "{name} needs the FP8 buffers' scales"
+            )));
+        };
+        let (m, n, k) = (bufs.shape.m, bufs.shape.n, bufs.shape.k);
+        let key = (m, n, k, scales.params);
+        let mut plan = self.plan.lock().unwrap_or_else(|e| e.into_inner());
+        if plan.as_ref().is_none_or(|p| p.key != key) {
+            *plan = None;
+            *plan = Some(
+                self.plan_for(key, bufs.storage)
+                    .map_err(|e| failed("planning", e))?,
+            );
+        }
+        let plan = plan.as_mut().expect("made above");
+        let (alpha, beta) = (scales.values[2], 0.0f32);
+        let workspace = device_address(gpu, &self.workspace);
+        let run = |algo: &cudarc::cublaslt::sys::cublasLtMatmulAlgo_t| {
+            // SAFETY: the plan describes exactly these buffers (B^T n x k and A
+            // m x k of their FP8 types, C m x n of its type, dense) and the
+            // scale addresses it was made with (the key); alpha and beta are
+            // f32 on the host, read before the call returns; the workspace is
+            // LT_WORKSPACE_BYTES, the size the heuristic was told.
+            unsafe {
+                cudarc::cublaslt::result::matmul(
+                    self.handle,
+                    plan.desc,
+                    (&alpha as *const f32).cast(),
+                    (&beta as *const f32).cast(),
+                    call.b as *const std::ffi::c_void,
+                    plan.layouts[0],
+                    call.a as *const std::ffi::c_void,
+                    plan.layouts[1],
+                    call.c as *const std::ffi::c_void,
+                    plan.layouts[2],
+                    call.c as *mut std::ffi::c_void,
+                    plan.layouts[2],
+                    algo,
+                    workspace as *mut std::ffi::c_void,
+                    LT_WORKSPACE_BYTES,
+                    gpu.stream.cu_stream() as cudarc::cublaslt::sys::cudaStream_t,
+                )
+            }
+        };
+        if let Some(i) = plan.chosen {
+            return run(&plan.algos[i]).map_err(|e| failed("cublasLtMatmul", e));
+        }
+        let mut last = None;
+        for (i, algo) in plan.algos.iter().enumerate() {
+            match run(algo) {
+                Ok(()) => {
+                    plan.chosen = Some(i);
+                    return Ok(());
+                }
+                Err(e) => last = Some(e),
+            }
+        }
+        Err(failed(
+            &format!(
+                "cublasLtMatmul, each of the heuristic's {} algorithms",
+                plan.algos.len()
+            ),
+            last.expect("the heuristic returns at least one algorithm"),
+        ))
+    }
+
+    /// The descriptor, layouts and algorithm of `key`'s problem.
+    fn plan_for(
+        &self,
+        key: (usize, usize, usize, kernels_gpu::gemm::ScaleParams),
+        storage: kernels_gpu::elem::Storage,
+    ) -> Result<LtPlan, cudarc::cublaslt::result::CublasError> {
+        use cudarc::cublaslt::result;
+        use cudarc::cublaslt::sys::cublasLtMatmulDescAttributes_t as Attr;
+        use cudarc::cublaslt::sys::{
+            cublasComputeType_t, cublasLtMatmulPreferenceAttributes_t, cudaDataType,
+        };
+        let (m, n, k, scales) = key;
+        let lt_type = |e: Elem| match e {
+            Elem::F32 => cudaDataType::CUDA_R_32F,
+            Elem::Bf16 => cudaDataType::CUDA_R_16BF,
+            Elem::F16 => cudaDataType::CUDA_R_16F,
+            Elem::E4m3 => cudaDataType::CUDA_R_8F_E4M3,
+            Elem::E5m2 => cudaDataType::CUDA_R_8F_E5M2,
+        };
+        let desc = result::create_matmul_desc(
+            cublasComputeType_t::CUBLAS_COMPUTE_32F,
+            cudaDataType::CUDA_R_32F,
+        )?;
+        let mut plan = LtPlan {
+            key,
+            desc,
+            layouts: [std::ptr::null_mut(); 3],
+            algos: Vec::new(),
+            chosen: None,
+        };
+        let set = |attr, value: *const std::ffi::c_void, size| {
+            // SAFETY: the descriptor is live; value points at size bytes.
+            unsafe { result::set_matmul_desc_attribute(desc, attr, value, size) }
+        };
+        let (transpose, keep) = (1i32, 0i32);
+        set(
+            Attr::CUBLASLT_MATMUL_DESC_TRANSA,
+            (&transpose as *const i32).cast(),
+            4,
+        )?;
+        set(
+            Attr::CUBLASLT_MATMUL_DESC_TRANSB,
+            (&keep as *const i32).cast(),
+            4,
+        )?;
+        // Its A is our B: A's scale is ours of B, and B's ours of A.
+        let (scale_a, scale_b) = (scales.b, scales.a);
+        set(
+            Attr::CUBLASLT_MATMUL_DESC_A_SCALE_POINTER,
+            (&scale_a as *const u64).cast(),
+            8,
+        )?;
+        set(
+            Attr::CUBLASLT_MATMUL_DESC_B_SCALE_POINTER,
+            (&scale_b as *const u64).cast(),
+            8,
+        )?;
+        let (m, n, k) = (m as u64, n as u64, k as u64);
+        plan.layouts[0] = result::create_matrix_layout(lt_type(storage.b), k, n, k as i64)?;
+        plan.layouts[1] = result::create_matrix_layout(lt_type(storage.a), k, m, k as i64)?;
+        plan.layouts[2] = result::create_matrix_layout(lt_type(storage.c), n, m, n as i64)?;
+        let pref = result::create_matmul_pref()?;
+        let bytes = LT_WORKSPACE_BYTES as u64;
+        // SAFETY: the preference is live, the value a u64 as the attribute
+        // takes; every layout and the descriptor are live; the preference is
+        // destroyed once, after the query.
+        // The results array holds LT_ALGOS entries, as its length says.
+        let found = unsafe {
+            let set = result::set_matmul_pref_attribute(
+                pref,
+                cublasLtMatmulPreferenceAttributes_t::CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                (&bytes as *const u64).cast(),
+                8,
+            );
+            let mut results: [cudarc::cublaslt::sys::cublasLtMatmulHeuristicResult_t; LT_ALGOS] =
+                std::mem::zeroed();
+            let mut count = 0;
+            let heuristic = set.and_then(|()| {
+                cudarc::cublaslt::sys::cublasLtMatmulAlgoGetHeuristic(
+                    self.handle,
+                    desc,
+                    plan.layouts[0],
+                    plan.layouts[1],
+                    plan.layouts[2],
+                    plan.layouts[2],
+                    pref,
+                    LT_ALGOS as i32,
+                    results.as_mut_ptr(),
+                    &mut count,
+                )
+                .result()
+            });
+            let _ = result::destroy_matmul_pref(pref);
+            heuristic?;
+            results
+                .into_iter()
+                .take(count.max(0) as usize)
+                .filter(|r| r.state == cudarc::cublaslt::sys::cublasStatus_t::CUBLAS_STATUS_SUCCESS)
+                .map(|r| r.algo)
+                .collect::<Vec<_>>()
+        };
+        if found.is_empty() {
+            return Err(result::CublasError(
+                cudarc::cublaslt::sys::cublasStatus_t::CUBLAS_STATUS_NOT_SUPPORTED,
+            ));
+        }
+        plan.algos = found;
+        Ok(plan)
     }
 }
 

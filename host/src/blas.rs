@@ -166,7 +166,7 @@ impl Compute {
     /// mode.
     pub fn allows(self, math: Math) -> bool {
         match math {
-            Math::Fp32 | Math::Bf16 | Math::F16 => true,
+            Math::Fp32 | Math::Bf16 | Math::F16 | Math::Fp8 => true,
             Math::Tf32x3 => self != Compute::Fp32,
             Math::Tf32 => self == Compute::Tf32,
         }
@@ -743,7 +743,7 @@ pub fn auto_candidates(
                 Math::Fp32 => matches!(k.step, 10 | 15 | 16) && k.operands == Operands::Pointers,
                 Math::Tf32x3 => matches!(k.step, 23 | 24),
                 Math::Tf32 => matches!(k.step, 11 | 17 | 18),
-                Math::Bf16 | Math::F16 => false,
+                Math::Bf16 | Math::F16 | Math::Fp8 => false,
             }
         } else {
             matches!(k.step, 19..=22)
@@ -971,18 +971,18 @@ pub fn choose_named(plan: &Plan, name: &str, split_k: usize) -> Result<Choice, G
         kernel: name.to_string(),
         why,
     };
-    if spec.ops != plan.ops {
-        return Err(unsupported(format!(
-            "it reads A {:?} and B {:?}, the call (row-major) has A {:?} and B {:?}",
-            spec.ops.a, spec.ops.b, plan.ops.a, plan.ops.b
-        )));
-    }
     if spec.elems.storage() != plan.storage {
         return Err(unsupported(format!(
             "it takes {} and the call's buffers hold {}; name a kernel of the call's types \
              (host --list-kernels)",
             spec.elems.storage(),
             plan.storage
+        )));
+    }
+    if spec.ops != plan.ops {
+        return Err(unsupported(format!(
+            "it reads A {:?} and B {:?}, the call (row-major) has A {:?} and B {:?}",
+            spec.ops.a, spec.ops.b, plan.ops.a, plan.ops.b
         )));
     }
     if split_k == 0 {
@@ -1285,6 +1285,7 @@ impl Sgemm {
                 c: address(step.c),
                 params: step.params,
                 batch: step.batch,
+                scales: kernels_gpu::gemm::ScaleParams::default(),
             };
             // SAFETY: `steps` keeps every launch inside the buffers the
             // plan checked and the workspace it sized (see `Step`); the

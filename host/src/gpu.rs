@@ -82,6 +82,17 @@ impl DeviceInfo {
         }
     }
 
+    /// Dense FP8 (E4M3, E5M2) tensor-core FLOP per clock per SM: twice
+    /// the 16-bit rate on Hopper (the datasheets' 1,979 TFLOP/s for an
+    /// H100/H200 SXM over 132 SMs at 1.83 GHz); None where unknown or
+    /// absent (Ampere has no FP8 tensor cores).
+    pub fn fp8_flops_per_clock_per_sm(&self) -> Option<i32> {
+        match self.compute_capability {
+            (9, 0) => Some(8192),
+            _ => None,
+        }
+    }
+
     /// The peak of `math` on this GPU, GFLOP/s: the FP32 pipe, or the
     /// dense tensor-core rate of that math ([`Self::flops_per_clock_per_sm`]).
     pub fn peak_gflops(&self, math: Math) -> Option<f64> {
@@ -99,6 +110,9 @@ impl DeviceInfo {
             // 3xTF32: three TF32 products per product (FLOP counted as 2mnk).
             Math::Tf32x3 => self.tf32_flops_per_clock_per_sm().map(|f| f / 3),
             Math::Bf16 | Math::F16 => self.half_flops_per_clock_per_sm(),
+            // FP8 at twice the 16-bit rate where the tensor cores have it
+            // (Ada and Hopper: 8192 per clock per SM dense on an H100/H200).
+            Math::Fp8 => self.fp8_flops_per_clock_per_sm(),
         }
     }
 
@@ -115,6 +129,7 @@ impl DeviceInfo {
             fp32_gflops: self.peak_fp32_gflops()?,
             tf32_gflops: self.peak_tf32_gflops(),
             half_gflops: self.peak_gflops(Math::Bf16),
+            fp8_gflops: self.peak_gflops(Math::Fp8),
             dram_gbs: self.peak_dram_gbs()?,
         })
     }

@@ -57,6 +57,9 @@ pub struct Peaks {
     pub tf32_gflops: Option<f64>,
     /// Dense BF16/FP16 tensor-core peak (f32 accumulation); None where unknown.
     pub half_gflops: Option<f64>,
+    /// Dense FP8 tensor-core peak (f32 accumulation); None where unknown
+    /// or absent.
+    pub fp8_gflops: Option<f64>,
     pub dram_gbs: f64,
 }
 
@@ -69,6 +72,7 @@ impl Peaks {
             // Three TF32 products per product.
             Math::Tf32x3 => self.tf32_gflops.map(|g| g / 3.0),
             Math::Bf16 | Math::F16 => self.half_gflops,
+            Math::Fp8 => self.fp8_gflops,
         }
     }
 }
@@ -100,6 +104,7 @@ mod tests {
             fp32_gflops: 67_000.0,
             tf32_gflops: Some(535_000.0),
             half_gflops: Some(1_070_000.0),
+            fp8_gflops: Some(2_140_000.0),
             dram_gbs: 4_800.0,
         };
         let roof = estimate(&kernels_gpu::k02_tiled16::SPEC, &shape, Some(peaks));
@@ -116,6 +121,7 @@ mod tests {
             fp32_gflops: 67_000.0,
             tf32_gflops: Some(535_000.0),
             half_gflops: Some(1_070_000.0),
+            fp8_gflops: Some(2_140_000.0),
             dram_gbs: 4_800.0,
         };
         let fp32 = &kernels_gpu::k10_tuned::SPECS[0];

@@ -14,7 +14,7 @@ use cudarc::driver::{
     PushKernelArg,
 };
 use kernels_gpu::elem::{Elems, Storage};
-use kernels_gpu::gemm::GemmParams;
+use kernels_gpu::gemm::{GemmParams, ScaleParams};
 use kernels_gpu::launch::{KernelSpec, Op, Operands, Ops, c_by_tma};
 use serde::Serialize;
 
@@ -38,6 +38,9 @@ pub struct Buffers {
     /// A^T (k x m) and B^T (n x k), dense, when asked for, and their
     /// addresses.
     transposed: Option<[(DeviceMatrix, CUdeviceptr); 2]>,
+    /// FP8 A or B ([`Storage::scaled`]): the per-tensor scales of A, B and
+    /// D, one f32 each on the device ([`Scales`]).
+    pub scales: Option<Scales>,
     /// Written between timed launches to evict A, B and C from L2.
     flush: L2Flush,
     /// A's, B's and C's device addresses, read once here, so that
@@ -89,6 +92,11 @@ impl Buffers {
         let a = DeviceMatrix::upload(gpu, storage.a, a)?;
         let b = DeviceMatrix::upload(gpu, storage.b, b)?;
         let addresses = (a.address(gpu), b.address(gpu), c.address(gpu));
+        let scales = if storage.scaled() {
+            Some(Scales::upload(gpu, Scales::TEST)?)
+        } else {
+            None
+        };
         Ok(Self {
             shape,
             storage,
@@ -96,6 +104,7 @@ impl Buffers {
             b,
             c,
             transposed,
+            scales,
             flush,
             addresses,
         })
@@ -128,7 +137,15 @@ impl Buffers {
             c,
             params: self.shape.params_for(ops),
             batch: 1,
+            scales: self.scales.as_ref().map(|s| s.params).unwrap_or_default(),
         })
+    }
+
+    /// What the scales multiply the product by (`scale_a * scale_b *
+    /// scale_d`; 1 without scales): the factor between the reference's
+    /// `A * B` on the stored values and the C the kernels compute.
+    pub fn scale(&self) -> f64 {
+        self.scales.as_ref().map_or(1.0, |s| s.product())
     }
 
     /// Fills C with NaN (all bytes 0xFF), so an element no thread writes fails verification.
@@ -146,6 +163,58 @@ impl Buffers {
             elems.storage(),
             self.storage
         )))
+    }
+}
+
+/// The per-tensor scales of an FP8 product on the device: A's, B's and
+/// D's, one f32 each (what [`ScaleParams`] points at), kept alive with
+/// the buffers.
+pub struct Scales {
+    pub values: [f32; 3],
+    pub params: ScaleParams,
+    _buf: CudaSlice<f32>,
+}
+
+impl Scales {
+    /// The scales the harness runs FP8 kernels with: none 1 and no two
+    /// alike, so that a kernel that skips one, applies one twice or takes
+    /// one for another is off by a factor of 3 or more (the checks'
+    /// tolerance is far below that), and of the size real ones have
+    /// (A's and B's bring values of about 1 back to their range; D's
+    /// maps a product into its type's).
+    pub const TEST: [f32; 3] = [20.0, 0.0625, 3.0];
+
+    /// Each scale on a 16-byte boundary of its own, as cuBLASLt wants its
+    /// FP8 operands' pointers, so that the baseline reads the very words
+    /// the kernels do. (With the scales 4 bytes apart and only the
+    /// heuristic's first algorithm tried, its matmul answered
+    /// `CUBLAS_STATUS_NOT_SUPPORTED` here; with both changed it runs. Which
+    /// of the two it needed was not isolated.)
+    pub fn upload(gpu: &Gpu, values: [f32; 3]) -> Result<Self, HostError> {
+        let mut words = [0.0f32; 12];
+        for (i, v) in values.into_iter().enumerate() {
+            words[4 * i] = v;
+        }
+        let buf = gpu
+            .stream
+            .clone_htod(&words)
+            .map_err(HostError::cuda("copying the FP8 scales to the GPU"))?;
+        let base = device_address(gpu, &buf);
+        let params = ScaleParams {
+            a: base,
+            b: base + 16,
+            d: base + 32,
+        };
+        Ok(Self {
+            values,
+            params,
+            _buf: buf,
+        })
+    }
+
+    /// `scale_a * scale_b * scale_d`.
+    pub fn product(&self) -> f64 {
+        self.values.iter().map(|&v| v as f64).product()
     }
 }
 
@@ -304,7 +373,7 @@ impl Kernel {
             // shared memory from it too (or none for a twin with static
             // tiles); offsets fit the kernel's index type (checked above);
             // the buffers are as this function's contract says.
-            return unsafe { launch_gemm(gpu, &self.func, cfg, call, None, &self.label) };
+            return unsafe { launch_gemm(gpu, &self.func, cfg, call, None, None, &self.label) };
         };
         let aligned16 = (call.a.is_multiple_of(16), call.b.is_multiple_of(16));
         // A and B as stored in the kernel's layout (A^T is k x m, B^T n x k).
@@ -343,6 +412,9 @@ impl Kernel {
         let c_op = (boxes.c.is_some()
             && c_by_tma(p.beta, call.c.is_multiple_of(16), p.ldc as usize, c_bytes))
         .then(|| operand(call.c, self.spec.elems.c, p.m, p.n, p.ldc));
+        // An FP8 kernel's entry takes the scales last
+        // (gemm_kernel!(name, scaled)).
+        let scales = self.spec.elems.storage().scaled().then_some(call.scales);
         let mut cache = self.maps.lock().unwrap_or_else(|e| e.into_inner());
         let maps = DeviceMaps::for_operands(cache.take(), gpu, &boxes, (a_op, b_op, c_op))?;
         // SAFETY: gemm_kernel!(name, tensor_maps) entries and their twins
@@ -350,8 +422,17 @@ impl Kernel {
         // operands (or their padded copies, whose extra K columns and rows
         // are zero, with the params' k the K they describe), with the
         // kernel's own boxes; C is the caller's; geometry from the spec.
-        let launched =
-            unsafe { launch_gemm(gpu, &self.func, cfg, &call, Some(&maps.maps), &self.label) };
+        let launched = unsafe {
+            launch_gemm(
+                gpu,
+                &self.func,
+                cfg,
+                &call,
+                Some(&maps.maps),
+                scales,
+                &self.label,
+            )
+        };
         *cache = Some(maps);
         launched
     }
@@ -367,6 +448,9 @@ pub struct GemmCall {
     pub c: CUdeviceptr,
     pub params: GemmParams,
     pub batch: usize,
+    /// An FP8 kernel's scales (its entry's last parameter); ignored by
+    /// the others.
+    pub scales: ScaleParams,
 }
 
 /// [`GemmParams`] as cudarc passes a kernel parameter: its bytes, by value.
@@ -377,6 +461,15 @@ struct Params(GemmParams);
 // SAFETY: GemmParams is #[repr(C)] plain data (u32, f32, u64 fields, no
 // pointers to host memory): the struct the entries declare, byte for byte.
 unsafe impl DeviceRepr for Params {}
+
+/// [`ScaleParams`] as cudarc passes a kernel parameter: by value.
+#[repr(transparent)]
+#[derive(Clone, Copy)]
+struct ScaleArg(ScaleParams);
+
+// SAFETY: ScaleParams is #[repr(C)] plain data (three u64 device
+// addresses): the struct the FP8 entries declare, byte for byte.
+unsafe impl DeviceRepr for ScaleArg {}
 
 /// A kernel's launch configuration for `call`, from its spec, with
 /// `shared_bytes` of launch-sized shared memory, on a GPU of `sms` SMs
@@ -405,25 +498,33 @@ pub fn launch_config(
 
 /// Enqueues `func(A, B, C, params)`: the signature of every GEMM entry,
 /// Rust (`gemm_kernel!`) or CUDA C++ (the twins); with `maps`, `func(A, B,
-/// C, params, maps)` (a TMA kernel, `gemm_kernel!(name, tensor_maps)`).
+/// C, params, maps)` (a TMA kernel, `gemm_kernel!(name, tensor_maps)`),
+/// and with `scales` too, `func(A, B, C, params, maps, scales)` (an FP8
+/// kernel, `gemm_kernel!(name, scaled)`).
 ///
 /// # Safety
 /// `func` takes exactly these parameters, `cfg` launches it so that it
-/// stays inside the buffers `call` describes, and `maps` holds the tensor
-/// maps the kernel expects, made for these buffers and this problem.
+/// stays inside the buffers `call` describes, `maps` holds the tensor
+/// maps the kernel expects, made for these buffers and this problem, and
+/// each non-zero address of `scales` holds an f32.
 pub unsafe fn launch_gemm(
     gpu: &Gpu,
     func: &CudaFunction,
     cfg: LaunchConfig,
     call: &GemmCall,
     maps: Option<&CudaSlice<u8>>,
+    scales: Option<ScaleParams>,
     name: &str,
 ) -> Result<(), HostError> {
     let params = Params(call.params);
+    let scales = scales.map(ScaleArg);
     let mut launch = gpu.stream.launch_builder(func);
     launch.arg(&call.a).arg(&call.b).arg(&call.c).arg(&params);
     if let Some(maps) = maps {
         launch.arg(maps);
+    }
+    if let Some(scales) = &scales {
+        launch.arg(scales);
     }
     // SAFETY: forwarded from this function's contract.
     unsafe { launch.launch(cfg) }
@@ -543,7 +644,7 @@ pub fn verify(
     kernel.enqueue(gpu, bufs)?;
     gpu.sync(&format!("running {name}"))
         .map_err(|e| launch_error(&name, e))?;
-    Ok(reference.check(&bufs.c.download(gpu)?, kernel.elems()))
+    Ok(reference.check_scaled(&bufs.c.download(gpu)?, kernel.elems(), bufs.scale()))
 }
 
 /// Times `kernels` (each verified already) on the same buffers, in

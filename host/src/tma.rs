@@ -253,10 +253,11 @@ impl Padded {
     ) -> Result<Padded, HostError> {
         let elem = storage.a;
         let transpose_b = copy.b_transposed();
-        // One copy kernel per element size, for A and B of one type (step
-        // 17's transposing copy is f32's).
+        // One copy kernel per element size, for A and B of one size
+        // (bits are bits: FP8's E4M3 and E5M2 alike); step 17's
+        // transposing copy is f32's.
         let entry = kernels_gpu::pad::pad_entry(elem.bytes())
-            .filter(|_| storage.b == elem && (!transpose_b || elem == Elem::F32));
+            .filter(|_| storage.b.bytes() == elem.bytes() && (!transpose_b || elem == Elem::F32));
         let Some((entry, pair_entry, per_thread)) = entry else {
             return Err(HostError::BadShape(format!(
                 "TMA cannot read A and B ({storage}) as they are (rows must be 16-byte \
@@ -271,10 +272,15 @@ impl Padded {
         {
             return Ok(cached);
         }
+        // The padding copies live in the module of the kernels that need
+        // them (1-byte ones in the FP8 module); the others in `wgmma`.
+        let module = kernels_gpu::modules::holding(entry).ok_or_else(|| {
+            HostError::BadShape(format!("no PTX module holds the padding copy {entry}"))
+        })?;
         let wgmma = &kernels_gpu::modules::WGMMA;
-        let pad = gpu.utility(wgmma, entry)?;
+        let pad = gpu.utility(module, entry)?;
         let pad_pair = match pair_entry {
-            Some(entry) => Some(gpu.utility(wgmma, entry)?),
+            Some(entry) => Some(gpu.utility(module, entry)?),
             None => None,
         };
         let split = copy == TmaCopy::SplitTf32;

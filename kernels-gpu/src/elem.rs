@@ -97,6 +97,13 @@ pub enum Math {
     /// `small * small` term dropped), on the tensor cores with f32
     /// accumulation: close to FP32's accuracy (step 23).
     Tf32x3,
+    /// FP8 products (E4M3 or E5M2, A and B may differ; exact in f32) on
+    /// the tensor cores, scaled per tensor in the epilogue. Hopper's FP8
+    /// tensor cores keep about 13 fraction bits in the sums of a `wgmma`
+    /// k-step (DeepSeek-V3's report, section 3.3.2: "around 14 bits"),
+    /// fewer than f32's 23: the tolerance counts it
+    /// (`host/src/reference.rs`).
+    Fp8,
 }
 
 impl Math {
@@ -108,14 +115,22 @@ impl Math {
             Math::Bf16 => "BF16",
             Math::F16 => "FP16",
             Math::Tf32x3 => "3xTF32",
+            Math::Fp8 => "FP8",
         }
     }
 
     /// The math called `name` ([`Self::name`]).
     pub fn from_name(name: &str) -> Option<Math> {
-        [Math::Fp32, Math::Tf32, Math::Bf16, Math::F16, Math::Tf32x3]
-            .into_iter()
-            .find(|m| m.name() == name)
+        [
+            Math::Fp32,
+            Math::Tf32,
+            Math::Bf16,
+            Math::F16,
+            Math::Tf32x3,
+            Math::Fp8,
+        ]
+        .into_iter()
+        .find(|m| m.name() == name)
     }
 
     /// The tensor cores do it (not the FMA pipe).
@@ -140,6 +155,8 @@ impl Math {
             Math::Fp32 | Math::Tf32x3 => 24,
             Math::Tf32 | Math::F16 => 11,
             Math::Bf16 => 8,
+            // E4M3's (E5M2 has one fewer).
+            Math::Fp8 => 4,
         }
     }
 }
@@ -214,6 +231,12 @@ pub struct Storage {
 impl Storage {
     /// f32 A, B and C.
     pub const F32: Storage = Elems::FP32.storage();
+
+    /// A or B is FP8: the kernels take per-tensor scales
+    /// (`gemm::ScaleParams`, their entries' last parameter).
+    pub const fn scaled(self) -> bool {
+        self.a.bytes() == 1 || self.b.bytes() == 1
+    }
 }
 
 #[cfg(not(target_arch = "nvptx64"))]
@@ -725,7 +748,14 @@ mod tests {
 
     #[test]
     fn names_round_trip_and_roundoffs_follow_the_bits() {
-        for m in [Math::Fp32, Math::Tf32, Math::Bf16, Math::F16, Math::Tf32x3] {
+        for m in [
+            Math::Fp32,
+            Math::Tf32,
+            Math::Bf16,
+            Math::F16,
+            Math::Tf32x3,
+            Math::Fp8,
+        ] {
             assert_eq!(Math::from_name(m.name()), Some(m));
         }
         assert_eq!(Math::Tf32x3.yardstick(), Math::Fp32);

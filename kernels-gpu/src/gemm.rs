@@ -5,7 +5,8 @@ use crate::device::{GlobalIn, GlobalOut};
 use crate::elem::Element;
 
 /// The kernel ABI: every GEMM entry takes `(A, B, C, params)` (and TMA
-/// kernels one more pointer, their tensor maps), `params` by value. The
+/// kernels one more pointer, their tensor maps; FP8 kernels then their
+/// scales, [`ScaleParams`]), `params` by value. The
 /// CUDA C++ twins declare the same struct (`host/cuda/gemm_params.h`), and
 /// the host fills it (`host::runner`); a test checks the layout.
 ///
@@ -50,6 +51,28 @@ pub struct GemmParams {
 // the C++ twins' struct has (host/cuda/gemm_params.cuh asserts the same).
 const _: () = assert!(core::mem::size_of::<GemmParams>() == 64);
 const _: () = assert!(core::mem::align_of::<GemmParams>() == 8);
+
+/// The per-tensor scales of an FP8 product, the last parameter of the
+/// entries whose A and B are FP8 (`gemm_kernel!(name, scaled, ..)`): the
+/// device addresses of one f32 each, as cuBLASLt takes them
+/// (`CUBLASLT_MATMUL_DESC_A_SCALE_POINTER`, `_B_`, `_D_`), so that a
+/// caller can compute them on the GPU without a synchronization; 0 for a
+/// scale of 1. The kernel computes
+///
+/// `D = scale_d * (alpha * scale_a * scale_b * A * B + beta * C)`
+///
+/// with A and B the stored FP8 values: `scale_a * A` is the matrix they
+/// stand for (what the quantizer divided by `scale_a`), and `scale_d`
+/// maps the result into the range of D's type.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ScaleParams {
+    pub a: u64,
+    pub b: u64,
+    pub d: u64,
+}
+
+const _: () = assert!(core::mem::size_of::<ScaleParams>() == 24);
 
 impl GemmParams {
     /// The depth of product `z`: `k`, or with split-K what is left of it
@@ -122,6 +145,39 @@ pub struct Gemm<A: Element = f32, B: Element = f32, C: Element = f32> {
     pub beta: f32,
     /// Split-K's reduction only: partial sums to add ([`GemmParams::slices`]).
     pub slices: usize,
+}
+
+impl<A: Element, B: Element, C: Element> Gemm<A, B, C> {
+    /// This product with the scales `s` folded into its scalars: `alpha *
+    /// scale_a * scale_b * scale_d` and `beta * scale_d` (0 stays 0, so C
+    /// stays unread where it was), each scale read from device memory
+    /// once per thread (the three words are shared by every thread:
+    /// cached after the first reads). Call it after any decision taken on
+    /// the caller's `beta` (`launch::c_by_tma`), which the host took too.
+    ///
+    /// GPU only: on the emulator a kernel's buffers are the emulator's
+    /// own, and no kernel it runs takes scales yet.
+    ///
+    /// # Safety
+    /// Each non-zero address of `s` holds an f32 for the whole launch.
+    #[cfg(target_arch = "nvptx64")]
+    #[inline(always)]
+    pub unsafe fn scaled(self, s: ScaleParams) -> Self {
+        let read = |address: u64| {
+            if address == 0 {
+                1.0
+            } else {
+                // SAFETY: a live f32 (this function's contract), read only.
+                unsafe { GlobalIn::<f32>::from_raw(address as *const f32).read(0) }
+            }
+        };
+        let (a, b, d) = (read(s.a), read(s.b), read(s.d));
+        Self {
+            alpha: self.alpha * a * b * d,
+            beta: if self.beta == 0.0 { 0.0 } else { self.beta * d },
+            ..self
+        }
+    }
 }
 
 impl Gemm {
@@ -717,6 +773,41 @@ macro_rules! gemm_kernel {
             ) {
                 // SAFETY: the host upholds the launch contract above.
                 super::$name(unsafe { $crate::gemm::Gemm::$make(a, b, c, p) })
+            }
+        }
+    };
+    // A TMA kernel of FP8 A and B: the tensor maps, then the per-tensor
+    // scales (`ScaleParams`, by value).
+    ($name:ident, scaled, elems($a:ty, $b:ty, $c:ty)) => {
+        #[cfg(target_arch = "nvptx64")]
+        mod entry {
+            // The stored types by name, for `elems(E4m3, ...)` (resolved
+            // in this module, not in the kernel's).
+            #[allow(unused_imports)]
+            use $crate::elem::{Bf16, E4m3, E5m2, F16};
+
+            /// PTX entry point; see the body of the same name in the parent module.
+            ///
+            /// # Safety
+            /// As a `tensor_maps` entry, and each non-zero address of
+            /// `scales` holds an f32 for the whole launch.
+            #[unsafe(no_mangle)]
+            pub unsafe extern "ptx-kernel" fn $name(
+                a: *const $a,
+                b: *const $b,
+                c: *mut $c,
+                p: $crate::gemm::GemmParams,
+                maps: *const u8,
+                scales: $crate::gemm::ScaleParams,
+            ) {
+                // SAFETY: the host upholds the launch contract above.
+                unsafe {
+                    super::$name(
+                        $crate::gemm::Gemm::from_raw(a, b, c, p),
+                        $crate::device::tma::TensorMaps::from_raw(maps),
+                        scales,
+                    )
+                }
             }
         }
     };

@@ -45,8 +45,8 @@ use crate::device::mbarrier::MBarrier;
 use crate::device::tma::TensorMaps;
 #[cfg(target_arch = "nvptx64")]
 use crate::device::wgmma::{
-    Wgmma16, commit_group, descriptor_k_major_sw128, descriptor_mn_major_sw128, fence_ss_128,
-    wait_ss_128,
+    Wgmma16, WgmmaAb, commit_group, descriptor_k_major_sw128, descriptor_mn_major_sw128,
+    fence_ss_128, wait_ss_128,
 };
 use crate::elem::{Bf16, Elem, Element, Elems, F16, Math};
 #[cfg(target_arch = "nvptx64")]
@@ -82,11 +82,12 @@ const STAGING_COLS: usize = 32;
 const STAGING_PITCH: usize = STAGING_COLS + 8;
 /// Words of the staging tiles of the eight consumer warps.
 const STAGING_WORDS: usize = 8 * 16 * STAGING_PITCH;
-/// `m64n256k16` steps per stage.
+/// `wgmma` steps per stage: a 128-byte row of K is four steps of 32
+/// bytes (`m64n256k16` for 16-bit types; `m64n256k32` for FP8, step 25).
 #[cfg(target_arch = "nvptx64")]
-const K_STEPS: usize = BK / 16;
-/// Bytes of 16-bit elements.
-const ELEM_BYTES: usize = 2;
+const K_STEPS: usize = ROW_BYTES / 32;
+/// Bytes of one row of a stage's tiles, of K (A, B^T) or of MN (B, A^T).
+const ROW_BYTES: usize = 128;
 
 /// One parameter set: the stages; the tile is fixed above (step 20
 /// shares it).
@@ -97,9 +98,10 @@ pub(crate) struct Params {
 
 impl Params {
     /// Words of one stage: A's tile `[BM][BK]`, then B's boxes
-    /// `[BN / 64][BK][64]`, 16-bit elements two to a word.
+    /// `[BN / 64][BK][64]`, 16-bit elements two to a word (FP8, step 25:
+    /// A's `[BM][128]` and B^T's `[BN][128]`, as many bytes).
     pub(crate) const fn stage_words(self) -> usize {
-        (BM * BK + BK * BN) * ELEM_BYTES / 4
+        (BM + BN) * ROW_BYTES / 4
     }
     /// The stages, two barriers per stage (8 bytes each), room to align
     /// the stages to 1024 bytes, and the epilogue's staging tiles; with
@@ -118,39 +120,45 @@ impl Params {
     const fn spec(self, name: &'static str, ab: Elem, math: Math) -> KernelSpec {
         self.spec_of(
             name,
-            (ab, Elem::F32),
+            (ab, ab, Elem::F32),
             math,
             19,
             "16-bit A and B: wgmma m64n256k16 from shared memory, B read N-major as stored, no copy",
             (false, Ops::NN, false),
         )
     }
-    /// The spec of an instance of steps 19, 20 and 22, which differ in
-    /// what they say, in their grid (step 20's and 22's are persistent)
-    /// and in how C is stored (`tma_c`: step 22's TMA stores): A and B of
-    /// type `ab` in layout `ops`, C of type `c` (f32, or `ab`).
+    /// The spec of an instance of steps 19, 20, 22 and 25, which differ
+    /// in what they say, in their grid (step 20's, 22's and 25's are
+    /// persistent) and in how C is stored (`tma_c`: step 22's TMA
+    /// stores): A of type `a` and B of type `b` in layout `ops`, C of type
+    /// `c`. A 128-byte row of K is `BK` values: 64 of a 16-bit type, 128
+    /// of FP8 (step 25, whose `wgmma` reads only K-major tiles: `ops` NT,
+    /// and the FP8 module).
     pub(crate) const fn spec_of(
         self,
         name: &'static str,
-        (ab, c): (Elem, Elem),
+        (a, b, c): (Elem, Elem, Elem),
         math: Math,
         step: u32,
         summary: &'static str,
         (persistent, ops, tma_c): (bool, Ops, bool),
     ) -> KernelSpec {
-        assert!(ab.bytes() == ELEM_BYTES && BK * ELEM_BYTES == 128);
-        assert!(BOX_COLS * ELEM_BYTES == 128 && BN.is_multiple_of(BOX_COLS));
+        let fp8 = a.bytes() == 1;
+        assert!(a.bytes() == b.bytes() && (a.bytes() == 2 || fp8 && matches!(ops, Ops::NT)));
+        let bk = ROW_BYTES / a.bytes();
+        assert!(BK * 2 == ROW_BYTES && BOX_COLS * 2 == ROW_BYTES && BN.is_multiple_of(BOX_COLS));
         assert!(self.stages >= 2 && self.shared_bytes(tma_c) <= 227 * 1024);
         KernelSpec {
             name,
             step,
             module: match (ops.a, ops.b) {
+                _ if fp8 => &modules::WGMMA_FP8,
                 (Op::N, Op::N) => &modules::WGMMA,
                 (Op::T, Op::N) => &modules::WGMMA_TN,
                 (Op::N, Op::T) => &modules::WGMMA_NT,
                 (Op::T, Op::T) => &modules::WGMMA_TT,
             },
-            elems: Elems::new(ab, ab, c, math),
+            elems: Elems::new(a, b, c, math),
             summary,
             launch: Launch {
                 block_threads: (THREADS as u32, 1),
@@ -161,18 +169,19 @@ impl Params {
             },
             model_reuse: (BM, BN),
             body: Body::GpuOnly(GPU_ONLY),
-            // A's box: BM rows of 64 K values (A as it is), or, of A^T
-            // (K x M), BK rows of 64 values of M (two per stage); B's: BK
-            // rows of 64 values of N (four per stage), or, of B^T (N x K),
-            // BN rows of 64 K values. Every row 128 bytes, swizzled.
+            // A's box: BM rows of 64 K values (A as it is; 128 of FP8),
+            // or, of A^T (K x M), BK rows of 64 values of M (two per
+            // stage); B's: BK rows of 64 values of N (four per stage), or,
+            // of B^T (N x K), BN rows of 64 K values (128 of FP8). Every
+            // row 128 bytes, swizzled.
             operands: Operands::TensorMaps(TmaBoxes {
                 a: match ops.a {
-                    Op::N => (BM as u32, BK as u32),
+                    Op::N => (BM as u32, bk as u32),
                     Op::T => (BK as u32, BOX_COLS as u32),
                 },
                 b: match ops.b {
                     Op::N => (BK as u32, BOX_COLS as u32),
-                    Op::T => (BN as u32, BK as u32),
+                    Op::T => (BN as u32, bk as u32),
                 },
                 a_swizzle_128: true,
                 b_swizzle_128: true,
@@ -237,7 +246,7 @@ fn block<T: Wgmma16, C: Output, const STAGES: usize, const STAGE_WORDS: usize>(
             |word, k0, full, col0| load_b::<1>(maps, word, k0, full, col0),
             #[inline(always)]
             |stages, row0, col0, tid, k_tiles| {
-                let acc = mainloop::<T, STAGES, STAGE_WORDS, 0, 1>(stages, 0, k_tiles, tid);
+                let acc = mainloop::<T, STAGES, STAGE_WORDS, BK, 0, 1>(stages, 0, k_tiles, tid);
                 // SAFETY: the staging tiles follow the stages (SPEC's
                 // shared_bytes counts them); only the epilogue uses them.
                 unsafe { store_tile(g, &acc, row0, col0, tid, stages.end()) };
@@ -248,7 +257,7 @@ fn block<T: Wgmma16, C: Output, const STAGES: usize, const STAGE_WORDS: usize>(
 
 /// Words of one of B's (or A^T's) boxes of `BK x 64` in a stage.
 #[cfg(target_arch = "nvptx64")]
-const BOX_WORDS: usize = BK * BOX_COLS * ELEM_BYTES / 4;
+const BOX_WORDS: usize = BK * ROW_BYTES / 4;
 /// Words of one 128-byte row of a swizzled tile.
 #[cfg(target_arch = "nvptx64")]
 const ROW_WORDS: usize = 32;
@@ -302,8 +311,9 @@ pub(crate) unsafe fn load_a<const A_MN: u32>(maps: TensorMaps, word: usize, k0: 
 }
 
 /// One tile of C's main loop for consumer thread `tid`: the pipeline's
-/// tiles `it0..it0 + k_tiles` of K. For each, wait for its stage, issue
-/// its four `m64n256k16` (A K-major for `A_MN = 0`, as it is, or M-major
+/// tiles `it0..it0 + k_tiles` of K, each `BK` values (128 bytes) of A's
+/// rows. For each, wait for its stage, issue its four `m64n256k16` of
+/// `P`'s 16-bit type (`m64n256k32` of FP8: step 25) (A K-major for `A_MN = 0`, as it is, or M-major
 /// for `A_MN = 1`, A^T's boxes; B N-major for `B_MN = 1`, as it is, or
 /// K-major for `B_MN = 0`, B^T's box), then retire the previous
 /// tile's group and release its stage, so that one group stays in flight
@@ -313,9 +323,10 @@ pub(crate) unsafe fn load_a<const A_MN: u32>(maps: TensorMaps, word: usize, k0: 
 #[cfg(target_arch = "nvptx64")]
 #[inline(always)]
 pub(crate) fn mainloop<
-    T: Wgmma16,
+    P: WgmmaAb,
     const STAGES: usize,
     const STAGE_WORDS: usize,
+    const BK: usize,
     const A_MN: u32,
     const B_MN: u32,
 >(
@@ -332,7 +343,7 @@ pub(crate) fn mainloop<
         let s = it % STAGES;
         stages.wait_full(it);
         // K-major (A, B^T): this warpgroup's 64 rows (all BN of B^T's),
-        // 16 values (32 bytes) on per step. MN-major (B, A^T): 16 rows
+        // 32 bytes (16 values; 32 of FP8) on per step. MN-major (B, A^T): 16 rows
         // (2 KB) on per step, B's boxes BOX_WORDS apart; A^T's box wg is
         // this warpgroup's 64 rows of C.
         let (mut a_desc, mut b_desc) = ([0u64; K_STEPS], [0u64; K_STEPS]);
@@ -355,7 +366,7 @@ pub(crate) fn mainloop<
         unsafe {
             fence_ss_128(&mut acc, &mut a_desc, &mut b_desc);
             unroll!(K_STEPS; 4, |step| {
-                T::mma_m64n256k16_ss::<A_MN, B_MN>(&mut acc, a_desc[step], b_desc[step]);
+                P::mma_m64n256_ss::<A_MN, B_MN>(&mut acc, a_desc[step], b_desc[step]);
             });
             commit_group();
             // Tile it - 1's group is retired; tile it's stays in flight.
@@ -399,8 +410,8 @@ pub(crate) fn mainloop<
 /// (even) that only this function touches.
 #[cfg(target_arch = "nvptx64")]
 #[inline(always)]
-pub(crate) unsafe fn store_tile<T: Element, C: Output>(
-    g: Gemm<T, T, C>,
+pub(crate) unsafe fn store_tile<A: Element, B: Element, C: Output>(
+    g: Gemm<A, B, C>,
     acc: &[f32; 128],
     row0: usize,
     col0: usize,

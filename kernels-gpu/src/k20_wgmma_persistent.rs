@@ -42,12 +42,12 @@
 #[cfg(target_arch = "nvptx64")]
 use crate::device::tma::{TensorMaps, bulk_wait};
 #[cfg(target_arch = "nvptx64")]
-use crate::device::wgmma::{Wgmma16, release_registers, take_registers};
+use crate::device::wgmma::{WgmmaAb, release_registers, take_registers};
 #[cfg(target_arch = "nvptx64")]
 use crate::device::{block_idx_x, grid_dim_x, thread_idx_x};
 use crate::elem::{Bf16, Element, F16, Math};
 #[cfg(target_arch = "nvptx64")]
-use crate::gemm::{Gemm, Output};
+use crate::gemm::{Gemm, Output, ScaleParams};
 #[cfg(target_arch = "nvptx64")]
 use crate::k13_wgmma_ws::{CONSUMER_REGISTERS, CONSUMERS, PRODUCER_REGISTERS, Stages};
 #[cfg(target_arch = "nvptx64")]
@@ -82,7 +82,7 @@ macro_rules! instance {
     ($cfg:literal, $name:ident, $spec:ident, $t:ident, $c:ident, $ops:ident, $math:expr, $stages:literal) => {
         pub const $spec: KernelSpec = Params { stages: $stages }.spec_of(
             stringify!($name),
-            (<$t as Element>::ELEM, <$c as Element>::ELEM),
+            (<$t as Element>::ELEM, <$t as Element>::ELEM, <$c as Element>::ELEM),
             $math,
             20,
             "step 19 on a persistent grid: one block per SM walks tiles in grouped order, the producer a tile ahead",
@@ -92,7 +92,7 @@ macro_rules! instance {
         #[cfg(target_arch = "nvptx64")]
         #[inline(always)]
         pub fn $name(g: Gemm<$t, $t, $c>, maps: TensorMaps) {
-            block::<$t, $c, $stages, { Params { stages: $stages }.stage_words() }, { a_mn(Ops::$ops.a) }, { b_mn(Ops::$ops.b) }, false>(g, maps)
+            block::<$t, $c, $stages, { Params { stages: $stages }.stage_words() }, BK, { a_mn(Ops::$ops.a) }, { b_mn(Ops::$ops.b) }, false>(g, maps, None)
         }
         // The entry goes into its layout's module's PTX only.
         #[cfg(any(not(target_arch = "nvptx64"), gemm_module = $cfg))]
@@ -183,20 +183,25 @@ const fn max1(x: usize) -> usize {
 /// the operands' layouts in shared memory, as stored ([`load_a`],
 /// [`load_b`], [`mainloop`]). `TMA_C` (step 22) stores C by TMA where
 /// [`c_by_tma`] allows (`k22_wgmma_tma_store::store_tile_tma`), else
-/// by the threads ([`store_tile`]).
+/// by the threads ([`store_tile`]). `P` is the operands' types and their
+/// `wgmma`, `BK` the values of K in a 128-byte row of A (64 of a 16-bit
+/// type, 128 of FP8); `scales`, an FP8 product's (step 25), are folded
+/// into the epilogue's scalars ([`Gemm::scaled`]).
 #[cfg(target_arch = "nvptx64")]
 #[inline(always)]
 pub(crate) fn block<
-    T: Wgmma16,
+    P: WgmmaAb,
     C: Output,
     const STAGES: usize,
     const STAGE_WORDS: usize,
+    const BK: usize,
     const A_MN: u32,
     const B_MN: u32,
     const TMA_C: bool,
 >(
-    g: Gemm<T, T, C>,
+    g: Gemm<P::A, P::B, C>,
     maps: TensorMaps,
+    scales: Option<ScaleParams>,
 ) {
     let tid = thread_idx_x();
     let stages = Stages::<BM, STAGES, STAGE_WORDS, BK>::init(maps, tid);
@@ -235,9 +240,14 @@ pub(crate) fn block<
         // consumer thread runs the same trips (the wgmmas stay converged).
         let (mut t, mut it) = (first, 0);
         let by_tma = TMA_C && c_by_tma(g.beta, g.c.aligned(16), g.ldc, C::ELEM.bytes());
+        let g = match scales {
+            // SAFETY: the entry's contract (gemm_kernel!(name, scaled)).
+            Some(s) => unsafe { g.scaled(s) },
+            None => g,
+        };
         while t < tiles {
             let (row0, col0) = tile_origin(t, g.m, g.n);
-            let acc = mainloop::<T, STAGES, STAGE_WORDS, A_MN, B_MN>(stages, it, k_tiles, tid);
+            let acc = mainloop::<P, STAGES, STAGE_WORDS, BK, A_MN, B_MN>(stages, it, k_tiles, tid);
             if by_tma {
                 // SAFETY: the staging boxes follow the stages' barriers,
                 // 1024-byte aligned (SPEC's shared_bytes counts them); only

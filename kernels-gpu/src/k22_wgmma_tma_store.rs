@@ -42,7 +42,7 @@ use crate::elem::{Bf16, Element, F16, Math};
 #[cfg(target_arch = "nvptx64")]
 use crate::gemm::{Gemm, Output};
 #[cfg(target_arch = "nvptx64")]
-use crate::k19_wgmma_16bit::BN;
+use crate::k19_wgmma_16bit::{BK, BN};
 use crate::k19_wgmma_16bit::Params;
 #[cfg(target_arch = "nvptx64")]
 use crate::k20_wgmma_persistent::block;
@@ -62,7 +62,7 @@ macro_rules! instance {
     ($name:ident, $spec:ident, $t:ident, $c:ident, $math:expr, $stages:literal) => {
         pub const $spec: KernelSpec = Params { stages: $stages }.spec_of(
             stringify!($name),
-            (<$t as Element>::ELEM, <$c as Element>::ELEM),
+            (<$t as Element>::ELEM, <$t as Element>::ELEM, <$c as Element>::ELEM),
             $math,
             22,
             "step 20 with C written by TMA: each warp stages 16 rows in shared memory, the copy engine stores them while the next tile runs",
@@ -72,7 +72,7 @@ macro_rules! instance {
         #[cfg(target_arch = "nvptx64")]
         #[inline(always)]
         pub fn $name(g: Gemm<$t, $t, $c>, maps: TensorMaps) {
-            block::<$t, $c, $stages, { Params { stages: $stages }.stage_words() }, 0, 1, true>(g, maps)
+            block::<$t, $c, $stages, { Params { stages: $stages }.stage_words() }, BK, 0, 1, true>(g, maps, None)
         }
         #[cfg(any(not(target_arch = "nvptx64"), gemm_module = "wgmma"))]
         mod $name {
@@ -134,8 +134,8 @@ pub const fn swizzled(row: usize, byte: usize) -> usize {
 /// `c_by_tma` holds); the tile's elements of C are this block's alone.
 #[cfg(target_arch = "nvptx64")]
 #[inline(always)]
-pub(crate) unsafe fn store_tile_tma<T: Element, C: Output>(
-    g: Gemm<T, T, C>,
+pub(crate) unsafe fn store_tile_tma<A: Element, B: Element, C: Output>(
+    g: Gemm<A, B, C>,
     acc: &[f32; 128],
     row0: usize,
     col0: usize,

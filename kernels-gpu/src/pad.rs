@@ -10,8 +10,9 @@
 //! copies.
 //! The zeros add nothing to C. One entry per element size: [`ENTRY`]
 //! ([`pad_rows`], 4-byte elements, one per thread) and [`ENTRY_16`]
-//! ([`pad_rows_x8`], 2-byte elements, copying BF16 and FP16 alike: bits
-//! are bits), whose threads write 16 bytes each, so that the stores are
+//! ([`pad_rows_wide`], 2-byte elements, copying BF16 and FP16 alike: bits
+//! are bits; and [`ENTRY_8`], the same for FP8), whose threads write 16
+//! bytes each, so that the stores are
 //! full-width and the copy runs near DRAM speed (2-byte stores, one per
 //! thread, ran at a ninth of it: docs/measurements.md).
 //!
@@ -56,9 +57,15 @@ pub const ENTRY_16: &str = "pad_rows_16";
 /// whose blocks are mostly idle for the smaller copy, and the TF32
 /// kernels' launches at that shape were slower paired (same place).
 pub const PAIR_ENTRY_16: &str = "pad_rows_16_pair";
+/// The PTX entry of [`pad_rows_wide`] for 1-byte elements (FP8 E4M3 and
+/// E5M2 alike), in the FP8 module, and its two-copy form.
+pub const ENTRY_8: &str = "pad_rows_8";
+pub const PAIR_ENTRY_8: &str = "pad_rows_8_pair";
 
 /// Elements of the padded matrix each thread of [`ENTRY_16`] writes.
 pub const X8: usize = 8;
+/// Elements of the padded matrix each thread of [`ENTRY_8`] writes.
+pub const X16: usize = 16;
 
 /// The padding entry for elements of `bytes` bytes, if there is one; the
 /// entry of two copies in one launch, where there is one
@@ -68,6 +75,7 @@ pub const fn pad_entry(bytes: usize) -> Option<(&'static str, Option<&'static st
     match bytes {
         4 => Some((ENTRY, None, 1)),
         2 => Some((ENTRY_16, Some(PAIR_ENTRY_16), X8)),
+        1 => Some((ENTRY_8, Some(PAIR_ENTRY_8), X16)),
         _ => None,
     }
 }
@@ -103,15 +111,15 @@ pub fn pad_rows<T: Element>(
     }
 }
 
-/// [`pad_rows`] with each thread writing [`X8`] consecutive elements of a
-/// row of `dst` as one 16-byte store: for 2-byte types, whose
+/// [`pad_rows`] with each thread writing `W` consecutive elements of a
+/// row of `dst` as one 16-byte store: for 2-byte types ([`X8`]), whose
 /// one-element stores are a quarter of what the memory system moves per
-/// access. The source is read element by element (its rows start
-/// anywhere: that is why it is copied).
+/// access, and 1-byte ones ([`X16`]). The source is read element by
+/// element (its rows start anywhere: that is why it is copied).
 ///
-/// `ld` must be a multiple of [`X8`] (the host's padded rows are 16-byte
-/// multiples) and `T` 2 bytes.
-pub fn pad_rows_x8<T: Element>(
+/// `ld` must be a multiple of `W` (the host's padded rows are 16-byte
+/// multiples) and `W` elements of `T` 16 bytes.
+pub fn pad_rows_wide<T: Element, const W: usize>(
     src: GlobalIn<T>,
     dst: GlobalOut<T>,
     rows: usize,
@@ -119,22 +127,23 @@ pub fn pad_rows_x8<T: Element>(
     src_ld: usize,
     ld: usize,
 ) {
-    let c = (block_idx_x() * THREADS + thread_idx_x()) * X8;
+    let c = (block_idx_x() * THREADS + thread_idx_x()) * W;
     if c >= ld {
         return;
     }
     let mut r = block_idx_y();
     while r < rows {
-        let mut v = [T::ZERO; X8];
-        unroll!(X8; 8, |j| {
+        let mut v = [T::ZERO; W];
+        unroll!(W; 16, |j| {
             if c + j < cols {
                 // SAFETY: r < rows and c + j < cols: inside src.
                 v[j] = unsafe { src.read(r * src_ld + c + j) };
             }
         });
-        // SAFETY: r < rows, c + X8 <= ld (ld and c are multiples of X8):
+        // SAFETY: r < rows, c + W <= ld (ld and c are multiples of W):
         // inside dst (rows x ld), 16-byte aligned (r * ld + c is a
-        // multiple of 8 two-byte elements); one thread per 8 elements.
+        // multiple of W elements of 16 / W bytes); one thread per W
+        // elements.
         unsafe { dst.write16(r * ld + c, v) };
         r += MAX_GRID_ROWS;
     }
@@ -319,8 +328,8 @@ macro_rules! copy_entry {
     ($(#[$doc:meta])* $name:ident) => {
         copy_entry!(@entry $(#[$doc])* $name, super::$name, f32);
     };
-    ($(#[$doc:meta])* $name:ident = $body:ident::<$t:ty>) => {
-        copy_entry!(@entry $(#[$doc])* $name, super::$body::<$t>, $t);
+    ($(#[$doc:meta])* $name:ident = $body:ident::<$t:ty, $w:literal>) => {
+        copy_entry!(@entry $(#[$doc])* $name, super::$body::<$t, $w>, $t);
     };
     (@entry $(#[$doc:meta])* $name:ident, $body:path, $t:ty) => {
         $(#[$doc])*
@@ -398,7 +407,28 @@ macro_rules! pair_entry {
     };
 }
 
-#[cfg(target_arch = "nvptx64")]
+#[cfg(all(target_arch = "nvptx64", gemm_module = "wgmma_fp8"))]
+mod entry_fp8 {
+    copy_entry!(
+        /// PTX entry `pad_rows_8(src, dst, rows, cols, src_ld, ld)`:
+        /// `pad_rows_wide` for 1-byte elements (FP8, copied as bits).
+        ///
+        /// # Safety
+        /// As `pad_rows`, counting 1-byte elements, with `ld` a multiple of
+        /// `X16` and `ceil(ld / (THREADS * X16))` blocks in x.
+        pad_rows_8 = pad_rows_wide::<crate::elem::E4m3, 16>
+    );
+    pair_entry!(
+        /// PTX entry `pad_rows_8_pair`: two `pad_rows_8` copies in one
+        /// launch.
+        ///
+        /// # Safety
+        /// As `pad_rows_16_pair`, for `pad_rows_8`.
+        pad_rows_8_pair = super::pad_rows_wide::<crate::elem::E4m3, 16>, crate::elem::E4m3
+    );
+}
+
+#[cfg(all(target_arch = "nvptx64", gemm_module = "wgmma"))]
 mod entry {
     copy_entry!(
         /// PTX entry `pad_rows(src, dst, rows, cols, src_ld, ld)`.
@@ -418,7 +448,7 @@ mod entry {
         /// # Safety
         /// As `pad_rows`, counting 2-byte elements, with `ld` a multiple of
         /// `X8` and `ceil(ld / (THREADS * X8))` blocks in x.
-        pad_rows_16 = pad_rows_x8::<crate::elem::Bf16>
+        pad_rows_16 = pad_rows_wide::<crate::elem::Bf16, 8>
     );
     pair_entry!(
         /// PTX entry `pad_rows_16_pair`: two `pad_rows_16` copies in one
@@ -428,7 +458,7 @@ mod entry {
         /// As `pad_rows_16` for each copy, none overlapping another's
         /// buffers, with the grid of the larger (x: the larger `ld`, y:
         /// the larger row count) and 2 blocks in z.
-        pad_rows_16_pair = super::pad_rows_x8::<crate::elem::Bf16>, crate::elem::Bf16
+        pad_rows_16_pair = super::pad_rows_wide::<crate::elem::Bf16, 8>, crate::elem::Bf16
     );
     copy_entry!(
         /// PTX entry `transpose_tf32(src, dst, rows, cols, src_ld, ld)`.

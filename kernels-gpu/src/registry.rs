@@ -3,7 +3,7 @@
 use crate::launch::KernelSpec;
 
 /// The kernels, in ladder order. `name` is also the PTX entry's name.
-/// Steps 10-13 and 17-24 list every instance (also as `k10_tuned::SPECS`, `k11_mma::SPECS`, `k12_wgmma::SPECS`, `k13_wgmma_ws::SPECS`, `k17_wgmma_ss::SPECS`, `k18_wgmma_tr::SPECS`, `k19_wgmma_16bit::SPECS`, `k20_wgmma_persistent::SPECS`, `k21_mma_16bit::SPECS`, `k22_wgmma_tma_store::SPECS`, `k23_mma_3xtf32::SPECS`, `k24_wgmma_3xtf32::SPECS`).
+/// Steps 10-13 and 17-25 list every instance (also as `k10_tuned::SPECS`, `k11_mma::SPECS`, `k12_wgmma::SPECS`, `k13_wgmma_ws::SPECS`, `k17_wgmma_ss::SPECS`, `k18_wgmma_tr::SPECS`, `k19_wgmma_16bit::SPECS`, `k20_wgmma_persistent::SPECS`, `k21_mma_16bit::SPECS`, `k22_wgmma_tma_store::SPECS`, `k23_mma_3xtf32::SPECS`, `k24_wgmma_3xtf32::SPECS`, `k25_wgmma_fp8::SPECS`); step 25 reads B transposed (FP8 `wgmma` takes K-major tiles only), the only layout it has.
 pub const KERNELS: &[KernelSpec] = &[
     crate::k01_naive::SPEC,
     crate::k02_tiled16::SPEC,
@@ -56,6 +56,11 @@ pub const KERNELS: &[KernelSpec] = &[
     crate::k22_wgmma_tma_store::SPEC_F16_128X256X64_S4_C16,
     crate::k23_mma_3xtf32::SPEC_64X64X32_W32X32_S2,
     crate::k24_wgmma_3xtf32::SPEC_128X128X32_S3,
+    crate::k25_wgmma_fp8::SPEC_E4M3_128X256X128_S4,
+    crate::k25_wgmma_fp8::SPEC_E4M3_128X256X128_S4_F16,
+    crate::k25_wgmma_fp8::SPEC_E4M3_128X256X128_S4_F32,
+    crate::k25_wgmma_fp8::SPEC_E5M2_E4M3_128X256X128_S4,
+    crate::k25_wgmma_fp8::SPEC_E4M3_E5M2_128X256X128_S4,
 ];
 
 /// Kernels that read A or B transposed (`KernelSpec::ops`): the library's

@@ -135,7 +135,7 @@ fn emulated() -> impl Iterator<Item = (&'static KernelSpec, fn(Gemm))> {
 #[test]
 fn only_the_hopper_steps_are_gpu_only() {
     for spec in KERNELS {
-        let hopper = matches!(spec.step, 12 | 13 | 17..=20 | 22 | 24);
+        let hopper = matches!(spec.step, 12 | 13 | 17..=20 | 22 | 24 | 25);
         assert_eq!(spec.emulated().is_err(), hopper, "{}", spec.name);
     }
 }
@@ -1030,10 +1030,17 @@ fn the_3xtf32_copies_split_every_value_into_two_tf32_parts_chunk_by_chunk() {
 
 /// The 16-bit padding copy, run on A viewed as BF16: C (m x n, n a
 /// multiple of 8) = A rounded to BF16, zeros past A's k columns
-/// (`pad::pad_rows_x8` with `ld = n`).
+/// (`pad::pad_rows_wide` with `ld = n`).
 fn pad_a_into_c_bf16(g: Gemm) {
     use kernels_gpu::elem::Bf16;
-    kernels_gpu::pad::pad_rows_x8::<Bf16>(g.a.retyped(), g.c.retyped(), g.m, g.k, g.lda, g.n);
+    kernels_gpu::pad::pad_rows_wide::<Bf16, { kernels_gpu::pad::X8 }>(
+        g.a.retyped(),
+        g.c.retyped(),
+        g.m,
+        g.k,
+        g.lda,
+        g.n,
+    );
 }
 
 #[test]
@@ -1053,6 +1060,43 @@ fn the_16_bit_padding_copy_writes_rows_of_8_with_zeros_past_the_matrix() {
         for c in 0..n {
             let want = if c < k {
                 Bf16::from_f32(a[r * k + c]).to_f32()
+            } else {
+                0.0
+            };
+            assert_eq!(report.c[r * n + c].to_bits(), want.to_bits(), "C[{r}][{c}]");
+        }
+    }
+}
+
+/// The 1-byte padding copy (step 25's FP8 operands), run on A viewed as
+/// E4M3: C (m x n, n a multiple of 16) = A rounded to E4M3, zeros past
+/// A's k columns.
+fn pad_a_into_c_e4m3(g: Gemm) {
+    use kernels_gpu::elem::E4m3;
+    kernels_gpu::pad::pad_rows_wide::<E4m3, { kernels_gpu::pad::X16 }>(
+        g.a.retyped(),
+        g.c.retyped(),
+        g.m,
+        g.k,
+        g.lda,
+        g.n,
+    );
+}
+
+#[test]
+fn the_8_bit_padding_copy_writes_rows_of_16_with_zeros_past_the_matrix() {
+    use kernels_gpu::elem::{E4m3, Element};
+    use kernels_gpu::pad::{THREADS, X16};
+    // A is 37 x 29; C is 37 x 48 (ld 48: 19 zeros after each row).
+    let (m, n, k): (usize, usize, usize) = (37, 48, 29);
+    assert_eq!(n.div_ceil(THREADS * X16), 1);
+    let spec = probe("pad_rows_8", THREADS as u32, 0, pad_a_into_c_e4m3);
+    let (report, a, _) = run(&spec, pad_a_into_c_e4m3, (m, n, k));
+    assert!(report.is_clean(), "{report}");
+    for r in 0..m {
+        for c in 0..n {
+            let want = if c < k {
+                E4m3::from_f32(a[r * k + c]).to_f32()
             } else {
                 0.0
             };

@@ -488,6 +488,51 @@ fn sixteen_bit_hopper_kernels_use_wgmma_k16_of_their_type() {
     }
 }
 
+/// Step 25 issues `wgmma ... m64n256k32` of its own FP8 pair (A's type
+/// first) four times per stage (128 bytes of K), with no transpose
+/// operands (FP8 has none); keeps one group in flight, takes the
+/// registers its warpgroups need, stores C by TMA, and reads its three
+/// scales (its entry's last parameter, 24 bytes) from global memory.
+#[test]
+fn fp8_hopper_kernels_use_wgmma_k32_of_their_types() {
+    use kernels_gpu::elem::Math;
+    for k in kernels_gpu::k25_wgmma_fp8::SPECS {
+        assert_eq!(k.elems.math, Math::Fp8, "{}", k.name);
+        let ptx = rust_gemm::ptx(k.module);
+        let body = ptx_entry(ptx, k.name).unwrap();
+        let want = format!(
+            "wgmma.mma_async.sync.aligned.m64n256k32.f32.{}.{}",
+            k.elems.a.name(),
+            k.elems.b.name()
+        );
+        let mmas: Vec<&str> = body
+            .lines()
+            .filter(|l| l.contains("wgmma.mma_async"))
+            .collect();
+        assert_eq!(mmas.len(), 128 / 32, "{}: wgmma count", k.name);
+        for l in &mmas {
+            assert!(l.contains(&want), "{}: {l}", k.name);
+            // scale-d, imm-scale-a, imm-scale-b: no transpose operands.
+            assert!(l.trim_end().ends_with("1, 1, 1;"), "{}: {l}", k.name);
+        }
+        for needed in [
+            "wgmma.wait_group.sync.aligned 1;",
+            "setmaxnreg.inc.sync.aligned.u32 232;",
+            "cp.async.bulk.tensor.2d.global.shared::cta.bulk_group",
+            ".param .align 8 .b8",
+            "ld.global.b32",
+        ] {
+            assert!(body.contains(needed), "{}: no {needed}", k.name);
+        }
+        let params = body.split(')').next().unwrap_or("");
+        assert!(
+            params.contains("[24]"),
+            "{}: the scales parameter: {params}",
+            k.name
+        );
+    }
+}
+
 /// Step 22 stores C by TMA (shared to global, in bulk groups it commits,
 /// waits on before reusing a staging box, and waits out before the block
 /// exits), after fencing the staged values for the async proxy; step 20,

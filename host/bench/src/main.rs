@@ -326,9 +326,10 @@ const CUBLAS_TF32: &str = "cublas_tf32";
 /// The cuBLAS baselines, by `--kernels` name and element types, in table
 /// order: SGEMM (FP32), TF32 tensor cores, and `cublasGemmEx` on BF16 and
 /// FP16 with f32 accumulation (compute 32F), C in f32 or (`_c16`) in the
-/// input type. Each runs where a kernel of its element types does (or
+/// input type, and cuBLASLt on FP8 with per-tensor scales (C in BF16,
+/// FP16 or f32). Each runs where a kernel of its element types does (or
 /// where named).
-const CUBLAS_BASELINES: [(&str, Elems); 6] = [
+const CUBLAS_BASELINES: [(&str, Elems); 11] = [
     (CUBLAS, Elems::FP32),
     (CUBLAS_TF32, Elems::TF32),
     (
@@ -346,6 +347,26 @@ const CUBLAS_BASELINES: [(&str, Elems); 6] = [
     (
         "cublas_fp16_c16",
         Elems::new(Elem::F16, Elem::F16, Elem::F16, Math::F16),
+    ),
+    (
+        "cublaslt_e4m3",
+        Elems::new(Elem::E4m3, Elem::E4m3, Elem::Bf16, Math::Fp8),
+    ),
+    (
+        "cublaslt_e4m3_f16",
+        Elems::new(Elem::E4m3, Elem::E4m3, Elem::F16, Math::Fp8),
+    ),
+    (
+        "cublaslt_e4m3_f32",
+        Elems::new(Elem::E4m3, Elem::E4m3, Elem::F32, Math::Fp8),
+    ),
+    (
+        "cublaslt_e5m2_e4m3",
+        Elems::new(Elem::E5m2, Elem::E4m3, Elem::Bf16, Math::Fp8),
+    ),
+    (
+        "cublaslt_e4m3_e5m2",
+        Elems::new(Elem::E4m3, Elem::E5m2, Elem::Bf16, Math::Fp8),
     ),
 ];
 
@@ -508,6 +529,12 @@ fn measure_all(args: &Args) -> Result<Results> {
             });
         }
         for c in &variants.cublas {
+            if let Some(why) = c.unsupported(shape) {
+                bar.println(format!("skipping {} at {shape}: {why}", c.name()));
+                skipped.push(format!("{} at {shape}: {why}", c.name()));
+                bar.inc(1);
+                continue;
+            }
             entries.push(Entry {
                 v: c,
                 kind: Kind::Cublas,

@@ -1,7 +1,8 @@
 //! Hopper's warpgroup tensor-core instructions (`wgmma`, sm_90a): four
 //! warps (a *warpgroup*, 128 threads starting at a warp index divisible
 //! by 4) multiply a 64 x N x 8 TF32 tile (64 x N x 16 for BF16 and FP16,
-//! [`Wgmma16`]) together, asynchronously.
+//! [`Wgmma16`]; 64 x N x 32 for FP8, [`Fp8Pair`]) together,
+//! asynchronously.
 //!
 //! `wgmma.mma_async.sync.aligned.m64nNk8.f32.tf32.tf32` computes
 //! `D += A * B` with A (64 x 8) in registers or shared memory and B (8 x N)
@@ -315,10 +316,143 @@ impl Wgmma16 for crate::elem::F16 {
     }
 }
 
+/// The FP8 `m64n256k32` helpers, both operands from shared memory: one
+/// per pair of types (`$a`, `$b`: `e4m3` or `e5m2`), which `wgmma`
+/// allows to differ. FP8 `wgmma` has no transpose operands: both tiles
+/// are K-major ([`descriptor_k_major_sw128`]: a 128-byte row holds 128
+/// values of K, and each `k32` step is 32 bytes on, as a 16-bit `k16`
+/// step is).
+macro_rules! mma_m64n256k32_ss {
+    ($(#[$meta:meta])* $name:ident, $a:literal, $b:literal) => {
+        with_d! {
+            $(#[$meta])*
+            fn $name(d: [f32; 128], a: u64, b: u64)
+            template: ("wgmma.mma_async.sync.aligned.m64n256k32.f32.", $a, ".", $b, " {{", d_list!([0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31 32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53 54 55 56 57 58 59 60 61 62 63 64 65 66 67 68 69 70 71 72 73 74 75 76 77 78 79 80 81 82 83 84 85 86 87 88 89 90 91 92 93 94 95 96 97 98 99 100 101 102 103 104 105 106 107 108 109 110 111 112 113 114 115 116 117 118 119 120 121 122 123 124 125 126 127]),
+                "}}, {a}, {b}, 1, 1, 1;")
+            regs: [0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31 32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53 54 55 56 57 58 59 60 61 62 63 64 65 66 67 68 69 70 71 72 73 74 75 76 77 78 79 80 81 82 83 84 85 86 87 88 89 90 91 92 93 94 95 96 97 98 99 100 101 102 103 104 105 106 107 108 109 110 111 112 113 114 115 116 117 118 119 120 121 122 123 124 125 126 127]
+            operands: (
+                a = in(reg64) a,
+                b = in(reg64) b,
+                options(nostack),
+            )
+        }
+    };
+}
+
+mma_m64n256k32_ss! {
+    /// `wgmma.mma_async.sync.aligned.m64n256k32.f32.e4m3.e4m3`: `d += A *
+    /// B` with A the 64 x 32 E4M3 tile `a` describes and B the 32 x 256
+    /// E4M3 tile `b` describes, both K-major. Retire it with
+    /// [`commit_group`] and [`wait_ss_128`].
+    ///
+    /// # Safety
+    /// Rules 1-3 (rule 3 for both tiles).
+    mma_m64n256k32_e4m3_e4m3_ss, "e4m3", "e4m3"
+}
+
+mma_m64n256k32_ss! {
+    /// [`mma_m64n256k32_e4m3_e4m3_ss`] for E5M2 A and E4M3 B.
+    ///
+    /// # Safety
+    /// As [`mma_m64n256k32_e4m3_e4m3_ss`].
+    mma_m64n256k32_e5m2_e4m3_ss, "e5m2", "e4m3"
+}
+
+mma_m64n256k32_ss! {
+    /// [`mma_m64n256k32_e4m3_e4m3_ss`] for E4M3 A and E5M2 B.
+    ///
+    /// # Safety
+    /// As [`mma_m64n256k32_e4m3_e4m3_ss`].
+    mma_m64n256k32_e4m3_e5m2_ss, "e4m3", "e5m2"
+}
+
+mma_m64n256k32_ss! {
+    /// [`mma_m64n256k32_e4m3_e4m3_ss`] for E5M2 A and B.
+    ///
+    /// # Safety
+    /// As [`mma_m64n256k32_e4m3_e4m3_ss`].
+    mma_m64n256k32_e5m2_e5m2_ss, "e5m2", "e5m2"
+}
+
+/// The operand types of a `wgmma` whose A and B both come from shared
+/// memory in tiles of 128-byte rows, with an f32 D of 64 x 256: what a
+/// kernel generic over its element types issues for each 32 bytes of K
+/// (16 values of a 16-bit type, [`Wgmma16`]; 32 of FP8, [`Fp8Pair`]).
+pub trait WgmmaAb {
+    /// A's stored type.
+    type A: crate::elem::Element;
+    /// B's stored type.
+    type B: crate::elem::Element;
+    /// Operands may be read MN-major (`TRANS_* = 1`): the 16-bit types.
+    const TRANSPOSES: bool;
+    /// `m64n256` over 32 bytes of K: [`mma_m64n256k16_bf16_ss`] and its
+    /// FP16 twin, or [`mma_m64n256k32_e4m3_e4m3_ss`] and its siblings.
+    ///
+    /// # Safety
+    /// As those; `TRANS_A` and `TRANS_B` are 0 or 1, and 0 unless
+    /// [`Self::TRANSPOSES`].
+    unsafe fn mma_m64n256_ss<const TRANS_A: u32, const TRANS_B: u32>(
+        d: &mut [f32; 128],
+        a: u64,
+        b: u64,
+    );
+}
+
+impl<T: Wgmma16> WgmmaAb for T {
+    type A = T;
+    type B = T;
+    const TRANSPOSES: bool = true;
+    #[inline(always)]
+    unsafe fn mma_m64n256_ss<const TRANS_A: u32, const TRANS_B: u32>(
+        d: &mut [f32; 128],
+        a: u64,
+        b: u64,
+    ) {
+        // SAFETY: forwarded from the caller's contract.
+        unsafe { T::mma_m64n256k16_ss::<TRANS_A, TRANS_B>(d, a, b) }
+    }
+}
+
+/// FP8 A of type `A` and B of type `B` (`E4m3` or `E5m2`), as a
+/// [`WgmmaAb`].
+pub struct Fp8Pair<A, B>(core::marker::PhantomData<(A, B)>);
+
+/// The [`WgmmaAb`] of one pair of FP8 types, issuing `$mma`.
+macro_rules! fp8_pair {
+    ($a:ident, $b:ident, $mma:ident) => {
+        impl WgmmaAb for Fp8Pair<crate::elem::$a, crate::elem::$b> {
+            type A = crate::elem::$a;
+            type B = crate::elem::$b;
+            const TRANSPOSES: bool = false;
+            #[inline(always)]
+            unsafe fn mma_m64n256_ss<const TRANS_A: u32, const TRANS_B: u32>(
+                d: &mut [f32; 128],
+                a: u64,
+                b: u64,
+            ) {
+                const {
+                    assert!(
+                        TRANS_A == 0 && TRANS_B == 0,
+                        "FP8 wgmma reads K-major operands only"
+                    )
+                };
+                // SAFETY: forwarded from the caller's contract.
+                unsafe { $mma(d, a, b) }
+            }
+        }
+    };
+}
+
+fp8_pair!(E4m3, E4m3, mma_m64n256k32_e4m3_e4m3_ss);
+fp8_pair!(E5m2, E4m3, mma_m64n256k32_e5m2_e4m3_ss);
+fp8_pair!(E4m3, E5m2, mma_m64n256k32_e4m3_e5m2_ss);
+fp8_pair!(E5m2, E5m2, mma_m64n256k32_e5m2_e5m2_ss);
+
 with_d! {
     /// `wgmma.wait_group.sync.aligned PENDING` with D as operands, for
-    /// groups of [`mma_m64n256k8_tf32_ss`] or the 16-bit
-    /// [`mma_m64n256k16_bf16_ss`] (no register A to name).
+    /// groups of [`mma_m64n256k8_tf32_ss`], the 16-bit
+    /// [`mma_m64n256k16_bf16_ss`] or the FP8
+    /// [`mma_m64n256k32_e4m3_e4m3_ss`] (no register A to name).
     ///
     /// # Safety
     /// Rule 1.
