@@ -715,33 +715,22 @@ impl Lt {
             algos: Vec::new(),
             chosen: None,
         };
-        let set = |attr, value: *const std::ffi::c_void, size| {
-            // SAFETY: the descriptor is live; value points at size bytes.
-            unsafe { result::set_matmul_desc_attribute(desc, attr, value, size) }
-        };
-        let (transpose, keep) = (1i32, 0i32);
-        set(
-            Attr::CUBLASLT_MATMUL_DESC_TRANSA,
-            (&transpose as *const i32).cast(),
-            4,
-        )?;
-        set(
-            Attr::CUBLASLT_MATMUL_DESC_TRANSB,
-            (&keep as *const i32).cast(),
-            4,
-        )?;
+        /// Sets `attr` of the descriptor to `value`'s bytes.
+        fn set<T>(
+            desc: cudarc::cublaslt::sys::cublasLtMatmulDesc_t,
+            attr: Attr,
+            value: &T,
+        ) -> Result<(), result::CublasError> {
+            let (ptr, size) = ((value as *const T).cast(), std::mem::size_of::<T>());
+            // SAFETY: the descriptor is live; `ptr` points at `size` bytes.
+            unsafe { result::set_matmul_desc_attribute(desc, attr, ptr, size) }
+        }
+        // cublasOperation_t: 1 is T, 0 is N.
+        set(desc, Attr::CUBLASLT_MATMUL_DESC_TRANSA, &1i32)?;
+        set(desc, Attr::CUBLASLT_MATMUL_DESC_TRANSB, &0i32)?;
         // Its A is our B: A's scale is ours of B, and B's ours of A.
-        let (scale_a, scale_b) = (scales.b, scales.a);
-        set(
-            Attr::CUBLASLT_MATMUL_DESC_A_SCALE_POINTER,
-            (&scale_a as *const u64).cast(),
-            8,
-        )?;
-        set(
-            Attr::CUBLASLT_MATMUL_DESC_B_SCALE_POINTER,
-            (&scale_b as *const u64).cast(),
-            8,
-        )?;
+        set(desc, Attr::CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &scales.b)?;
+        set(desc, Attr::CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &scales.a)?;
         let (m, n, k) = (m as u64, n as u64, k as u64);
         plan.layouts[0] = result::create_matrix_layout(lt_type(storage.b), k, n, k as i64)?;
         plan.layouts[1] = result::create_matrix_layout(lt_type(storage.a), k, m, k as i64)?;

@@ -119,18 +119,19 @@ impl Math {
         }
     }
 
+    /// Every math, in ladder order.
+    pub const ALL: [Math; 6] = [
+        Math::Fp32,
+        Math::Tf32,
+        Math::Bf16,
+        Math::F16,
+        Math::Tf32x3,
+        Math::Fp8,
+    ];
+
     /// The math called `name` ([`Self::name`]).
     pub fn from_name(name: &str) -> Option<Math> {
-        [
-            Math::Fp32,
-            Math::Tf32,
-            Math::Bf16,
-            Math::F16,
-            Math::Tf32x3,
-            Math::Fp8,
-        ]
-        .into_iter()
-        .find(|m| m.name() == name)
+        Math::ALL.into_iter().find(|m| m.name() == name)
     }
 
     /// The tensor cores do it (not the FMA pipe).
@@ -748,14 +749,7 @@ mod tests {
 
     #[test]
     fn names_round_trip_and_roundoffs_follow_the_bits() {
-        for m in [
-            Math::Fp32,
-            Math::Tf32,
-            Math::Bf16,
-            Math::F16,
-            Math::Tf32x3,
-            Math::Fp8,
-        ] {
+        for m in Math::ALL {
             assert_eq!(Math::from_name(m.name()), Some(m));
         }
         assert_eq!(Math::Tf32x3.yardstick(), Math::Fp32);

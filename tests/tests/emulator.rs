@@ -1028,81 +1028,50 @@ fn the_3xtf32_copies_split_every_value_into_two_tf32_parts_chunk_by_chunk() {
     assert!(a.iter().any(|&x| f32::from_bits(to_tf32(x)) != x));
 }
 
-/// The 16-bit padding copy, run on A viewed as BF16: C (m x n, n a
-/// multiple of 8) = A rounded to BF16, zeros past A's k columns
-/// (`pad::pad_rows_wide` with `ld = n`).
-fn pad_a_into_c_bf16(g: Gemm) {
-    use kernels_gpu::elem::Bf16;
-    kernels_gpu::pad::pad_rows_wide::<Bf16, { kernels_gpu::pad::X8 }>(
-        g.a.retyped(),
-        g.c.retyped(),
-        g.m,
-        g.k,
-        g.lda,
-        g.n,
-    );
+/// A padding copy (`pad::pad_rows_wide`, `W` elements of `T` per
+/// thread), run on A viewed as `T`: C (m x n, n a multiple of `W`) = A
+/// rounded to `T`, zeros past A's k columns (`ld = n`).
+fn pad_a_into_c<T: kernels_gpu::elem::Element, const W: usize>(g: Gemm) {
+    kernels_gpu::pad::pad_rows_wide::<T, W>(g.a.retyped(), g.c.retyped(), g.m, g.k, g.lda, g.n);
+}
+
+/// Runs [`pad_a_into_c`] on a 37 x 29 A into an m x `n` C, in one block
+/// of THREADS threads per row (each writing W elements: most of the
+/// block has no work), as the host launches it: ceil(ld / (THREADS * W))
+/// x rows; checks every element, the zeros included, bit for bit.
+fn check_padding_copy<T: kernels_gpu::elem::Element, const W: usize>(n: usize, name: &'static str) {
+    use kernels_gpu::pad::THREADS;
+    let (m, k): (usize, usize) = (37, 29);
+    assert_eq!(n.div_ceil(THREADS * W), 1);
+    let spec = probe(name, THREADS as u32, 0, pad_a_into_c::<T, W>);
+    let (report, a, _) = run(&spec, pad_a_into_c::<T, W>, (m, n, k));
+    assert!(report.is_clean(), "{report}");
+    for r in 0..m {
+        for c in 0..n {
+            let want = if c < k {
+                T::from_f32(a[r * k + c]).to_f32()
+            } else {
+                0.0
+            };
+            assert_eq!(
+                report.c[r * n + c].to_bits(),
+                want.to_bits(),
+                "{name}: C[{r}][{c}]"
+            );
+        }
+    }
 }
 
 #[test]
 fn the_16_bit_padding_copy_writes_rows_of_8_with_zeros_past_the_matrix() {
-    use kernels_gpu::elem::{Bf16, Element};
-    use kernels_gpu::pad::{THREADS, X8};
-    // A is 37 x 29; C is 37 x 32 (ld 32: three zeros after each row), in
-    // one block of THREADS threads per row (each writing X8 elements: a
-    // quarter of the block has work), as the host launches it:
-    // ceil(ld / (THREADS * X8)) x rows.
-    let (m, n, k): (usize, usize, usize) = (37, 32, 29);
-    assert_eq!(n.div_ceil(THREADS * X8), 1);
-    let spec = probe("pad_rows_x8", THREADS as u32, 0, pad_a_into_c_bf16);
-    let (report, a, _) = run(&spec, pad_a_into_c_bf16, (m, n, k));
-    assert!(report.is_clean(), "{report}");
-    for r in 0..m {
-        for c in 0..n {
-            let want = if c < k {
-                Bf16::from_f32(a[r * k + c]).to_f32()
-            } else {
-                0.0
-            };
-            assert_eq!(report.c[r * n + c].to_bits(), want.to_bits(), "C[{r}][{c}]");
-        }
-    }
-}
-
-/// The 1-byte padding copy (step 25's FP8 operands), run on A viewed as
-/// E4M3: C (m x n, n a multiple of 16) = A rounded to E4M3, zeros past
-/// A's k columns.
-fn pad_a_into_c_e4m3(g: Gemm) {
-    use kernels_gpu::elem::E4m3;
-    kernels_gpu::pad::pad_rows_wide::<E4m3, { kernels_gpu::pad::X16 }>(
-        g.a.retyped(),
-        g.c.retyped(),
-        g.m,
-        g.k,
-        g.lda,
-        g.n,
-    );
+    // C is 37 x 32: three zeros after each row.
+    check_padding_copy::<kernels_gpu::elem::Bf16, { kernels_gpu::pad::X8 }>(32, "pad_rows_16");
 }
 
 #[test]
 fn the_8_bit_padding_copy_writes_rows_of_16_with_zeros_past_the_matrix() {
-    use kernels_gpu::elem::{E4m3, Element};
-    use kernels_gpu::pad::{THREADS, X16};
-    // A is 37 x 29; C is 37 x 48 (ld 48: 19 zeros after each row).
-    let (m, n, k): (usize, usize, usize) = (37, 48, 29);
-    assert_eq!(n.div_ceil(THREADS * X16), 1);
-    let spec = probe("pad_rows_8", THREADS as u32, 0, pad_a_into_c_e4m3);
-    let (report, a, _) = run(&spec, pad_a_into_c_e4m3, (m, n, k));
-    assert!(report.is_clean(), "{report}");
-    for r in 0..m {
-        for c in 0..n {
-            let want = if c < k {
-                E4m3::from_f32(a[r * k + c]).to_f32()
-            } else {
-                0.0
-            };
-            assert_eq!(report.c[r * n + c].to_bits(), want.to_bits(), "C[{r}][{c}]");
-        }
-    }
+    // C is 37 x 48: 19 zeros after each row; E4M3 (step 25's operands).
+    check_padding_copy::<kernels_gpu::elem::E4m3, { kernels_gpu::pad::X16 }>(48, "pad_rows_8");
 }
 
 /// The epilogue of a BF16 C (`gemm::Output`, steps 19-20's `_c16`
