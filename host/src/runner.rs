@@ -178,8 +178,10 @@ pub struct Scales {
 impl Scales {
     /// The scales the harness runs FP8 kernels with: none 1 and no two
     /// alike, so that a kernel that skips one, applies one twice or takes
-    /// one for another is off by a factor of 3 or more (the checks'
-    /// tolerance is far below that), and of the size real ones have
+    /// one for another is off by a factor of 3 or more, an error of
+    /// `(3 - 1) |c| / sum |a b|` or more, above the FP8 tolerance at the
+    /// tests' sizes (|c| / sum |a b| reaches about 0.08 at K = 4096 on
+    /// uniform inputs, the tolerance is 0.02), and of the size real ones have
     /// (A's and B's bring values of about 1 back to their range; D's
     /// maps a product into its type's).
     pub const TEST: [f32; 3] = [20.0, 0.0625, 3.0];
@@ -367,13 +369,16 @@ impl Kernel {
             )));
         }
         let cfg = launch_config(self.spec, call, self.shared_bytes, gpu.info.sms as usize)?;
+        // An FP8 kernel's entry takes the scales last
+        // (gemm_kernel!(name, scaled)).
+        let scales = self.spec.elems.storage().scaled().then_some(call.scales);
         let Operands::TensorMaps(boxes) = self.spec.operands else {
             // SAFETY: gemm_kernel! entries and their twins take (A, B, C,
-            // GemmParams); grid and block come from the kernel's own spec,
+            // GemmParams), an FP8 entry its scales after; grid and block come from the kernel's own spec,
             // shared memory from it too (or none for a twin with static
             // tiles); offsets fit the kernel's index type (checked above);
             // the buffers are as this function's contract says.
-            return unsafe { launch_gemm(gpu, &self.func, cfg, call, None, None, &self.label) };
+            return unsafe { launch_gemm(gpu, &self.func, cfg, call, None, scales, &self.label) };
         };
         let aligned16 = (call.a.is_multiple_of(16), call.b.is_multiple_of(16));
         // A and B as stored in the kernel's layout (A^T is k x m, B^T n x k).
@@ -412,9 +417,6 @@ impl Kernel {
         let c_op = (boxes.c.is_some()
             && c_by_tma(p.beta, call.c.is_multiple_of(16), p.ldc as usize, c_bytes))
         .then(|| operand(call.c, self.spec.elems.c, p.m, p.n, p.ldc));
-        // An FP8 kernel's entry takes the scales last
-        // (gemm_kernel!(name, scaled)).
-        let scales = self.spec.elems.storage().scaled().then_some(call.scales);
         let mut cache = self.maps.lock().unwrap_or_else(|e| e.into_inner());
         let maps = DeviceMaps::for_operands(cache.take(), gpu, &boxes, (a_op, b_op, c_op))?;
         // SAFETY: gemm_kernel!(name, tensor_maps) entries and their twins

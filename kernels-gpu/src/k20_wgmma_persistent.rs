@@ -203,6 +203,8 @@ pub(crate) fn block<
     maps: TensorMaps,
     scales: Option<ScaleParams>,
 ) {
+    // BK values of A's type fill one 128-byte row of a stage.
+    const { assert!(BK * <P::A as crate::elem::Element>::ELEM.bytes() == 128) };
     let tid = thread_idx_x();
     let stages = Stages::<BM, STAGES, STAGE_WORDS, BK>::init(maps, tid);
     let k_tiles = g.k.div_ceil(BK);

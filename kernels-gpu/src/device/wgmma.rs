@@ -383,14 +383,13 @@ pub trait WgmmaAb {
     type A: crate::elem::Element;
     /// B's stored type.
     type B: crate::elem::Element;
-    /// Operands may be read MN-major (`TRANS_* = 1`): the 16-bit types.
-    const TRANSPOSES: bool;
     /// `m64n256` over 32 bytes of K: [`mma_m64n256k16_bf16_ss`] and its
     /// FP16 twin, or [`mma_m64n256k32_e4m3_e4m3_ss`] and its siblings.
     ///
     /// # Safety
-    /// As those; `TRANS_A` and `TRANS_B` are 0 or 1, and 0 unless
-    /// [`Self::TRANSPOSES`].
+    /// As those; `TRANS_A` and `TRANS_B` are 0 or 1 for the 16-bit types
+    /// and 0 for FP8, which reads K-major tiles only (its impls refuse
+    /// anything else at compile time).
     unsafe fn mma_m64n256_ss<const TRANS_A: u32, const TRANS_B: u32>(
         d: &mut [f32; 128],
         a: u64,
@@ -401,7 +400,6 @@ pub trait WgmmaAb {
 impl<T: Wgmma16> WgmmaAb for T {
     type A = T;
     type B = T;
-    const TRANSPOSES: bool = true;
     #[inline(always)]
     unsafe fn mma_m64n256_ss<const TRANS_A: u32, const TRANS_B: u32>(
         d: &mut [f32; 128],
@@ -423,7 +421,6 @@ macro_rules! fp8_pair {
         impl WgmmaAb for Fp8Pair<crate::elem::$a, crate::elem::$b> {
             type A = crate::elem::$a;
             type B = crate::elem::$b;
-            const TRANSPOSES: bool = false;
             #[inline(always)]
             unsafe fn mma_m64n256_ss<const TRANS_A: u32, const TRANS_B: u32>(
                 d: &mut [f32; 128],
