@@ -10,7 +10,7 @@ use cudarc::cublas::sys::{cublasMath_t, cublasOperation_t};
 use cudarc::cublas::{CudaBlas, Gemm, GemmConfig, StridedBatchedConfig};
 use cudarc::driver::CudaSlice;
 use cudarc::nvrtc::CompileOptions;
-use kernels_gpu::elem::{Elem, Elems, Math};
+use kernels_gpu::elem::{Elem, Elems, Math, Scaling};
 use kernels_gpu::launch::KernelSpec;
 use kernels_gpu::registry;
 
@@ -501,7 +501,7 @@ impl Cublas {
 enum Backend {
     /// cuBLAS: SGEMM, TF32 math, `cublasGemmEx`.
     Blas(CudaBlas),
-    /// cuBLASLt: FP8 with per-tensor scales.
+    /// cuBLASLt: FP8 with per-tensor or block scales.
     Lt(Lt),
 }
 
@@ -568,9 +568,11 @@ impl Drop for Lt {
 impl Cublas {
     /// cuBLASLt for FP8 `elems`: A and B E4M3 or E5M2 (not both E5M2, which
     /// cuBLASLt refuses), C in BF16, FP16 or f32, f32 accumulation
-    /// (`CUBLAS_COMPUTE_32F`), per-tensor scales from device memory, the
-    /// default (promoting) accumulation, not `CUBLASLT_MATMUL_DESC_FAST_ACCUM`:
-    /// what torch's `_scaled_mm` calls by default.
+    /// (`CUBLAS_COMPUTE_32F`), per-tensor scales from device memory (or,
+    /// for `Scaling::Blocks`, cuBLASLt's `VEC128_32F` for A and
+    /// `BLK128x128_32F` for B, cuBLAS 12.9 on), the default (promoting)
+    /// accumulation, not `CUBLASLT_MATMUL_DESC_FAST_ACCUM`: what torch's
+    /// `_scaled_mm` calls by default.
     fn load_lt(gpu: &Gpu, elems: Elems) -> Result<Self, String> {
         let fp8 = |e: Elem| matches!(e, Elem::E4m3 | Elem::E5m2);
         let served = fp8(elems.a)
@@ -731,6 +733,18 @@ impl Lt {
         // Its A is our B: A's scale is ours of B, and B's ours of A.
         set(desc, Attr::CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &scales.b)?;
         set(desc, Attr::CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &scales.a)?;
+        if storage.scaling == Scaling::Blocks {
+            // DeepSeek-V3's scales: its A (our B^T) per 128 x 128 block,
+            // its B (our A) per row per 128 of K, laid out as the kernels
+            // read them (`Scaling::b_scales`, `Scaling::a_scales`).
+            use cudarc::cublaslt::sys::cublasLtMatmulMatrixScale_t as Mode;
+            let (blk, vec) = (
+                Mode::CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F as u32,
+                Mode::CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F as u32,
+            );
+            set(desc, Attr::CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &blk)?;
+            set(desc, Attr::CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &vec)?;
+        }
         let (m, n, k) = (m as u64, n as u64, k as u64);
         plan.layouts[0] = result::create_matrix_layout(lt_type(storage.b), k, n, k as i64)?;
         plan.layouts[1] = result::create_matrix_layout(lt_type(storage.a), k, m, k as i64)?;

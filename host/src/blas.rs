@@ -118,11 +118,7 @@ impl GemmElement for half::f16 {
 
 /// The stored types of a call on buffers of `A`, `B` and `C`.
 pub fn storage_of<A: GemmElement, B: GemmElement, C: GemmElement>() -> Storage {
-    Storage {
-        a: A::ELEM,
-        b: B::ELEM,
-        c: C::ELEM,
-    }
+    Storage::new(A::ELEM, B::ELEM, C::ELEM)
 }
 
 /// Which kernel computes a call.

@@ -6,7 +6,7 @@ use rand::{Rng, SeedableRng};
 
 use crate::HostError;
 use crate::shape::Shape;
-use kernels_gpu::elem::Storage;
+use kernels_gpu::elem::{SCALE_BLOCK, Scaling, Storage};
 
 /// How random inputs are drawn.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -83,4 +83,112 @@ pub fn random_inputs_of(
     crate::matrix::round_to(storage.a, &mut a);
     crate::matrix::round_to(storage.b, &mut b);
     Ok((a, b))
+}
+
+/// The block scales of an FP8 product (`Scaling::Blocks`, step 26): A's
+/// per row per 128 of K and B's per 128 x 128, laid out as the kernels
+/// and cuBLASLt read them (`Scaling::a_scales`, `Scaling::b_scales`; the
+/// padding between blocks holds zeros).
+#[derive(Clone, Debug, PartialEq)]
+pub struct BlockScales {
+    pub a: Vec<f32>,
+    pub b: Vec<f32>,
+}
+
+impl BlockScales {
+    /// Scales for `shape`, from `seed`: each `(1 + j / 8) 2^e`, `j` uniform
+    /// in 0..8 and `e` in -3..3, so that neighbouring blocks differ (a
+    /// kernel that takes one block's scale for another's is off by far
+    /// more than the FP8 tolerance), and with 4 significant bits, so that
+    /// a stored FP8 value (4 at most) times its scale is exact in f32: the
+    /// reference multiplies exactly what the scales stand for.
+    pub fn random(shape: &Shape, seed: u64) -> Self {
+        let (m, n, k) = (shape.m, shape.n, shape.k);
+        let mut rng = SmallRng::seed_from_u64(seed ^ 0x005C_A1E5);
+        let mut draw = |len: usize, stride: usize, used: usize| -> Vec<f32> {
+            (0..len)
+                .map(|i| {
+                    let mantissa = 1.0 + rng.random_range(0..8) as f32 / 8.0;
+                    let v = mantissa * (rng.random_range(-3..3) as f32).exp2();
+                    if i % stride < used { v } else { 0.0 }
+                })
+                .collect()
+        };
+        let a = draw(Scaling::a_scales(m, k), Scaling::a_scales_stride(m), m);
+        let b = draw(
+            Scaling::b_scales(k, n),
+            Scaling::b_scales_stride(k),
+            k.div_ceil(SCALE_BLOCK),
+        );
+        Self { a, b }
+    }
+
+    /// The scale of A[r][kk].
+    pub fn of_a(&self, shape: &Shape, r: usize, kk: usize) -> f32 {
+        self.a[kk / SCALE_BLOCK * Scaling::a_scales_stride(shape.m) + r]
+    }
+
+    /// The scale of B[kk][j].
+    pub fn of_b(&self, shape: &Shape, kk: usize, j: usize) -> f32 {
+        self.b[j / SCALE_BLOCK * Scaling::b_scales_stride(shape.k) + kk / SCALE_BLOCK]
+    }
+
+    /// A and B (row-major, `m x k` and `k x n`, FP8 values) times their
+    /// scales: the matrices the stored values stand for, which the
+    /// reference multiplies (exact: [`Self::random`]'s scales have 4
+    /// significant bits).
+    pub fn dequantize(&self, shape: &Shape, a: &[f32], b: &[f32]) -> (Vec<f32>, Vec<f32>) {
+        let (n, k) = (shape.n, shape.k);
+        let da = (a.iter().enumerate())
+            .map(|(i, &v)| v * self.of_a(shape, i / k, i % k))
+            .collect();
+        let db = (b.iter().enumerate())
+            .map(|(i, &v)| v * self.of_b(shape, i / n, i % n))
+            .collect();
+        (da, db)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kernels_gpu::elem::Elem;
+
+    /// The block scales fill their layouts (the padding with zeros), no
+    /// two neighbours alike as a rule, and their products with FP8 values
+    /// are exact in f32.
+    #[test]
+    fn block_scales_fill_their_layout_and_dequantize_exactly() {
+        let shape = Shape::new(37, 300, 1000).unwrap();
+        let blocks = BlockScales::random(&shape, 5);
+        let (k_blocks, stride_a, stride_b) = (8, 40, 8);
+        assert_eq!(blocks.a.len(), k_blocks * stride_a);
+        assert_eq!(blocks.b.len(), 3 * stride_b);
+        for (i, &v) in blocks.a.iter().enumerate() {
+            assert_eq!(v == 0.0, i % stride_a >= 37, "A scale {i}: {v}");
+        }
+        assert!(
+            blocks.b.iter().all(|&v| v != 0.0),
+            "8 K blocks fill the stride"
+        );
+        let alike = blocks
+            .a
+            .windows(2)
+            .filter(|w| w[0] == w[1] && w[0] != 0.0)
+            .count();
+        assert!(alike < blocks.a.len() / 10, "{alike} neighbours alike");
+        assert_eq!(blocks.of_a(&shape, 36, 999), blocks.a[7 * 40 + 36]);
+        assert_eq!(blocks.of_b(&shape, 999, 299), blocks.b[2 * 8 + 7]);
+        let storage = Storage::new(Elem::E4m3, Elem::E4m3, Elem::Bf16);
+        let (a, b) = random_inputs(&shape, storage, 5).unwrap();
+        let (da, db) = blocks.dequantize(&shape, &a, &b);
+        for (i, (&q, &d)) in a.iter().zip(&da).enumerate() {
+            let exact = q as f64 * blocks.of_a(&shape, i / 1000, i % 1000) as f64;
+            assert_eq!(d as f64, exact, "A[{i}]");
+        }
+        for (i, (&q, &d)) in b.iter().zip(&db).enumerate() {
+            let exact = q as f64 * blocks.of_b(&shape, i / 300, i % 300) as f64;
+            assert_eq!(d as f64, exact, "B[{i}]");
+        }
+    }
 }

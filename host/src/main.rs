@@ -11,12 +11,12 @@ use clap::Parser;
 use kernels_gpu::elem::{Math, Storage};
 use kernels_gpu::launch::{KernelSpec, Operands, Ops};
 use kernels_gpu::registry::{self, EXPERIMENTS, KERNELS, TRANSPOSED};
+use rust_gemm::HostError;
 use rust_gemm::gpu::Gpu;
 use rust_gemm::reference::Reference;
 use rust_gemm::report::{KernelReport, RunReport};
 use rust_gemm::runner::{self, Buffers, Kernel, TimingOptions};
 use rust_gemm::shape::Shape;
-use rust_gemm::{HostError, inputs};
 
 /// Launch the Rust SGEMM kernels on a GPU: verify each against a CPU
 /// reference, then time it.
@@ -392,10 +392,8 @@ fn run(args: &Args) -> Result<bool> {
         print!("{}", report.header());
     }
     for (storage, specs) in groups.into_iter().filter(|(_, specs)| !specs.is_empty()) {
-        let (a, b) = inputs::random_inputs(&shape, storage, args.seed)?;
-        let reference = Reference::new(shape, &a, &b, args.seed);
-        let mut bufs = Buffers::new(&gpu, shape, storage, (&a, &b), transposed(&specs))?;
-        drop((a, b));
+        let (mut bufs, reference) =
+            runner::problem(&gpu, shape, storage, args.seed, transposed(&specs))?;
         for spec in specs {
             let kernel = Kernel::load(&gpu, spec)?;
             let measurement = runner::measure(&gpu, &mut bufs, &reference, &kernel, opts)?;

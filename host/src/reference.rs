@@ -89,7 +89,7 @@ pub fn tolerance(elems: Elems, k: usize) -> f64 {
     let accumulated = if matches!(elems.math, Math::Fp32 | Math::Tf32x3) {
         TOLERANCE
     } else if elems.math == Math::Fp8 {
-        fp8_accumulation(k)
+        fp8_accumulation(k, elems.promote_every as usize)
     } else {
         let (ua, ub) = (
             factor_roundoff(elems.a, elems.math),
@@ -108,22 +108,38 @@ pub fn tolerance(elems: Elems, k: usize) -> f64 {
         accumulated
     }
 }
-/// The accumulation bound of an FP8 kernel without promotion (step 25),
-/// relative to `S = sum |a * b|` of the stored values: the products are
-/// exact (4 x 4 significant bits at most), but Hopper's FP8 tensor cores
-/// add each `wgmma` k-step's 32 products into the accumulator keeping
-/// about 13 fraction bits, not f32's 23 (DeepSeek-V3's report, section
-/// 3.3.2, measured "around 14 bits"; we take 13, truncated: `v = 2^-13`).
-/// Counting each k-step's addition as one rounding of at most `v`
-/// relative to the magnitudes it adds, `n = ceil(k / 32)` of them give
-/// `gamma_n = n v / (1 - n v)`: 1.6e-2 at k = 4096, 6.7e-2 at 16384 (a
-/// kernel that promotes its partial sums to f32 every 128 of K would be
-/// bounded by f32's accumulation instead). Real errors are far smaller;
-/// the bench compares them with cuBLASLt's on the same inputs.
-fn fp8_accumulation(k: usize) -> f64 {
+/// The accumulation bound of an FP8 kernel, relative to `S = sum |a *
+/// b|` of the dequantized values (the stored ones times their scales).
+/// The products are exact (4 x 4 significant bits at most), but Hopper's
+/// FP8 tensor cores add each `wgmma` k-step's 32 products into the
+/// accumulator keeping about 13 fraction bits, not f32's 23 (DeepSeek-V3's
+/// report, section 3.3.2, measured "around 14 bits"; we take 13,
+/// truncated: `v = 2^-13`). Counting each k-step's addition as one
+/// rounding of at most `v` relative to the magnitudes it adds, `n` of them
+/// give `gamma_n = n v / (1 - n v)`.
+///
+/// - Without promotion (step 25: `promote_every` 0) the tensor cores sum
+///   all of K: `n = ceil(k / 32)`, 1.6e-2 at k = 4096, 6.7e-2 at 16384.
+/// - Promoted every `p` of K (step 26: 128), each partial sum spans at
+///   most `p`: `n = ceil(min(k, p) / 32)` (4.9e-4 for 128), and the `b =
+///   ceil(k / p)` promotions (an f32 multiply by the block's scale and an
+///   add, each rounded to nearest, `w = 2^-24`) add `gamma_{2b}` of `w`
+///   (1.5e-5 at k = 16384): the bound hardly grows with K.
+///
+/// Real errors are far smaller; the bench compares them with cuBLASLt's
+/// on the same inputs.
+fn fp8_accumulation(k: usize, promote_every: usize) -> f64 {
+    let gamma = |n: usize, v: f64| {
+        let nv = n as f64 * v;
+        if nv < 1.0 { nv / (1.0 - nv) } else { 1.0 }
+    };
     let v = 2f64.powi(-13);
-    let nv = k.div_ceil(32) as f64 * v;
-    if nv < 1.0 { nv / (1.0 - nv) } else { 1.0 }
+    if promote_every == 0 {
+        return gamma(k.div_ceil(32), v);
+    }
+    let sums = gamma(k.min(promote_every).div_ceil(32), v);
+    let promotions = gamma(2 * k.div_ceil(promote_every), 2f64.powi(-24));
+    sums + promotions + sums * promotions
 }
 
 /// Problems up to this many multiply-adds get a full f64 product.
@@ -486,6 +502,34 @@ mod tests {
         fn check_fp32(&self, c: &[f32]) -> Verification {
             self.check(c, Elems::FP32)
         }
+    }
+
+    /// The FP8 bound grows with K without promotion (step 25) and hardly
+    /// at all with it (step 26): the figures its doc gives.
+    #[test]
+    fn fp8_tolerance_is_flat_in_k_once_promoted() {
+        use kernels_gpu::elem::Elem;
+        let tensor = Elems::new(Elem::E4m3, Elem::E4m3, Elem::F32, Math::Fp8);
+        let promoted = tensor.promoted(128);
+        let close = |x: f64, want: f64| (x / want - 1.0).abs() < 0.02;
+        assert!(
+            close(tolerance(tensor, 4096), 1.6e-2),
+            "{}",
+            tolerance(tensor, 4096)
+        );
+        assert!(
+            close(tolerance(tensor, 16384), 6.7e-2),
+            "{}",
+            tolerance(tensor, 16384)
+        );
+        let (short, long) = (tolerance(promoted, 1024), tolerance(promoted, 16384));
+        assert!(
+            close(short, 4.9e-4) && long > short && long < 1.05 * short,
+            "{short} {long}"
+        );
+        // A BF16 C adds its rounding, whatever the accumulation.
+        let bf16 = Elems::new(Elem::E4m3, Elem::E4m3, Elem::Bf16, Math::Fp8).promoted(128);
+        assert!(tolerance(bf16, 16384) > long + 3.9e-3);
     }
 
     /// A 2x3 times 3x2 product checked by hand.

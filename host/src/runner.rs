@@ -13,13 +13,14 @@ use cudarc::driver::{
     CudaFunction, CudaSlice, DevicePtr, DevicePtrMut, DeviceRepr, DriverError, LaunchConfig,
     PushKernelArg,
 };
-use kernels_gpu::elem::{Elems, Storage};
+use kernels_gpu::elem::{Elems, Scaling, Storage};
 use kernels_gpu::gemm::{GemmParams, ScaleParams};
 use kernels_gpu::launch::{KernelSpec, Op, Operands, Ops, c_by_tma};
 use serde::Serialize;
 
 use crate::HostError;
 use crate::gpu::Gpu;
+use crate::inputs::BlockScales;
 use crate::matrix::DeviceMatrix;
 use crate::reference::{Reference, Verification};
 use crate::shape::Shape;
@@ -38,8 +39,8 @@ pub struct Buffers {
     /// A^T (k x m) and B^T (n x k), dense, when asked for, and their
     /// addresses.
     transposed: Option<[(DeviceMatrix, CUdeviceptr); 2]>,
-    /// FP8 A or B ([`Storage::scaled`]): the per-tensor scales of A, B and
-    /// D, one f32 each on the device ([`Scales`]).
+    /// FP8 A or B ([`Storage::scaled`]): the scales of A, B and D on the
+    /// device ([`Scales`]: one f32 each, or A's and B's per block).
     pub scales: Option<Scales>,
     /// Written between timed launches to evict A, B and C from L2.
     flush: L2Flush,
@@ -62,13 +63,32 @@ impl Buffers {
 
     /// Uploads A and B (values of `storage`'s types: `inputs::random_inputs`),
     /// and A^T and B^T with `transposed`, and allocates C, after checking
-    /// they fit.
+    /// they fit; FP8 buffers get [`Scales::TEST`]. Block-scaled ones need
+    /// their blocks: [`problem`] makes them.
     pub fn new(
         gpu: &Gpu,
         shape: Shape,
         storage: Storage,
         (a, b): (&[f32], &[f32]),
         transposed: bool,
+    ) -> Result<Self, HostError> {
+        if storage.scaling == Scaling::Blocks {
+            return Err(HostError::BadShape(format!(
+                "buffers of {storage} need their block scales: make them with runner::problem"
+            )));
+        }
+        Self::with_blocks(gpu, shape, storage, (a, b), transposed, None)
+    }
+
+    /// [`Self::new`], with `blocks` the block scales of block-scaled
+    /// `storage`.
+    fn with_blocks(
+        gpu: &Gpu,
+        shape: Shape,
+        storage: Storage,
+        (a, b): (&[f32], &[f32]),
+        transposed: bool,
+        blocks: Option<&BlockScales>,
     ) -> Result<Self, HostError> {
         let bytes = Self::device_bytes(gpu, &shape, storage, transposed);
         gpu.check_fits(&shape.to_string(), bytes)?;
@@ -92,10 +112,15 @@ impl Buffers {
         let a = DeviceMatrix::upload(gpu, storage.a, a)?;
         let b = DeviceMatrix::upload(gpu, storage.b, b)?;
         let addresses = (a.address(gpu), b.address(gpu), c.address(gpu));
-        let scales = if storage.scaled() {
-            Some(Scales::upload(gpu, Scales::TEST)?)
-        } else {
-            None
+        let scales = match (storage.scaling, blocks) {
+            (Scaling::None, _) => None,
+            (Scaling::Tensor, _) => Some(Scales::upload(gpu, Scales::TEST, None)?),
+            (Scaling::Blocks, Some(blocks)) => Some(Scales::upload(
+                gpu,
+                [1.0, 1.0, Scales::TEST[2]],
+                Some(blocks),
+            )?),
+            (Scaling::Blocks, None) => unreachable!("Buffers::new refuses block scales"),
         };
         Ok(Self {
             shape,
@@ -142,8 +167,9 @@ impl Buffers {
     }
 
     /// What the scales multiply the product by (`scale_a * scale_b *
-    /// scale_d`; 1 without scales): the factor between the reference's
-    /// `A * B` on the stored values and the C the kernels compute.
+    /// scale_d`; 1 without scales; D's alone with block scales, which the
+    /// reference's inputs carry already): the factor between the
+    /// reference's `A * B` and the C the kernels compute.
     pub fn scale(&self) -> f64 {
         self.scales.as_ref().map_or(1.0, |s| s.product())
     }
@@ -166,13 +192,42 @@ impl Buffers {
     }
 }
 
-/// The per-tensor scales of an FP8 product on the device: A's, B's and
-/// D's, one f32 each (what [`ScaleParams`] points at), kept alive with
-/// the buffers.
+/// One problem of `storage`'s types, drawn from `seed`
+/// (`inputs::random_inputs`; block scales from the same seed where
+/// `storage` has them, `BlockScales::random`), on the device
+/// ([`Buffers::new`], with A^T and B^T for `transposed`), and its
+/// reference (on the dequantized values where there are block scales).
+pub fn problem(
+    gpu: &Gpu,
+    shape: Shape,
+    storage: Storage,
+    seed: u64,
+    transposed: bool,
+) -> Result<(Buffers, Reference), HostError> {
+    let (a, b) = crate::inputs::random_inputs(&shape, storage, seed)?;
+    let blocks = (storage.scaling == Scaling::Blocks).then(|| BlockScales::random(&shape, seed));
+    let reference = match &blocks {
+        Some(blocks) => {
+            let (a, b) = blocks.dequantize(&shape, &a, &b);
+            Reference::new(shape, &a, &b, seed)
+        }
+        None => Reference::new(shape, &a, &b, seed),
+    };
+    let bufs = Buffers::with_blocks(gpu, shape, storage, (&a, &b), transposed, blocks.as_ref())?;
+    Ok((bufs, reference))
+}
+
+/// The scales of an FP8 product on the device (what [`ScaleParams`]
+/// points at), kept alive with the buffers: A's, B's and D's per tensor,
+/// one f32 each, or (`Scaling::Blocks`) A's and B's per block and D's per
+/// tensor.
 pub struct Scales {
+    /// The per-tensor scales of A, B and D (A's and B's 1 with blocks).
     pub values: [f32; 3],
+    /// A's and B's block scales, where they have them.
+    pub blocks: Option<BlockScales>,
     pub params: ScaleParams,
-    _buf: CudaSlice<f32>,
+    _bufs: Vec<CudaSlice<f32>>,
 }
 
 impl Scales {
@@ -191,26 +246,42 @@ impl Scales {
     /// the kernels do. (With the scales 4 bytes apart and only the
     /// heuristic's first algorithm tried, its matmul answered
     /// `CUBLAS_STATUS_NOT_SUPPORTED` here; with both changed it runs. Which
-    /// of the two it needed was not isolated.)
-    pub fn upload(gpu: &Gpu, values: [f32; 3]) -> Result<Self, HostError> {
+    /// of the two it needed was not isolated.) With `blocks`, A's and B's
+    /// pointers are their block scales' instead.
+    pub fn upload(
+        gpu: &Gpu,
+        values: [f32; 3],
+        blocks: Option<&BlockScales>,
+    ) -> Result<Self, HostError> {
         let mut words = [0.0f32; 12];
         for (i, v) in values.into_iter().enumerate() {
             words[4 * i] = v;
         }
-        let buf = gpu
-            .stream
-            .clone_htod(&words)
-            .map_err(HostError::cuda("copying the FP8 scales to the GPU"))?;
+        let copy = |values: &[f32]| {
+            gpu.stream
+                .clone_htod(values)
+                .map_err(HostError::cuda("copying the FP8 scales to the GPU"))
+        };
+        let buf = copy(&words)?;
         let base = device_address(gpu, &buf);
-        let params = ScaleParams {
+        let mut params = ScaleParams {
             a: base,
             b: base + 16,
             d: base + 32,
         };
+        let mut bufs = vec![buf];
+        if let Some(blocks) = blocks {
+            for (values, address) in [(&blocks.a, &mut params.a), (&blocks.b, &mut params.b)] {
+                let buf = copy(values)?;
+                *address = device_address(gpu, &buf);
+                bufs.push(buf);
+            }
+        }
         Ok(Self {
             values,
+            blocks: blocks.cloned(),
             params,
-            _buf: buf,
+            _bufs: bufs,
         })
     }
 

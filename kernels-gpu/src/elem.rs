@@ -173,6 +173,65 @@ pub struct Elems {
     /// The accumulators' format (f32 for every kernel so far).
     pub acc: Elem,
     pub math: Math,
+    /// What an FP8 kernel's scales are ([`Scaling`]); `None` for the rest.
+    pub scaling: Scaling,
+    /// K values between promotions of the tensor cores' partial sums to
+    /// the f32 accumulators (step 26: 128, one K block); 0 where the sums
+    /// stay in the tensor cores' own accumulators for the whole of K
+    /// (every kernel but step 26's; it matters only for FP8, whose tensor
+    /// cores add with fewer bits than f32, [`Math::Fp8`]).
+    pub promote_every: u32,
+}
+
+/// What the scales of an FP8 product are (issue 21): what the entry's
+/// `gemm::ScaleParams` point at, what the harness uploads and what the
+/// reference multiplies.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Scaling {
+    /// No scales (the 32- and 16-bit kernels).
+    None,
+    /// One f32 each for A, B and D (cuBLASLt's scale pointers): step 25.
+    Tensor,
+    /// DeepSeek-V3's block scales (step 26): A one f32 per row per 128 of
+    /// K, B (read as B^T, N x K) one per 128 x 128 block, D one per
+    /// tensor ([`Scaling::a_scales`] and [`Scaling::b_scales`] say how
+    /// they are laid out).
+    Blocks,
+}
+
+/// Values of K (and of N, for B's) that one block scale covers.
+pub const SCALE_BLOCK: usize = 128;
+
+impl Scaling {
+    /// Elements between one K block's A scales and the next's: A's rows
+    /// rounded up to a multiple of 4 (16 bytes), as cuBLASLt's
+    /// `VEC128_32F` lays them out.
+    pub const fn a_scales_stride(m: usize) -> usize {
+        m.next_multiple_of(4)
+    }
+
+    /// Elements between one column block's B scales and the next's: the
+    /// K blocks rounded up to a multiple of 4 (16 bytes), as cuBLASLt's
+    /// `BLK128x128_32F` lays them out.
+    pub const fn b_scales_stride(k: usize) -> usize {
+        k.div_ceil(SCALE_BLOCK).next_multiple_of(4)
+    }
+
+    /// Block scales of an `m x k` A: one f32 per row per 128 of K, stored
+    /// K block by K block (the scale of A[r][kk] at `kk / 128 *
+    /// a_scales_stride(m) + r`, so that one block's rows are contiguous
+    /// for the warps that read them together). Returns the count.
+    pub const fn a_scales(m: usize, k: usize) -> usize {
+        k.div_ceil(SCALE_BLOCK) * Self::a_scales_stride(m)
+    }
+
+    /// Block scales of a `k x n` B (stored as B^T, N x K): one f32 per
+    /// 128 x 128 block, the K blocks of one 128 columns of B (rows of
+    /// B^T) contiguous (the scale of B[kk][j] at `j / 128 *
+    /// b_scales_stride(k) + kk / 128`). Returns the count.
+    pub const fn b_scales(k: usize, n: usize) -> usize {
+        n.div_ceil(SCALE_BLOCK) * Self::b_scales_stride(k)
+    }
 }
 
 impl Elems {
@@ -183,7 +242,9 @@ impl Elems {
     /// f32 in and out, 3xTF32 on the tensor cores: step 23.
     pub const TF32X3: Elems = Elems::new(Elem::F32, Elem::F32, Elem::F32, Math::Tf32x3);
 
-    /// A, B and C stored as `a`, `b`, `c`, accumulated in f32, computed in `math`.
+    /// A, B and C stored as `a`, `b`, `c`, accumulated in f32, computed
+    /// in `math`; per-tensor scales where A or B is FP8
+    /// ([`Storage::new`]), no promotion.
     pub const fn new(a: Elem, b: Elem, c: Elem, math: Math) -> Elems {
         Elems {
             a,
@@ -191,7 +252,30 @@ impl Elems {
             c,
             acc: Elem::F32,
             math,
+            scaling: Storage::new(a, b, c).scaling,
+            promote_every: 0,
         }
+    }
+
+    /// These types with the partial sums promoted to f32 every `k` of K
+    /// (step 26).
+    pub const fn promoted(self, k: u32) -> Elems {
+        Elems {
+            promote_every: k,
+            ..self
+        }
+    }
+
+    /// These types with the scales `scaling` (step 26's block scales).
+    pub const fn with_scaling(self, scaling: Scaling) -> Elems {
+        Elems { scaling, ..self }
+    }
+
+    /// The same stored types, scales and math as `other`, whatever the
+    /// accumulation (a kernel and the cuBLAS baseline it is compared
+    /// with).
+    pub fn same_types(self, other: Elems) -> bool {
+        self.storage() == other.storage() && self.math == other.math
     }
 
     /// How A, B and C are stored: what buffers a launch needs.
@@ -200,6 +284,7 @@ impl Elems {
             a: self.a,
             b: self.b,
             c: self.c,
+            scaling: self.scaling,
         }
     }
 
@@ -227,16 +312,35 @@ pub struct Storage {
     pub a: Elem,
     pub b: Elem,
     pub c: Elem,
+    /// The scales that come with FP8 A and B.
+    pub scaling: Scaling,
 }
 
 impl Storage {
     /// f32 A, B and C.
     pub const F32: Storage = Elems::FP32.storage();
 
-    /// A or B is FP8: the kernels take per-tensor scales
-    /// (`gemm::ScaleParams`, their entries' last parameter).
+    /// A, B and C of these types, with per-tensor scales where A or B is
+    /// FP8 ([`Scaling::Tensor`]) and none otherwise.
+    pub const fn new(a: Elem, b: Elem, c: Elem) -> Storage {
+        let fp8 = a.bytes() == 1 || b.bytes() == 1;
+        Storage {
+            a,
+            b,
+            c,
+            scaling: if fp8 { Scaling::Tensor } else { Scaling::None },
+        }
+    }
+
+    /// These types with the scales `scaling`.
+    pub const fn with_scaling(self, scaling: Scaling) -> Storage {
+        Storage { scaling, ..self }
+    }
+
+    /// The kernels take scales (`gemm::ScaleParams`, their entries' last
+    /// parameter): A or B is FP8.
     pub const fn scaled(self) -> bool {
-        self.a.bytes() == 1 || self.b.bytes() == 1
+        !matches!(self.scaling, Scaling::None)
     }
 }
 
@@ -250,7 +354,11 @@ impl core::fmt::Display for Storage {
             self.a.name(),
             self.b.name(),
             self.c.name()
-        )
+        )?;
+        if self.scaling == Scaling::Blocks {
+            write!(f, ", block scales")?;
+        }
+        Ok(())
     }
 }
 

@@ -89,19 +89,25 @@ const K_STEPS: usize = ROW_BYTES / 32;
 /// Bytes of one row of a stage's tiles, of K (A, B^T) or of MN (B, A^T).
 const ROW_BYTES: usize = 128;
 
-/// One parameter set: the stages; the tile is fixed above (step 20
-/// shares it).
+/// One parameter set: the stages and the tile's columns `bn` ([`BN`] for
+/// steps 19-25; step 26's FP8 tile is 128 wide); BM and the 128-byte rows
+/// of K are fixed above.
 #[derive(Clone, Copy)]
 pub(crate) struct Params {
     pub(crate) stages: usize,
+    pub(crate) bn: usize,
 }
 
 impl Params {
+    /// `stages` stages of the BM x [`BN`] tile (steps 19-25).
+    pub(crate) const fn new(stages: usize) -> Self {
+        Self { stages, bn: BN }
+    }
     /// Words of one stage: A's tile `[BM][BK]`, then B's boxes
-    /// `[BN / 64][BK][64]`, 16-bit elements two to a word (FP8, step 25:
-    /// A's `[BM][128]` and B^T's `[BN][128]`, as many bytes).
+    /// `[bn / 64][BK][64]`, 16-bit elements two to a word (FP8, steps 25
+    /// and 26: A's `[BM][128]` and B^T's `[bn][128]`, as many bytes).
     pub(crate) const fn stage_words(self) -> usize {
-        (BM + BN) * ROW_BYTES / 4
+        (BM + self.bn) * ROW_BYTES / 4
     }
     /// The stages, two barriers per stage (8 bytes each), room to align
     /// the stages to 1024 bytes, and the epilogue's staging tiles; with
@@ -146,7 +152,9 @@ impl Params {
         let fp8 = a.bytes() == 1;
         assert!(a.bytes() == b.bytes() && (a.bytes() == 2 || fp8 && matches!(ops, Ops::NT)));
         let bk = ROW_BYTES / a.bytes();
-        assert!(BK * 2 == ROW_BYTES && BOX_COLS * 2 == ROW_BYTES && BN.is_multiple_of(BOX_COLS));
+        assert!(BK * 2 == ROW_BYTES && BOX_COLS * 2 == ROW_BYTES && self.bn.is_multiple_of(BOX_COLS));
+        // Only the FP8 kernels (B^T, one box) have tiles other than BN wide.
+        assert!(self.bn == BN || fp8);
         assert!(self.stages >= 2 && self.shared_bytes(tma_c) <= 227 * 1024);
         KernelSpec {
             name,
@@ -162,12 +170,12 @@ impl Params {
             summary,
             launch: Launch {
                 block_threads: (THREADS as u32, 1),
-                block_tile: (BM, BN),
+                block_tile: (BM, self.bn),
                 shared_bytes: self.shared_bytes(tma_c),
                 register_cap: true,
                 persistent,
             },
-            model_reuse: (BM, BN),
+            model_reuse: (BM, self.bn),
             body: Body::GpuOnly(GPU_ONLY),
             // A's box: BM rows of 64 K values (A as it is; 128 of FP8),
             // or, of A^T (K x M), BK rows of 64 values of M (two per
@@ -181,7 +189,7 @@ impl Params {
                 },
                 b: match ops.b {
                     Op::N => (BK as u32, BOX_COLS as u32),
-                    Op::T => (BN as u32, bk as u32),
+                    Op::T => (self.bn as u32, bk as u32),
                 },
                 a_swizzle_128: true,
                 b_swizzle_128: true,
@@ -200,12 +208,12 @@ impl Params {
 macro_rules! instance {
     ($name:ident, $spec:ident, $t:ident, $math:expr, $stages:literal) => {
         pub const $spec: KernelSpec =
-            Params { stages: $stages }.spec(stringify!($name), <$t as Element>::ELEM, $math);
+            Params::new($stages).spec(stringify!($name), <$t as Element>::ELEM, $math);
         /// The body of the PTX entry of the same name (inlined into it).
         #[cfg(target_arch = "nvptx64")]
         #[inline(always)]
         pub fn $name(g: Gemm<$t, $t, f32>, maps: TensorMaps) {
-            block::<$t, f32, $stages, { Params { stages: $stages }.stage_words() }>(g, maps)
+            block::<$t, f32, $stages, { Params::new($stages).stage_words() }>(g, maps)
         }
         // The entry goes into the `wgmma` module's PTX only.
         #[cfg(any(not(target_arch = "nvptx64"), gemm_module = "wgmma"))]
@@ -388,9 +396,10 @@ pub(crate) fn mainloop<
 }
 
 /// The epilogue: thread `tid` of the two consumer warpgroups stores its
-/// accumulators of the BM x BN tile of C at `(row0, col0)`, in C's type.
+/// `ACC` accumulators of the BM x (2 `ACC`) tile of C at `(row0, col0)`
+/// (BM x BN: 128 per thread; step 26's 128 x 128: 64), in C's type.
 /// `acc[4j + 2h + e]` is D[16 w + g + 8 h][8 j + 2 t + e] of its
-/// warpgroup's 64 x 256 tile (device::wgmma's table), that is C[row0 + 64
+/// warpgroup's 64-row tile (device::wgmma's table), that is C[row0 + 64
 /// wg + 16 w + g + 8 h][col0 + 8 j + 2 t + e].
 ///
 /// - An interior tile whose rows allow pairs ([`Output::pairs`]: `ldc`
@@ -410,9 +419,9 @@ pub(crate) fn mainloop<
 /// (even) that only this function touches.
 #[cfg(target_arch = "nvptx64")]
 #[inline(always)]
-pub(crate) unsafe fn store_tile<A: Element, B: Element, C: Output>(
+pub(crate) unsafe fn store_tile<A: Element, B: Element, C: Output, const ACC: usize>(
     g: Gemm<A, B, C>,
-    acc: &[f32; 128],
+    acc: &[f32; ACC],
     row0: usize,
     col0: usize,
     tid: usize,
@@ -420,11 +429,11 @@ pub(crate) unsafe fn store_tile<A: Element, B: Element, C: Output>(
 ) {
     let (wg, warp, lane) = (tid / 128, tid % 128 / 32, tid % 32);
     let (row, col) = (row0 + 64 * wg + 16 * warp + lane / 4, col0 + 2 * (lane % 4));
-    let interior = row0 + BM <= g.m && col0 + BN <= g.n;
+    let interior = row0 + BM <= g.m && col0 + 2 * ACC <= g.n;
     if interior && C::pairs(g) {
         let index = row * g.ldc + col;
         unroll!(2; 2, |h| {
-            unroll!(BN / 8; 32, |j| {
+            unroll!(ACC / 4; 32, |j| {
                 // SAFETY: index + 8 h ldc + 8 j is that of C[row + 8 h][col
                 // + 8 j], inside C with the next column (an interior tile),
                 // even (col and ldc are), owned by this thread alone.
@@ -439,7 +448,7 @@ pub(crate) unsafe fn store_tile<A: Element, B: Element, C: Output>(
     let (rows_left, cols_left) = (g.m.saturating_sub(first_row), g.n.saturating_sub(col0));
     let tile = Staging::at(staging + (tid / 32) * Staging::WORDS);
     let (group, pair) = (lane / 4, 2 * (lane % 4));
-    unroll!(BN / STAGING_COLS; 8, |c| {
+    unroll!(2 * ACC / STAGING_COLS; 8, |c| {
         // SAFETY: the tile is this warp's alone (the contract), in bounds
         // (rows g + 8 h < 16, columns below 32), 8-byte aligned (staging,
         // the tile's words and the column are even); the warp meets

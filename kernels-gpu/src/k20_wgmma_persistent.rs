@@ -51,8 +51,8 @@ use crate::gemm::{Gemm, Output, ScaleParams};
 #[cfg(target_arch = "nvptx64")]
 use crate::k13_wgmma_ws::{CONSUMER_REGISTERS, CONSUMERS, PRODUCER_REGISTERS, Stages};
 #[cfg(target_arch = "nvptx64")]
-use crate::k19_wgmma_16bit::{BK, load_a, load_b, mainloop, store_tile};
-use crate::k19_wgmma_16bit::{BM, BN, Params};
+use crate::k19_wgmma_16bit::{BK, BN, load_a, load_b, mainloop, store_tile};
+use crate::k19_wgmma_16bit::{BM, Params};
 #[cfg(target_arch = "nvptx64")]
 use crate::k22_wgmma_tma_store::store_tile_tma;
 #[cfg(target_arch = "nvptx64")]
@@ -80,7 +80,7 @@ const fn b_mn(op: Op) -> u32 {
 /// entry, in the module `$cfg` (the layout's).
 macro_rules! instance {
     ($cfg:literal, $name:ident, $spec:ident, $t:ident, $c:ident, $ops:ident, $math:expr, $stages:literal) => {
-        pub const $spec: KernelSpec = Params { stages: $stages }.spec_of(
+        pub const $spec: KernelSpec = Params::new($stages).spec_of(
             stringify!($name),
             (<$t as Element>::ELEM, <$t as Element>::ELEM, <$c as Element>::ELEM),
             $math,
@@ -92,7 +92,7 @@ macro_rules! instance {
         #[cfg(target_arch = "nvptx64")]
         #[inline(always)]
         pub fn $name(g: Gemm<$t, $t, $c>, maps: TensorMaps) {
-            block::<$t, $c, $stages, { Params { stages: $stages }.stage_words() }, BK, { a_mn(Ops::$ops.a) }, { b_mn(Ops::$ops.b) }, false>(g, maps, None)
+            block::<$t, $c, $stages, { Params::new($stages).stage_words() }, BK, { a_mn(Ops::$ops.a) }, { b_mn(Ops::$ops.b) }, false>(g, maps, None)
         }
         // The entry goes into its layout's module's PTX only.
         #[cfg(any(not(target_arch = "nvptx64"), gemm_module = $cfg))]
@@ -154,22 +154,23 @@ pub const TRANSPOSED: &[KernelSpec] = &[
     SPEC_F16_128X256X64_S4_TT_C16,
 ];
 
-/// Where tile `t` of an `m x n` C lies, `(row0, col0)`, in the grouped
-/// order: bands of [`GROUP`] rows of tiles (the last band may be
-/// shorter), each walked down its rows, then right.
+/// Where tile `t` of an `m x n` C in tiles of BM x `TILE_N` lies, `(row0,
+/// col0)`, in the grouped order: bands of [`GROUP`] rows of tiles (the
+/// last band may be shorter), each walked down its rows, then right
+/// (`TILE_N` is [`BN`] here, 128 in step 26).
 ///
 /// For `t` below the tile count (the kernel's loops); the divisors are
 /// kept at least 1 so that no other `t` can reach a division by zero (a
 /// panic path, `trap`, in the PTX).
 #[inline(always)]
-pub const fn tile_origin(t: usize, m: usize, n: usize) -> (usize, usize) {
-    let (tiles_m, tiles_n) = (m.div_ceil(BM), n.div_ceil(BN));
+pub const fn tile_origin<const TILE_N: usize>(t: usize, m: usize, n: usize) -> (usize, usize) {
+    let (tiles_m, tiles_n) = (m.div_ceil(BM), n.div_ceil(TILE_N));
     let band_tiles = max1(GROUP * tiles_n);
     let first = t / band_tiles * GROUP;
     let left = tiles_m.saturating_sub(first);
     let rows = max1(if left < GROUP { left } else { GROUP });
     let within = t % band_tiles;
-    ((first + within % rows) * BM, (within / rows) * BN)
+    ((first + within % rows) * BM, (within / rows) * TILE_N)
 }
 
 const fn max1(x: usize) -> usize {
@@ -179,14 +180,14 @@ const fn max1(x: usize) -> usize {
 /// The block: the stages once, then the producer warpgroup's first thread
 /// produces every tile of C this block owns, in order, while the two
 /// consumer warpgroups compute and store them, one after the other
-/// (step 13's roles and registers, step 19's tile). `A_MN` and `B_MN` are
-/// the operands' layouts in shared memory, as stored ([`load_a`],
-/// [`load_b`], [`mainloop`]). `TMA_C` (step 22) stores C by TMA where
-/// [`c_by_tma`] allows (`k22_wgmma_tma_store::store_tile_tma`), else
-/// by the threads ([`store_tile`]). `P` is the operands' types and their
-/// `wgmma`, `BK` the values of K in a 128-byte row of A (64 of a 16-bit
-/// type, 128 of FP8); `scales`, an FP8 product's (step 25), are folded
-/// into the epilogue's scalars ([`Gemm::scaled`]).
+/// (step 13's roles and registers, step 19's tile: [`persistent`] with
+/// [`mainloop`]). `A_MN` and `B_MN` are the operands' layouts in shared
+/// memory, as stored ([`load_a`], [`load_b`], [`mainloop`]). `TMA_C`
+/// (step 22) stores C by TMA where [`c_by_tma`] allows. `P` is the
+/// operands' types and their `wgmma`, `BK` the values of K in a 128-byte
+/// row of A (64 of a 16-bit type, 128 of FP8); `scales`, an FP8
+/// product's (step 25), are folded into the epilogue's scalars
+/// ([`Gemm::scaled`]).
 #[cfg(target_arch = "nvptx64")]
 #[inline(always)]
 pub(crate) fn block<
@@ -203,12 +204,51 @@ pub(crate) fn block<
     maps: TensorMaps,
     scales: Option<ScaleParams>,
 ) {
-    // BK values of A's type fill one 128-byte row of a stage.
-    const { assert!(BK * <P::A as crate::elem::Element>::ELEM.bytes() == 128) };
+    persistent::<P::A, P::B, C, BN, STAGES, STAGE_WORDS, BK, A_MN, B_MN, TMA_C, 128>(
+        g,
+        maps,
+        scales,
+        #[inline(always)]
+        |stages, it, k_tiles, tid, _row0, _col0| mainloop::<P, STAGES, STAGE_WORDS, BK, A_MN, B_MN>(stages, it, k_tiles, tid),
+    )
+}
+
+/// The persistent block of steps 20, 22, 25 and 26, whatever a tile's
+/// main loop: the stages once, then the producer warpgroup's first thread
+/// produces every BM x `TILE_N` tile of C this block owns, in order,
+/// while the two consumer warpgroups compute each with `tile(stages, it,
+/// k_tiles, tid, row0, col0)` (the pipeline's tiles `it..it + k_tiles`,
+/// for the tile at `(row0, col0)`: `ACC` accumulators per thread) and
+/// store it ([`store_tile_tma`] with `TMA_C` where [`c_by_tma`] allows,
+/// else [`store_tile`]). `scales` are folded into the epilogue's scalars
+/// ([`Gemm::scaled`]) by the consumers alone.
+#[cfg(target_arch = "nvptx64")]
+#[inline(always)]
+pub(crate) fn persistent<
+    A: Element,
+    B: Element,
+    C: Output,
+    const TILE_N: usize,
+    const STAGES: usize,
+    const STAGE_WORDS: usize,
+    const BK: usize,
+    const A_MN: u32,
+    const B_MN: u32,
+    const TMA_C: bool,
+    const ACC: usize,
+>(
+    g: Gemm<A, B, C>,
+    maps: TensorMaps,
+    scales: Option<ScaleParams>,
+    tile: impl Fn(Stages<BM, STAGES, STAGE_WORDS, BK>, usize, usize, usize, usize, usize) -> [f32; ACC],
+) {
+    // BK values of A's type fill one 128-byte row of a stage; a thread
+    // holds half a row of the tile per warpgroup row pair.
+    const { assert!(BK * A::ELEM.bytes() == 128 && 2 * ACC == TILE_N) };
     let tid = thread_idx_x();
     let stages = Stages::<BM, STAGES, STAGE_WORDS, BK>::init(maps, tid);
     let k_tiles = g.k.div_ceil(BK);
-    let tiles = g.m.div_ceil(BM) * g.n.div_ceil(BN);
+    let tiles = g.m.div_ceil(BM) * g.n.div_ceil(TILE_N);
     let (first, stride) = (block_idx_x(), grid_dim_x());
     if tid >= CONSUMERS {
         // SAFETY: the whole warpgroup runs this branch (rule 1); 40 is a
@@ -217,7 +257,7 @@ pub(crate) fn block<
         if tid == CONSUMERS {
             let (mut t, mut it) = (first, 0);
             while t < tiles {
-                let (row0, col0) = tile_origin(t, g.m, g.n);
+                let (row0, col0) = tile_origin::<TILE_N>(t, g.m, g.n);
                 // SAFETY: one thread, after init, it the tiles it produced
                 // before; load_a and load_b bring A's and B's parts with
                 // SPEC's boxes for this layout.
@@ -248,8 +288,8 @@ pub(crate) fn block<
             None => g,
         };
         while t < tiles {
-            let (row0, col0) = tile_origin(t, g.m, g.n);
-            let acc = mainloop::<P, STAGES, STAGE_WORDS, BK, A_MN, B_MN>(stages, it, k_tiles, tid);
+            let (row0, col0) = tile_origin::<TILE_N>(t, g.m, g.n);
+            let acc = tile(stages, it, k_tiles, tid, row0, col0);
             if by_tma {
                 // SAFETY: the staging boxes follow the stages' barriers,
                 // 1024-byte aligned (SPEC's shared_bytes counts them); only
@@ -273,24 +313,30 @@ pub(crate) fn block<
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::k19_wgmma_16bit::BN;
 
     /// The grouped order visits every tile once, at any shape, and the
     /// first tiles of a band run down its rows.
     #[test]
     fn the_tile_order_covers_every_tile_once() {
-        for (m, n) in [(1usize, 1usize), (128, 256), (4096, 4096), (4097, 4097), (777, 3333), (3000, 300)] {
-            let (tiles_m, tiles_n) = (m.div_ceil(BM), n.div_ceil(BN));
+        fn covers<const TILE_N: usize>(m: usize, n: usize) {
+            let (tiles_m, tiles_n) = (m.div_ceil(BM), n.div_ceil(TILE_N));
             let mut seen = vec![false; tiles_m * tiles_n];
             for t in 0..tiles_m * tiles_n {
-                let (row0, col0) = tile_origin(t, m, n);
+                let (row0, col0) = tile_origin::<TILE_N>(t, m, n);
                 assert!(row0 < m && col0 < n, "{m}x{n} tile {t}");
-                let i = row0 / BM * tiles_n + col0 / BN;
+                let i = row0 / BM * tiles_n + col0 / TILE_N;
                 assert!(!seen[i], "{m}x{n}: tile {t} twice");
                 seen[i] = true;
             }
             assert!(seen.iter().all(|&s| s));
         }
-        assert_eq!(tile_origin(1, 4096, 4096), (BM, 0));
-        assert_eq!(tile_origin(GROUP, 4096, 4096), (0, BN));
+        for (m, n) in [(1usize, 1usize), (128, 256), (4096, 4096), (4097, 4097), (777, 3333), (3000, 300)] {
+            covers::<BN>(m, n);
+            covers::<128>(m, n);
+        }
+        assert_eq!(tile_origin::<BN>(1, 4096, 4096), (BM, 0));
+        assert_eq!(tile_origin::<BN>(GROUP, 4096, 4096), (0, BN));
+        assert_eq!(tile_origin::<128>(GROUP, 4096, 4096), (0, 128));
     }
 }

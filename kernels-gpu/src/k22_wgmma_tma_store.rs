@@ -42,7 +42,7 @@ use crate::elem::{Bf16, Element, F16, Math};
 #[cfg(target_arch = "nvptx64")]
 use crate::gemm::{Gemm, Output};
 #[cfg(target_arch = "nvptx64")]
-use crate::k19_wgmma_16bit::{BK, BN};
+use crate::k19_wgmma_16bit::BK;
 use crate::k19_wgmma_16bit::Params;
 #[cfg(target_arch = "nvptx64")]
 use crate::k20_wgmma_persistent::block;
@@ -60,7 +60,7 @@ pub(crate) const STAGING_WORDS: usize = 8 * 2 * BOX_WORDS;
 /// in the `wgmma` module.
 macro_rules! instance {
     ($name:ident, $spec:ident, $t:ident, $c:ident, $math:expr, $stages:literal) => {
-        pub const $spec: KernelSpec = Params { stages: $stages }.spec_of(
+        pub const $spec: KernelSpec = Params::new($stages).spec_of(
             stringify!($name),
             (<$t as Element>::ELEM, <$t as Element>::ELEM, <$c as Element>::ELEM),
             $math,
@@ -72,7 +72,7 @@ macro_rules! instance {
         #[cfg(target_arch = "nvptx64")]
         #[inline(always)]
         pub fn $name(g: Gemm<$t, $t, $c>, maps: TensorMaps) {
-            block::<$t, $c, $stages, { Params { stages: $stages }.stage_words() }, BK, 0, 1, true>(g, maps, None)
+            block::<$t, $c, $stages, { Params::new($stages).stage_words() }, BK, 0, 1, true>(g, maps, None)
         }
         #[cfg(any(not(target_arch = "nvptx64"), gemm_module = "wgmma"))]
         mod $name {
@@ -115,8 +115,9 @@ pub const fn swizzled(row: usize, byte: usize) -> usize {
 }
 
 /// The epilogue by TMA (beta = 0, [`crate::launch::c_by_tma`]): thread
-/// `tid` of the two consumer warpgroups hands its accumulators of the
-/// BM x BN tile at `(row0, col0)` to the copy engine. `acc[4j + 2h + e]`
+/// `tid` of the two consumer warpgroups hands its `ACC` accumulators of
+/// the BM x (2 `ACC`) tile at `(row0, col0)` (BM x BN; 128 x 128 in step
+/// 26) to the copy engine. `acc[4j + 2h + e]`
 /// is C[row0 + 64 wg + 16 w + g + 8 h][col0 + 8 j + 2 t + e] (step 19's
 /// [`crate::k19_wgmma_16bit::store_tile`] says why).
 ///
@@ -134,9 +135,9 @@ pub const fn swizzled(row: usize, byte: usize) -> usize {
 /// `c_by_tma` holds); the tile's elements of C are this block's alone.
 #[cfg(target_arch = "nvptx64")]
 #[inline(always)]
-pub(crate) unsafe fn store_tile_tma<A: Element, B: Element, C: Output>(
+pub(crate) unsafe fn store_tile_tma<A: Element, B: Element, C: Output, const ACC: usize>(
     g: Gemm<A, B, C>,
-    acc: &[f32; 128],
+    acc: &[f32; ACC],
     row0: usize,
     col0: usize,
     tid: usize,
@@ -150,10 +151,10 @@ pub(crate) unsafe fn store_tile_tma<A: Element, B: Element, C: Output>(
     // Columns of C per box row, and boxes per warp's 16 rows.
     let cols = 128 / bytes;
     let boxes_base = staging + (tid / 32) * 2 * BOX_WORDS;
-    unroll!(BN / 32; 8, |b| {
-        // f32: 8 boxes of 32 columns; 16-bit: 4 boxes of 64 (the rest of
-        // the unrolled trips do nothing).
-        if b < BN / cols {
+    unroll!(2 * ACC / 32; 8, |b| {
+        // f32: 8 boxes of 32 columns of a 256-column tile; 16-bit: 4
+        // boxes of 64 (the rest of the unrolled trips do nothing).
+        if b < 2 * ACC / cols {
             let box_word = boxes_base + (b % 2) * BOX_WORDS;
             let tile = StagingBox::at(box_word);
             if lane == 0 {

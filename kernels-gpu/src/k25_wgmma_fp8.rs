@@ -59,7 +59,7 @@ pub const BK: usize = 128;
 /// in the FP8 module.
 macro_rules! instance {
     ($name:ident, $spec:ident, $a:ident, $b:ident, $c:ident, $stages:literal) => {
-        pub const $spec: KernelSpec = Params { stages: $stages }.spec_of(
+        pub const $spec: KernelSpec = Params::new($stages).spec_of(
             stringify!($name),
             (<$a as Element>::ELEM, <$b as Element>::ELEM, <$c as Element>::ELEM),
             Math::Fp8,
@@ -71,7 +71,7 @@ macro_rules! instance {
         #[cfg(target_arch = "nvptx64")]
         #[inline(always)]
         pub fn $name(g: Gemm<$a, $b, $c>, maps: TensorMaps, scales: ScaleParams) {
-            block::<Fp8Pair<$a, $b>, $c, $stages, { Params { stages: $stages }.stage_words() }, BK, 0, 0, true>(
+            block::<Fp8Pair<$a, $b>, $c, $stages, { Params::new($stages).stage_words() }, BK, 0, 0, true>(
                 g,
                 maps,
                 Some(scales),

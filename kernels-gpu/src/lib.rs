@@ -33,6 +33,7 @@
 //! | 23 | [`k23_mma_3xtf32`] | 3xTF32: step 11 with each f32 factor split into two TF32 parts in registers, three `mma.sync` per pair: FP32 accuracy on the tensor cores |
 //! | 24 | [`k24_wgmma_3xtf32`] | Hopper 3xTF32: A and B^T split into TF32 parts by the copies, three `wgmma` per k-step on step 17's pipeline, each K tile's sum promoted to f32 |
 //! | 25 | [`k25_wgmma_fp8`] | FP8 A and B^T (E4M3, E5M2): step 22 with `wgmma` m64n256k32, 128 of K per stage, per-tensor scales in the epilogue |
+//! | 26 | [`k26_wgmma_fp8_blocks`] | FP8 with each K block's sums promoted to f32 registers, and block scales (A 1 x 128, B 128 x 128) applied there: a 128 x 128 tile |
 //!
 //! The same crate builds for the host, where it exports the kernels'
 //! constants ([`registry`]) so that launch shapes are never retyped, and
@@ -98,14 +99,14 @@ ladder_files!(["tuned_a" | "tuned_b" | "tuned_t"]: k10_tuned);
 ladder_files!(["mma"]: k11_mma, k23_mma_3xtf32);
 ladder_files!(["mma16" | "mma16_tn" | "mma16_nt" | "mma16_tt"]: k21_mma_16bit);
 // Step 20's transposed layouts (modules `wgmma_tn`, `wgmma_nt`,
-// `wgmma_tt`) and step 25 (`wgmma_fp8`) build on steps 12, 13, 19, 20
+// `wgmma_tt`) and steps 25-26 (`wgmma_fp8`) build on steps 12, 13, 19, 20
 // and 22; those files' entries go into the `wgmma` module alone (their
 // `instance` macros say so).
 ladder_files!(["wgmma" | "wgmma_tn" | "wgmma_nt" | "wgmma_tt" | "wgmma_fp8"]: k12_wgmma, k13_wgmma_ws);
 ladder_files!(["wgmma"]: k17_wgmma_ss, k18_wgmma_tr, k24_wgmma_3xtf32);
 ladder_files!(["wgmma" | "wgmma_tn" | "wgmma_nt" | "wgmma_tt" | "wgmma_fp8"]: k19_wgmma_16bit,
     k20_wgmma_persistent, k22_wgmma_tma_store);
-ladder_files!(["wgmma_fp8"]: k25_wgmma_fp8);
+ladder_files!(["wgmma_fp8"]: k25_wgmma_fp8, k26_wgmma_fp8_blocks);
 
 /// Not a ladder step: the copy that pads A and B for the TMA kernels.
 #[cfg(any(

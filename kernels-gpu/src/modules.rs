@@ -202,15 +202,15 @@ pub const WGMMA_TT: PtxModule = PtxModule {
     utility_entries: &[],
 };
 
-/// Step 25: FP8 `wgmma` (steps 12, 13, 19, 20 and 22 included for their
-/// code, not their entries), a module of its own so that a program that
-/// multiplies FP8 compiles only these entries, and the `wgmma` module's
-/// PTX is untouched by them; with the padding copies of 1-byte A and B
-/// (`pad::ENTRY_8`, `pad::PAIR_ENTRY_8`).
+/// Steps 25-26: FP8 `wgmma` (steps 12, 13, 19, 20 and 22 included for
+/// their code, not their entries), a module of its own so that a program
+/// that multiplies FP8 compiles only these entries, and the `wgmma`
+/// module's PTX is untouched by them; with the padding copies of 1-byte A
+/// and B (`pad::ENTRY_8`, `pad::PAIR_ENTRY_8`).
 pub const WGMMA_FP8: PtxModule = PtxModule {
     name: "wgmma_fp8",
     arch: Arch::SM90A,
-    files: "k25_wgmma_fp8",
+    files: "k25_wgmma_fp8, k26_wgmma_fp8_blocks",
     utility_entries: &["pad_rows_8", "pad_rows_8_pair"],
 };
 /// Every module, in ladder order.

@@ -89,26 +89,10 @@ fn emulate_and_check(cfg: &GemmConfig, choice: Choice) {
 /// The 16-bit mixes the library takes: BF16 or FP16 A and B, C f32 or
 /// of their type.
 const STORAGES_16: [Storage; 4] = [
-    Storage {
-        a: Elem::Bf16,
-        b: Elem::Bf16,
-        c: Elem::F32,
-    },
-    Storage {
-        a: Elem::Bf16,
-        b: Elem::Bf16,
-        c: Elem::Bf16,
-    },
-    Storage {
-        a: Elem::F16,
-        b: Elem::F16,
-        c: Elem::F32,
-    },
-    Storage {
-        a: Elem::F16,
-        b: Elem::F16,
-        c: Elem::F16,
-    },
+    Storage::new(Elem::Bf16, Elem::Bf16, Elem::F32),
+    Storage::new(Elem::Bf16, Elem::Bf16, Elem::Bf16),
+    Storage::new(Elem::F16, Elem::F16, Elem::F32),
+    Storage::new(Elem::F16, Elem::F16, Elem::F16),
 ];
 
 /// What `Auto` runs for a call of `storage` on a GPU without `wgmma`
@@ -178,7 +162,7 @@ fn a_mix_of_types_no_kernel_multiplies_is_a_typed_error_that_names_them() {
         (Elem::E4m3, Elem::E4m3, f32),
         (Elem::E5m2, Elem::E4m3, bf),
     ] {
-        let storage = Storage { a, b, c };
+        let storage = Storage::new(a, b, c);
         let e = blas::plan_for(&cfg, lens(&cfg), storage).expect_err("refused");
         assert!(matches!(e, GemmError::Types { .. }), "{e}");
         let text = e.to_string();

@@ -10,9 +10,8 @@ use kernels_gpu::elem::{Math, Storage};
 use kernels_gpu::registry::{KERNELS, TRANSPOSED};
 use rust_gemm::blas::{Algorithm, Compute, GemmConfig, GemmElement, Layout, Op, Sgemm};
 use rust_gemm::gpu::{self, Gpu};
-use rust_gemm::reference::Reference;
 use rust_gemm::reference::check_gemm;
-use rust_gemm::runner::{self, Buffers, Kernel, TimingOptions};
+use rust_gemm::runner::{self, Kernel, TimingOptions};
 use rust_gemm::shape::Shape;
 
 const SQUARE: [usize; 7] = [1, 15, 16, 17, 100, 257, 1000];
@@ -78,9 +77,8 @@ fn main() -> ExitCode {
             }
         }
         for storage in storages {
-            let (a, b) = rust_gemm::inputs::random_inputs(&shape, storage, 100 + i as u64).unwrap();
-            let reference = Reference::new(shape, &a, &b, 0);
-            let mut bufs = Buffers::new(&gpu, shape, storage, (&a, &b), true).expect("buffers");
+            let (mut bufs, reference) =
+                runner::problem(&gpu, shape, storage, 100 + i as u64, true).expect("buffers");
             for &spec in runnable.iter().filter(|k| k.elems.storage() == storage) {
                 let result = Kernel::load(&gpu, spec)
                     .and_then(|kernel| {
@@ -233,13 +231,7 @@ fn library_call_typed<T: Convert, C: Convert>(
         .into_iter()
         .map(C::to)
         .collect();
-    if choice.kernel.elems.storage()
-        != (Storage {
-            a: T::ELEM,
-            b: T::ELEM,
-            c: C::ELEM,
-        })
-        && cfg.alpha != 0.0
+    if choice.kernel.elems.storage() != Storage::new(T::ELEM, T::ELEM, C::ELEM) && cfg.alpha != 0.0
     {
         return Err(format!("{choice} does not store the call's types"));
     }
@@ -318,11 +310,7 @@ fn library_16<T: Convert, C: Convert>(sgemm: &Sgemm, out: &mut Vec<(String, Resu
             ok(library_call_typed::<T, C>(sgemm, &cfg, 0, seed)),
         ));
     }
-    let storage = Storage {
-        a: T::ELEM,
-        b: T::ELEM,
-        c: C::ELEM,
-    };
+    let storage = Storage::new(T::ELEM, T::ELEM, C::ELEM);
     let named: Vec<_> = kernels_gpu::registry::all()
         .filter(|k| matches!(k.step, 19..=21) && k.elems.storage() == storage)
         .collect();

@@ -498,20 +498,8 @@ fn fp8_hopper_kernels_use_wgmma_k32_of_their_types() {
     use kernels_gpu::elem::Math;
     for k in kernels_gpu::k25_wgmma_fp8::SPECS {
         assert_eq!(k.elems.math, Math::Fp8, "{}", k.name);
-        let ptx = rust_gemm::ptx(k.module);
-        let body = ptx_entry(ptx, k.name).unwrap();
-        let want = format!(
-            "wgmma.mma_async.sync.aligned.m64n256k32.f32.{}.{}",
-            k.elems.a.name(),
-            k.elems.b.name()
-        );
-        let mmas: Vec<&str> = body
-            .lines()
-            .filter(|l| l.contains("wgmma.mma_async"))
-            .collect();
-        assert_eq!(mmas.len(), 128 / 32, "{}: wgmma count", k.name);
-        for l in &mmas {
-            assert!(l.contains(&want), "{}: {l}", k.name);
+        let body = ptx_entry(rust_gemm::ptx(k.module), k.name).unwrap();
+        for l in fp8_mmas(k, body, 256) {
             // scale-d, imm-scale-a, imm-scale-b: no transpose operands.
             assert!(l.trim_end().ends_with("1, 1, 1;"), "{}: {l}", k.name);
         }
@@ -530,6 +518,78 @@ fn fp8_hopper_kernels_use_wgmma_k32_of_their_types() {
             "{}: the scales parameter: {params}",
             k.name
         );
+    }
+}
+
+/// The `wgmma`s of FP8 kernel `k` (PTX `body`): one `m64n{n}k32` of its
+/// types per 32 of the stage's 128 values of K, no other.
+fn fp8_mmas<'a>(k: &KernelSpec, body: &'a str, n: usize) -> Vec<&'a str> {
+    let want = format!(
+        "wgmma.mma_async.sync.aligned.m64n{n}k32.f32.{}.{}",
+        k.elems.a.name(),
+        k.elems.b.name()
+    );
+    let mmas: Vec<&str> = body
+        .lines()
+        .filter(|l| l.contains("wgmma.mma_async"))
+        .collect();
+    assert_eq!(mmas.len(), 128 / 32, "{}: wgmma count", k.name);
+    for l in &mmas {
+        assert!(l.contains(&want), "{}: {l}", k.name);
+    }
+    mmas
+}
+
+/// Step 26 promotes: per stage, four `m64n128k32` of its types into the
+/// partial sum (the first from zero, the `scale-d` predicate), then a wait
+/// that retires them all (`wait_group 0`, no group left in flight) before
+/// the FMAs that add it into the promoted sums; the block-scaled
+/// instances read their scales from global memory in the loop.
+#[test]
+fn step_26_promotes_each_k_block_of_its_wgmma_sums() {
+    use kernels_gpu::elem::Math;
+    for k in kernels_gpu::k26_wgmma_fp8_blocks::SPECS {
+        assert_eq!(
+            (k.elems.math, k.elems.promote_every),
+            (Math::Fp8, 128),
+            "{}",
+            k.name
+        );
+        let body = ptx_entry(rust_gemm::ptx(k.module), k.name).unwrap();
+        for l in fp8_mmas(k, body, 128) {
+            // scale-d from the predicate, imm-scale-a, imm-scale-b.
+            assert!(l.trim_end().ends_with("p, 1, 1; }"), "{}: {l}", k.name);
+        }
+        assert!(
+            body.contains("wgmma.wait_group.sync.aligned 0;"),
+            "{}",
+            k.name
+        );
+        assert!(
+            !body.contains("wgmma.wait_group.sync.aligned 1;"),
+            "{}",
+            k.name
+        );
+        assert!(body.contains("ld.global"), "{}: the scales", k.name);
+    }
+    // Over the same epilogue, the block-scaled instance promotes with one
+    // FMA per accumulator (times its row's scale), the per-tensor one
+    // with one add.
+    let count = |name: &str, op: &str| {
+        let spec = kernels_gpu::registry::find(name).unwrap();
+        ptx_entry(rust_gemm::ptx(spec.module), name)
+            .unwrap()
+            .matches(op)
+            .count() as i64
+    };
+    for c in ["", "_f32"] {
+        let (blocks, tensor) = (
+            format!("wgmma_e4m3_blocks_128x128x128_s6{c}"),
+            format!("wgmma_e4m3_promoted_128x128x128_s6{c}"),
+        );
+        let fmas = count(&blocks, "fma.rn.f32") - count(&tensor, "fma.rn.f32");
+        let adds = count(&tensor, "add.rn.f32") - count(&blocks, "add.rn.f32");
+        assert_eq!((fmas, adds), (64, 64), "{blocks} against {tensor}");
     }
 }
 

@@ -17,14 +17,14 @@ use std::process::ExitCode;
 use anyhow::{Context, Result, bail};
 use clap::Parser;
 use indicatif::{ProgressBar, ProgressStyle};
-use kernels_gpu::elem::{Elem, Elems, Math, Storage};
+use kernels_gpu::elem::{Elem, Elems, Math, Scaling, Storage};
 use kernels_gpu::launch::KernelSpec;
 use kernels_gpu::launch::Ops;
 use kernels_gpu::registry::{EXPERIMENTS, KERNELS, TRANSPOSED};
 use rust_gemm::baselines::{self, Cublas};
 use rust_gemm::gpu::Gpu;
 use rust_gemm::model;
-use rust_gemm::reference::{Reference, Verification};
+use rust_gemm::reference::Verification;
 use rust_gemm::runner::{self, Buffers, Enqueue, Kernel, TimingOptions};
 use rust_gemm::shape::Shape;
 use rust_gemm::timing::Timing;
@@ -327,9 +327,9 @@ const CUBLAS_TF32: &str = "cublas_tf32";
 /// order: SGEMM (FP32), TF32 tensor cores, and `cublasGemmEx` on BF16 and
 /// FP16 with f32 accumulation (compute 32F), C in f32 or (`_c16`) in the
 /// input type, and cuBLASLt on FP8 with per-tensor scales (C in BF16,
-/// FP16 or f32). Each runs where a kernel of its element types does (or
-/// where named).
-const CUBLAS_BASELINES: [(&str, Elems); 11] = [
+/// FP16 or f32) and with block scales (C in BF16 or f32). Each runs where
+/// a kernel of its element types does (or where named).
+const CUBLAS_BASELINES: [(&str, Elems); 13] = [
     (CUBLAS, Elems::FP32),
     (CUBLAS_TF32, Elems::TF32),
     (
@@ -367,6 +367,14 @@ const CUBLAS_BASELINES: [(&str, Elems); 11] = [
     (
         "cublaslt_e4m3_e5m2",
         Elems::new(Elem::E4m3, Elem::E5m2, Elem::Bf16, Math::Fp8),
+    ),
+    (
+        "cublaslt_e4m3_blocks",
+        Elems::new(Elem::E4m3, Elem::E4m3, Elem::Bf16, Math::Fp8).with_scaling(Scaling::Blocks),
+    ),
+    (
+        "cublaslt_e4m3_blocks_f32",
+        Elems::new(Elem::E4m3, Elem::E4m3, Elem::F32, Math::Fp8).with_scaling(Scaling::Blocks),
     ),
 ];
 
@@ -457,7 +465,7 @@ fn measure_all(args: &Args) -> Result<Results> {
         let want = if elems == Elems::FP32 {
             wanted(args, CUBLAS)
         } else {
-            named || (specs.iter().any(|s| s.elems == elems) && wanted(args, CUBLAS))
+            named || (specs.iter().any(|s| s.elems.same_types(elems)) && wanted(args, CUBLAS))
         };
         if !want {
             continue;
@@ -560,13 +568,11 @@ fn measure_all(args: &Args) -> Result<Results> {
                 .filter(|e| e.v.elems().storage() == storage)
                 .collect();
             bar.set_message(format!("{shape}: inputs and reference ({storage})"));
-            let (a, b) = rust_gemm::inputs::random_inputs(shape, storage, args.seed)?;
-            let reference = Reference::new(*shape, &a, &b, args.seed);
             let transposed = group
                 .iter()
                 .any(|e| e.spec.is_some_and(|s| s.ops != Ops::NN));
-            let mut bufs = Buffers::new(&gpu, *shape, storage, (&a, &b), transposed)?;
-            drop((a, b));
+            let (mut bufs, reference) =
+                runner::problem(&gpu, *shape, storage, args.seed, transposed)?;
             let mut checks = Vec::with_capacity(group.len());
             for e in &group {
                 bar.set_message(format!("{shape}: verifying {}", e.v.name()));

@@ -374,6 +374,84 @@ mma_m64n256k32_ss! {
     mma_m64n256k32_e5m2_e5m2_ss, "e5m2", "e5m2"
 }
 
+/// The FP8 `m64n128k32` helpers of a kernel that promotes its partial
+/// sums (step 26), both operands from shared memory, one per pair of
+/// types: `d = A * B + (ACCUMULATE ? d : 0)` on a 64 x 128 f32 D, 64
+/// registers per thread. `ACCUMULATE = 0` (`wgmma`'s `scale-d` predicate
+/// false) starts a fresh partial sum without zeroing `d` first.
+macro_rules! mma_m64n128k32_ss {
+    ($(#[$meta:meta])* $name:ident, $a:literal, $b:literal) => {
+        with_d! {
+            $(#[$meta])*
+            fn $name<const ACCUMULATE: u32>(d: [f32; 64], a: u64, b: u64)
+            template: ("{{ .reg .pred p; setp.ne.b32 p, {acc}, 0; ",
+                "wgmma.mma_async.sync.aligned.m64n128k32.f32.", $a, ".", $b, " {{", d_list!([0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31 32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53 54 55 56 57 58 59 60 61 62 63]),
+                "}}, {a}, {b}, p, 1, 1; }}")
+            regs: [0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31 32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53 54 55 56 57 58 59 60 61 62 63]
+            operands: (
+                a = in(reg64) a,
+                b = in(reg64) b,
+                acc = in(reg32) ACCUMULATE,
+                options(nostack),
+            )
+        }
+    };
+}
+
+mma_m64n128k32_ss! {
+    /// `wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3`: `d = A *
+    /// B (+ d with ACCUMULATE = 1)` with A the 64 x 32 E4M3 tile `a`
+    /// describes and B the 32 x 128 E4M3 tile `b` describes, both
+    /// K-major. Retire it with [`commit_group`] and [`wait_ss_64x2`].
+    ///
+    /// # Safety
+    /// Rules 1-3 (rule 3 for both tiles); `ACCUMULATE` is 0 or 1.
+    mma_m64n128k32_e4m3_e4m3_ss, "e4m3", "e4m3"
+}
+
+mma_m64n128k32_ss! {
+    /// [`mma_m64n128k32_e4m3_e4m3_ss`] for E5M2 A and E4M3 B.
+    ///
+    /// # Safety
+    /// As [`mma_m64n128k32_e4m3_e4m3_ss`].
+    mma_m64n128k32_e5m2_e4m3_ss, "e5m2", "e4m3"
+}
+
+mma_m64n128k32_ss! {
+    /// [`mma_m64n128k32_e4m3_e4m3_ss`] for E4M3 A and E5M2 B.
+    ///
+    /// # Safety
+    /// As [`mma_m64n128k32_e4m3_e4m3_ss`].
+    mma_m64n128k32_e4m3_e5m2_ss, "e4m3", "e5m2"
+}
+
+mma_m64n128k32_ss! {
+    /// [`mma_m64n128k32_e4m3_e4m3_ss`] for E5M2 A and B.
+    ///
+    /// # Safety
+    /// As [`mma_m64n128k32_e4m3_e4m3_ss`].
+    mma_m64n128k32_e5m2_e5m2_ss, "e5m2", "e5m2"
+}
+
+with_d! {
+    /// `wgmma.fence.sync.aligned` for a group of [`mma_m64n128k32_e4m3_e4m3_ss`]
+    /// (step 26): the 64-register partial sum the group writes and the
+    /// group's eight descriptors (four of A's, four of B's) as operands,
+    /// for the reasons of [`fence_128`].
+    ///
+    /// # Safety
+    /// Rule 1.
+    fn fence_ss_64(d: [f32; 64], s: &mut [u64; 8])
+    template: ("wgmma.fence.sync.aligned; // ", d_list!([0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31 32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53 54 55 56 57 58 59 60 61 62 63]),
+        " {s0} {s1} {s2} {s3} {s4} {s5} {s6} {s7}")
+    regs: [0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31 32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53 54 55 56 57 58 59 60 61 62 63]
+    operands: (
+        s0 = inout(reg64) s[0], s1 = inout(reg64) s[1], s2 = inout(reg64) s[2], s3 = inout(reg64) s[3],
+        s4 = inout(reg64) s[4], s5 = inout(reg64) s[5], s6 = inout(reg64) s[6], s7 = inout(reg64) s[7],
+        options(nostack),
+    )
+}
+
 /// The operand types of a `wgmma` whose A and B both come from shared
 /// memory in tiles of 128-byte rows, with an f32 D of 64 x 256: what a
 /// kernel generic over its element types issues for each 32 bytes of K
@@ -415,9 +493,27 @@ impl<T: Wgmma16> WgmmaAb for T {
 /// [`WgmmaAb`].
 pub struct Fp8Pair<A, B>(core::marker::PhantomData<(A, B)>);
 
-/// The [`WgmmaAb`] of one pair of FP8 types, issuing `$mma`.
+/// A pair of FP8 types whose kernel promotes its partial sums (step 26):
+/// the `m64n128k32` that writes a 64 x 128 partial sum.
+pub trait WgmmaFp8: WgmmaAb {
+    /// [`mma_m64n128k32_e4m3_e4m3_ss`] or a sibling, for these types.
+    ///
+    /// # Safety
+    /// As [`mma_m64n128k32_e4m3_e4m3_ss`].
+    unsafe fn mma_m64n128k32_ss<const ACCUMULATE: u32>(d: &mut [f32; 64], a: u64, b: u64);
+}
+
+/// The [`WgmmaAb`] and [`WgmmaFp8`] of one pair of FP8 types, issuing
+/// `$mma` (N = 256) and `$mma128` (N = 128).
 macro_rules! fp8_pair {
-    ($a:ident, $b:ident, $mma:ident) => {
+    ($a:ident, $b:ident, $mma:ident, $mma128:ident) => {
+        impl WgmmaFp8 for Fp8Pair<crate::elem::$a, crate::elem::$b> {
+            #[inline(always)]
+            unsafe fn mma_m64n128k32_ss<const ACCUMULATE: u32>(d: &mut [f32; 64], a: u64, b: u64) {
+                // SAFETY: forwarded from the caller's contract.
+                unsafe { $mma128::<ACCUMULATE>(d, a, b) }
+            }
+        }
         impl WgmmaAb for Fp8Pair<crate::elem::$a, crate::elem::$b> {
             type A = crate::elem::$a;
             type B = crate::elem::$b;
@@ -440,10 +536,30 @@ macro_rules! fp8_pair {
     };
 }
 
-fp8_pair!(E4m3, E4m3, mma_m64n256k32_e4m3_e4m3_ss);
-fp8_pair!(E5m2, E4m3, mma_m64n256k32_e5m2_e4m3_ss);
-fp8_pair!(E4m3, E5m2, mma_m64n256k32_e4m3_e5m2_ss);
-fp8_pair!(E5m2, E5m2, mma_m64n256k32_e5m2_e5m2_ss);
+fp8_pair!(
+    E4m3,
+    E4m3,
+    mma_m64n256k32_e4m3_e4m3_ss,
+    mma_m64n128k32_e4m3_e4m3_ss
+);
+fp8_pair!(
+    E5m2,
+    E4m3,
+    mma_m64n256k32_e5m2_e4m3_ss,
+    mma_m64n128k32_e5m2_e4m3_ss
+);
+fp8_pair!(
+    E4m3,
+    E5m2,
+    mma_m64n256k32_e4m3_e5m2_ss,
+    mma_m64n128k32_e4m3_e5m2_ss
+);
+fp8_pair!(
+    E5m2,
+    E5m2,
+    mma_m64n256k32_e5m2_e5m2_ss,
+    mma_m64n128k32_e5m2_e5m2_ss
+);
 
 with_d! {
     /// `wgmma.wait_group.sync.aligned PENDING` with D as operands, for
@@ -528,7 +644,9 @@ with_d! {
 
 with_d! {
     /// `wgmma.wait_group.sync.aligned PENDING` for groups of
-    /// [`mma_m64n128k8_tf32_ss`], with both accumulators as operands:
+    /// [`mma_m64n128k8_tf32_ss`] (or of the FP8
+    /// [`mma_m64n128k32_e4m3_e4m3_ss`], with its partial sum and the
+    /// promoted sums as `d` and `e`), with both accumulators as operands:
     /// once it returns, the retired groups' writes of `d` and `e` are
     /// there (rule 2).
     ///
