@@ -414,10 +414,17 @@ fn grid_too_high() {
 
 // ---- The CPU emulator: the same on every machine.
 
+/// Held by [`emulate`] for each run.
+static EMULATOR: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// `host --emulate` with `args`, and how long it took; killed after
 /// two minutes (a refusal takes a second or two, an accepted run at most
 /// about one).
 fn emulate(args: &[&str]) -> (Output, Duration) {
+    // One emulator run at a time: each starts a thread per block thread
+    // and takes every core, so that runs of parallel tests slowed each
+    // other past `too_slow_to_emulate`'s bounds on CI's two cores.
+    let _alone = EMULATOR.lock().unwrap_or_else(|e| e.into_inner());
     let started = Instant::now();
     let out = Command::new(host_path())
         .arg("--emulate")
