@@ -23,8 +23,9 @@
 //! - **Block scales** (`_blocks`, [`Scaling::Blocks`]): A's per row per
 //!   128 of K, B's per 128 x 128 block ([`Scaling::a_scales`],
 //!   [`Scaling::b_scales`]: the layouts cuBLASLt's `VEC128_32F` and
-//!   `BLK128x128_32F` take), read from global memory a K block ahead
-//!   so that their latency hides behind a block's work: each thread's two rows'
+//!   `BLK128x128_32F` take), read from global memory while the stage's
+//!   `wgmma`s run (read before `wgmma.fence`, a pending load held the
+//!   fence back: docs/measurements.md, fifteenth session): each thread's two rows'
 //!   A scales times the tile's one B scale multiply the promotion. D's
 //!   scale and alpha/beta stay in the epilogue. The `_promoted`
 //!   instances take step 25's per-tensor scales and promote unscaled.
@@ -235,8 +236,8 @@ impl BlockScales {
 
 /// One tile of C's main loop for consumer thread `tid`: the pipeline's
 /// tiles `it0..it0 + k_tiles` of K, each one K block of 128. For each:
-/// read the next block's scales (`BLOCKS`), wait for its stage, issue its four
-/// `m64n128k32` into the partial sum (the first from zero), retire them,
+/// wait for its stage, issue its four `m64n128k32` into the partial sum
+/// (the first from zero), read the block's scales (`BLOCKS`), retire them,
 /// release the stage, and add the partial sum into the promoted
 /// accumulators, times the scales. Returns the promoted accumulators
 /// (`acc[4j + 2h + e]` in `wgmma`'s D layout, step 19's epilogue's).
