@@ -77,7 +77,10 @@ use std::sync::{Arc, Mutex};
 
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut};
 use kernels_gpu::elem::{Elem, Elems, Math, Storage};
-use kernels_gpu::gemm::GemmParams;
+use kernels_gpu::elem::Scaling;
+use kernels_gpu::gemm::{GemmParams, ScaleParams};
+pub use kernels_gpu::quant::Quantize;
+use kernels_gpu::quant::QuantStep;
 use kernels_gpu::k14_split_k::REDUCE;
 use kernels_gpu::launch::{KernelSpec, Operands, Ops, TmaBoxes, TmaCopy};
 use kernels_gpu::registry;
@@ -115,6 +118,27 @@ impl GemmElement for half::bf16 {
 impl GemmElement for half::f16 {
     const ELEM: Elem = Elem::F16;
 }
+
+impl GemmElement for float8::F8E4M3 {
+    const ELEM: Elem = Elem::E4m3;
+}
+
+impl GemmElement for float8::F8E5M2 {
+    const ELEM: Elem = Elem::E5m2;
+}
+
+/// A type [`Sgemm::quantize`] reads: `f32`, `half::bf16`, `half::f16`.
+pub trait QuantSource: GemmElement {}
+impl QuantSource for f32 {}
+impl QuantSource for half::bf16 {}
+impl QuantSource for half::f16 {}
+
+/// An FP8 type: `float8::F8E4M3` (OCP E4M3: largest 448, no infinity)
+/// or `float8::F8E5M2` (E5M2: largest 57344), what [`Sgemm::quantize`]
+/// writes and [`Sgemm::gemm_scaled`] multiplies.
+pub trait Fp8Element: GemmElement {}
+impl Fp8Element for float8::F8E4M3 {}
+impl Fp8Element for float8::F8E5M2 {}
 
 /// The stored types of a call on buffers of `A`, `B` and `C`.
 pub fn storage_of<A: GemmElement, B: GemmElement, C: GemmElement>() -> Storage {
@@ -199,6 +223,12 @@ pub struct GemmConfig {
     /// What `Auto` may multiply an f32 call in ([`Compute::Fp32`] unless
     /// set).
     pub compute: Compute,
+    /// FP8 calls: let `Auto` choose kernels that keep the tensor cores'
+    /// partial sums for the whole of K (step 25, faster; Hopper's FP8
+    /// tensor cores add with about 13 fraction bits, so its error grows
+    /// with K), as cuBLASLt's `CUBLASLT_MATMUL_DESC_FAST_ACCUM`. False by
+    /// default: sums promoted to f32 every 128 of K (step 26).
+    pub fast_accumulation: bool,
 }
 
 impl GemmConfig {
@@ -223,6 +253,7 @@ impl GemmConfig {
             stride_c: 0,
             algorithm: Algorithm::Auto,
             compute: Compute::Fp32,
+            fast_accumulation: false,
         }
     }
 
@@ -284,6 +315,13 @@ impl GemmConfig {
     /// The same call with `Auto` allowed the kernels of `compute`.
     pub fn compute(mut self, compute: Compute) -> Self {
         self.compute = compute;
+        self
+    }
+
+    /// The same FP8 call with `Auto` allowed fast accumulation or not
+    /// ([`GemmConfig::fast_accumulation`]).
+    pub fn fast_accumulation(mut self, fast: bool) -> Self {
+        self.fast_accumulation = fast;
         self
     }
 
@@ -400,9 +438,39 @@ pub enum GemmError {
     OverlappingBatch { stride: usize, span: usize },
     #[error(
         "no kernel multiplies {storage} (A x B -> C): A and B must be of one type (f32, BF16 or \
-         FP16) and C f32 or their type; convert the buffers that differ"
+         FP16) with C f32 or their type, or FP8 (E4M3 x E4M3 to BF16, FP16 or f32; E5M2 x E4M3 \
+         or E4M3 x E5M2 to BF16); convert the buffers that differ"
     )]
     Types { storage: Storage },
+    #[error(
+        "A and B are FP8 ({storage}): an FP8 call needs their scales; call gemm_scaled \
+         (Sgemm::quantize makes FP8 matrices and their scales)"
+    )]
+    MissingScales { storage: Storage },
+    #[error("scales are for FP8 operands, and this call multiplies {storage}: call gemm")]
+    UnexpectedScales { storage: Storage },
+    #[error(
+        "{arg} holds {len} f32s, but {what} needs {needs}: pass a larger buffer \
+         (Quantize::scales gives the count)"
+    )]
+    ScalesTooSmall {
+        arg: &'static str,
+        len: usize,
+        needs: usize,
+        what: String,
+    },
+    #[error(
+        "FP8 kernels read A and B with K contiguous (FP8 wgmma reads K-major tiles only), and \
+         this call has {layout:?} with op_a = {op_a:?}, op_b = {op_b:?}: call row-major with \
+         op_a = N and op_b = T (B stored n x k), or column-major with op_a = T and op_b = N \
+         (cuBLASLt's FP8 layout)"
+    )]
+    Fp8Layout { layout: Layout, op_a: Op, op_b: Op },
+    #[error(
+        "block scales follow a row-major call (A's per row per 128 of K, B's per 128 x 128 of \
+         B stored n x k), and this call is column-major: call row-major with op_b = T"
+    )]
+    BlockScalesLayout,
     #[error("split_k = {split_k}: {why}")]
     BadSplit { split_k: usize, why: String },
     #[error("no kernel is called {name}: see `host --list-kernels`")]
@@ -431,6 +499,9 @@ pub struct Plan {
     pub storage: Storage,
     /// The math `Auto` may choose kernels of.
     pub compute: Compute,
+    /// FP8: `Auto` may choose kernels without promotion
+    /// ([`GemmConfig::fast_accumulation`]).
+    pub fast_accumulation: bool,
 }
 
 /// [`plan_for`] of an f32 call.
@@ -438,13 +509,16 @@ pub fn plan(cfg: &GemmConfig, lens: (usize, usize, usize)) -> Result<Plan, GemmE
     plan_for(cfg, lens, Storage::F32)
 }
 
-/// Whether some kernel multiplies `storage`: all f32, or A and B of one
-/// 16-bit type with C f32 or that type.
+/// Whether some kernel multiplies `storage`: all f32, A and B of one
+/// 16-bit type with C f32 or that type, or FP8 A and B with a C some FP8
+/// kernel writes (scales aside: [`Sgemm::gemm_scaled`] checks those).
 pub fn check_types(storage: Storage) -> Result<(), GemmError> {
     let ok = match (storage.a, storage.b, storage.c) {
         (Elem::F32, Elem::F32, Elem::F32) => true,
-        // 16-bit A and B. FP8 (step 25's kernels) is not a library call
-        // yet: its scales have no place in `GemmConfig` (issue 21).
+        (a, b, _) if a.bytes() == 1 || b.bytes() == 1 => registry::all().any(|k| {
+            let e = k.elems;
+            (e.a, e.b, e.c) == (storage.a, storage.b, storage.c)
+        }),
         (a, b, c) => a == b && a.bytes() == 2 && (c == Elem::F32 || c == a),
     };
     if ok {
@@ -530,6 +604,20 @@ pub fn plan_for(
             span: spans[2],
         });
     }
+    // FP8 `wgmma` reads K-major tiles only: A as stored (m x k) and B
+    // stored n x k, row-major (the same memory column-major with the ops
+    // the other way round).
+    let k_major = match cfg.layout {
+        Layout::RowMajor => (cfg.op_a, cfg.op_b) == (Op::N, Op::T),
+        Layout::ColMajor => (cfg.op_a, cfg.op_b) == (Op::T, Op::N),
+    };
+    if storage.scaled() && !k_major {
+        return Err(GemmError::Fp8Layout {
+            layout: cfg.layout,
+            op_a: cfg.op_a,
+            op_b: cfg.op_b,
+        });
+    }
     // Row-major from here: a column-major C (m x n) is the row-major C^T
     // (n x m) = op(B)^T op(A)^T, and a column-major operand stored with op
     // N is, read row-major, its transpose: so swap A and B and keep ops.
@@ -565,7 +653,193 @@ pub fn plan_for(
         swapped,
         storage,
         compute: cfg.compute,
+        fast_accumulation: cfg.fast_accumulation,
     })
+}
+
+/// The scales of an FP8 call ([`Sgemm::gemm_scaled`]): f32s in device
+/// memory (so a program can compute them on the GPU without a sync),
+/// each the factor that dequantizes its operand (`value = stored *
+/// scale`), as cuBLASLt's scale pointers and DeepGEMM's scale tensors;
+/// [`Sgemm::quantize`] makes them.
+pub struct Scales<'a, S> {
+    /// [`Scaling::Tensor`]: one f32 each for A and B.
+    /// [`Scaling::Blocks`]: A's per row per 128 of K
+    /// ([`Quantize::Rows`], `Scaling::a_scales(m, k)` of them) and B's per
+    /// 128 x 128 of B stored n x k ([`Quantize::Tiles`],
+    /// `Scaling::b_scales(k, n)`), the layouts of cuBLASLt's
+    /// `VEC128_32F` and `BLK128x128_32F`.
+    pub scaling: Scaling,
+    pub a: &'a S,
+    pub b: &'a S,
+    /// D's scale (one f32), or `None` for 1.
+    pub d: Option<&'a S>,
+}
+
+impl<'a, S> Scales<'a, S> {
+    /// One scale each for A and B.
+    pub fn tensor(a: &'a S, b: &'a S) -> Self {
+        Self {
+            scaling: Scaling::Tensor,
+            a,
+            b,
+            d: None,
+        }
+    }
+
+    /// Block scales of A and B.
+    pub fn blocks(a: &'a S, b: &'a S) -> Self {
+        Self {
+            scaling: Scaling::Blocks,
+            a,
+            b,
+            d: None,
+        }
+    }
+
+    /// These scales with D's.
+    pub fn with_d(self, d: &'a S) -> Self {
+        Self { d: Some(d), ..self }
+    }
+}
+
+/// Checks an FP8 call's scales: their kind, and the lengths `(a, b, d)`
+/// of their buffers against the call `cfg` (typed errors naming the
+/// buffer). No GPU needed.
+pub fn check_scales(
+    cfg: &GemmConfig,
+    scaling: Scaling,
+    (a, b, d): (usize, usize, Option<usize>),
+) -> Result<(), GemmError> {
+    let too_small = |arg, len, needs, what: String| GemmError::ScalesTooSmall {
+        arg,
+        len,
+        needs,
+        what,
+    };
+    let (a_needs, b_needs, what) = match scaling {
+        Scaling::None => {
+            return Err(GemmError::MissingScales {
+                storage: Storage::new(Elem::E4m3, Elem::E4m3, Elem::Bf16),
+            });
+        }
+        Scaling::Tensor => (1, 1, "a per-tensor scale".to_string()),
+        Scaling::Blocks => {
+            if cfg.layout == Layout::ColMajor {
+                return Err(GemmError::BlockScalesLayout);
+            }
+            (
+                Scaling::a_scales(cfg.m, cfg.k),
+                Scaling::b_scales(cfg.k, cfg.n),
+                format!(
+                    "block scaling at m = {}, n = {}, k = {}",
+                    cfg.m, cfg.n, cfg.k
+                ),
+            )
+        }
+    };
+    if a < a_needs {
+        return Err(too_small("scales.a", a, a_needs, what));
+    }
+    if b < b_needs {
+        return Err(too_small("scales.b", b, b_needs, what));
+    }
+    if let Some(d) = d
+        && d < 1
+    {
+        return Err(too_small("scales.d", d, 1, "D's scale".into()));
+    }
+    Ok(())
+}
+
+/// One quantization ([`Sgemm::quantize`]): a `rows x cols` source with
+/// rows `ld` elements apart, to a dense FP8 `rows x cols`, scaled as
+/// `how` says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct QuantConfig {
+    pub rows: usize,
+    pub cols: usize,
+    pub ld: usize,
+    pub how: Quantize,
+}
+
+impl QuantConfig {
+    /// A dense source (`ld = cols`).
+    pub fn new(rows: usize, cols: usize, how: Quantize) -> Self {
+        Self {
+            rows,
+            cols,
+            ld: cols,
+            how,
+        }
+    }
+
+    /// The same with the source's rows `ld` apart.
+    pub fn ld(self, ld: usize) -> Self {
+        Self { ld, ..self }
+    }
+
+    /// The elements the source, the FP8 output and the scales need.
+    pub fn lens(&self) -> (usize, usize, usize) {
+        let src = match self.rows {
+            0 => 0,
+            r => (r - 1).saturating_mul(self.ld).saturating_add(self.cols),
+        };
+        (
+            src,
+            self.rows.saturating_mul(self.cols),
+            self.how.scales(self.rows, self.cols),
+        )
+    }
+
+    /// Checks the call against buffers of `(src, dst, scales)` elements.
+    /// No GPU needed.
+    pub fn check(&self, (src, dst, scales): (usize, usize, usize)) -> Result<(), GemmError> {
+        for (arg, v) in [("rows", self.rows), ("cols", self.cols)] {
+            if v == 0 {
+                return Err(GemmError::ZeroDimension { arg });
+            }
+        }
+        if self.ld < self.cols {
+            return Err(GemmError::LeadingDimension {
+                arg: "ld",
+                ld: self.ld,
+                min: self.cols,
+                matrix: "the source",
+                lines: "rows",
+            });
+        }
+        for (arg, v) in [("cols", self.cols), ("ld", self.ld)] {
+            if v > u32::MAX as usize {
+                return Err(GemmError::TooLarge {
+                    arg,
+                    value: v,
+                    why: "the quantizer takes sizes of up to 2^32 - 1",
+                });
+            }
+        }
+        let steps = self.how.steps();
+        let grid_rows = steps.iter().map(|s| s.grid(self.rows, self.cols).1).max();
+        if self.rows > u32::MAX as usize || grid_rows.unwrap_or(0) > crate::quant::MAX_GRID_Y {
+            return Err(GemmError::TooLarge {
+                arg: "rows",
+                value: self.rows,
+                why: "the quantizer's grid has at most 65535 blocks of rows (8 rows each for \
+                      Quantize::Rows, 128 for the others)",
+            });
+        }
+        let (src_needs, dst_needs, scales_needs) = self.lens();
+        for (arg, len, needs) in [
+            ("src", src, src_needs),
+            ("dst", dst, dst_needs),
+            ("scales", scales, scales_needs),
+        ] {
+            if len < needs {
+                return Err(GemmError::BufferTooSmall { arg, len, needs });
+            }
+        }
+        Ok(())
+    }
 }
 
 /// What computes a call: a kernel, and how many slices of K.
@@ -684,6 +958,15 @@ const FULL_RATE: &[(&str, f64)] = &[
     ("mma_256x128x32_w64x64_s3", 141_363.0),
     ("mma_128x64x32_w64x32_s2", 133_800.0),
     ("mma_64x128x32_w32x64_s2", 131_200.0),
+    // FP8 (steps 25-26): the fifteenth session's runs at 4096
+    // (docs/fp8-step26/table.md; the block-scaled ones from
+    // table-loads-after-issue.md, the committed body).
+    ("wgmma_e4m3_128x256x128_s4", 1_384_134.0),
+    ("wgmma_e4m3_128x256x128_s4_f32", 1_275_417.0),
+    ("wgmma_e4m3_promoted_128x128x128_s6", 1_116_156.0),
+    ("wgmma_e4m3_promoted_128x128x128_s6_f32", 1_043_608.0),
+    ("wgmma_e4m3_blocks_128x128x128_s6", 927_438.0),
+    ("wgmma_e4m3_blocks_128x128x128_s6_f32", 839_517.0),
 ];
 
 /// One measured call: the fastest registered kernel and split for it (a
@@ -728,7 +1011,9 @@ pub const TABLE_REACH: f64 = 1.0;
 /// too (steps 11, 17 and 18); for BF16 and FP16, steps 19, 20 and 22
 /// (Hopper's `wgmma`; steps 19 and 22 with A and B as they are, step 20
 /// in every layout) and step 21 (`mma.sync`, every layout) of those
-/// types. (The caller keeps those its GPU can load.)
+/// types; for FP8, steps 25 and 26 of the call's types and scales (the
+/// model keeps step 25's, whose sums are not promoted, for calls that
+/// allow fast accumulation). (The caller keeps those its GPU can load.)
 pub fn auto_candidates(
     ops: Ops,
     storage: Storage,
@@ -742,6 +1027,8 @@ pub fn auto_candidates(
                 Math::Tf32 => matches!(k.step, 11 | 17 | 18),
                 Math::Bf16 | Math::F16 | Math::Fp8 => false,
             }
+        } else if storage.scaled() {
+            matches!(k.step, 25 | 26)
         } else {
             matches!(k.step, 19..=22)
         };
@@ -832,6 +1119,7 @@ pub fn choose(plan: &Plan, candidates: &[Candidate], sms: usize, dram_gbs: f64) 
     let of_the_call = |c: &&Candidate| {
         c.spec.ops == plan.ops
             && c.spec.elems.storage() == plan.storage
+            && (!plan.storage.scaled() || plan.fast_accumulation || c.spec.elems.promote_every > 0)
             && plan.compute.allows(c.spec.elems.math)
             && c.spec.unsupported(p, plan.batch).is_none()
             && crate::runner::grid(c.spec, p.m as usize, p.n as usize, 1).is_ok()
@@ -1154,8 +1442,91 @@ impl Sgemm {
         C: DevicePtrMut<TC>,
     {
         let storage = storage_of::<TA, TB, TC>();
+        if storage.scaled() {
+            check_types(storage)?;
+            return Err(GemmError::MissingScales { storage });
+        }
         let plan = plan_for(cfg, (a.len(), b.len(), c.len()), storage)?;
         let choice = self.choice(&plan, &cfg.algorithm)?;
+        // SAFETY: `plan` checked the buffers against the call.
+        unsafe { self.enqueue_on(&plan, choice, (a, b, c), ScaleParams::default()) }?;
+        Ok(choice)
+    }
+
+    /// [`Sgemm::gemm`] for FP8 A and B ([`Fp8Element`]) with their
+    /// scales: `D = scale_d (alpha (scale_a A) (scale_b B) + beta C)`,
+    /// cuBLASLt's FP8 matmul. A is stored m x k and B n x k, K contiguous
+    /// in both (row-major with `op_b = Op::T`, or column-major with
+    /// `op_a = Op::T`: FP8 `wgmma` reads K-major tiles only, any other
+    /// layout is [`GemmError::Fp8Layout`]); C is BF16, FP16 or f32.
+    /// [`Scales`] says what the scales are; block scales take row-major
+    /// calls. `Auto` chooses a kernel that promotes its sums to f32 every
+    /// 128 of K unless the call allows fast accumulation.
+    pub fn gemm_scaled<TA, TB, TC, A, B, C, S>(
+        &self,
+        cfg: &GemmConfig,
+        a: &A,
+        b: &B,
+        c: &mut C,
+        scales: &Scales<'_, S>,
+    ) -> Result<Choice, GemmError>
+    where
+        TA: GemmElement,
+        TB: GemmElement,
+        TC: GemmElement,
+        A: DevicePtr<TA>,
+        B: DevicePtr<TB>,
+        C: DevicePtrMut<TC>,
+        S: DevicePtr<f32>,
+    {
+        let storage = storage_of::<TA, TB, TC>();
+        if !storage.scaled() {
+            return Err(GemmError::UnexpectedScales { storage });
+        }
+        let storage = storage.with_scaling(scales.scaling);
+        let plan = plan_for(cfg, (a.len(), b.len(), c.len()), storage)?;
+        let lens = (scales.a.len(), scales.b.len(), scales.d.map(|d| d.len()));
+        check_scales(cfg, scales.scaling, lens)?;
+        let choice = self.choice(&plan, &cfg.algorithm)?;
+        let stream = &self.gpu.stream;
+        let (sa, _sa_sync) = scales.a.device_ptr(stream);
+        let (sb, _sb_sync) = scales.b.device_ptr(stream);
+        let d = scales.d.map(|d| d.device_ptr(stream));
+        // A column-major call swaps A and B (per-tensor scales only:
+        // `check_scales`).
+        let (sa, sb) = if plan.swapped { (sb, sa) } else { (sa, sb) };
+        let params = ScaleParams {
+            a: sa,
+            b: sb,
+            d: d.as_ref().map_or(0, |(ptr, _)| *ptr),
+        };
+        // SAFETY: `plan` checked the buffers against the call, and
+        // `check_scales` the scales' buffers against the call's scaling.
+        unsafe { self.enqueue_on(&plan, choice, (a, b, c), params) }?;
+        Ok(choice)
+    }
+
+    /// Enqueues `plan` as `choice` on the caller's buffers (A and B
+    /// swapped for a column-major call).
+    ///
+    /// # Safety
+    /// `plan` was made for these buffers by [`plan_for`], and each
+    /// non-zero address of `scales` holds the scales the choice reads.
+    unsafe fn enqueue_on<TA, TB, TC, A, B, C>(
+        &self,
+        plan: &Plan,
+        choice: Choice,
+        (a, b, c): (&A, &B, &mut C),
+        scales: ScaleParams,
+    ) -> Result<(), GemmError>
+    where
+        TA: GemmElement,
+        TB: GemmElement,
+        TC: GemmElement,
+        A: DevicePtr<TA>,
+        B: DevicePtr<TB>,
+        C: DevicePtrMut<TC>,
+    {
         let stream = &self.gpu.stream;
         let (a_ptr, _a_sync) = a.device_ptr(stream);
         let (b_ptr, _b_sync) = b.device_ptr(stream);
@@ -1170,9 +1541,86 @@ impl Sgemm {
         // and that the products' Cs do not overlap; A and B are shared
         // borrows and C an exclusive one, so C overlaps neither; the
         // guards above keep cudarc's stream ordering until the launches
-        // are enqueued.
-        unsafe { self.enqueue(&plan, choice, (a_ptr, b_ptr, c_ptr))? };
-        Ok(choice)
+        // are enqueued; the scales are the caller's word.
+        unsafe { self.enqueue(plan, choice, (a_ptr, b_ptr, c_ptr), scales) }
+    }
+
+    /// Enqueues the quantization of a `cfg.rows x cfg.cols` matrix `src`
+    /// (f32, BF16 or FP16, rows `cfg.ld` apart) to FP8 (`dst`, dense:
+    /// rows `cols` apart) with its scales (`scales`:
+    /// [`Quantize::scales`] f32s, each `amax / MAX` of its block, 1 for a
+    /// block of zeros), on the handle's stream: what
+    /// [`Sgemm::gemm_scaled`] takes. Deterministic. A per-tensor
+    /// quantization takes three launches and the handle's workspace (one
+    /// f32 per 128 x 128 tile); block scales one launch.
+    /// [`Quantize::Rows`] makes A's block scales (`rows = m`, `cols = k`),
+    /// [`Quantize::Tiles`] B's (B stored n x k: `rows = n`, `cols = k`).
+    /// An infinity or NaN in a block makes its scale non-finite, and the
+    /// products it enters NaN.
+    pub fn quantize<T, Q, S, D, O>(
+        &self,
+        cfg: &QuantConfig,
+        src: &S,
+        dst: &mut D,
+        scales: &mut O,
+    ) -> Result<(), GemmError>
+    where
+        T: QuantSource,
+        Q: Fp8Element,
+        S: DevicePtr<T>,
+        D: DevicePtrMut<Q>,
+        O: DevicePtrMut<f32>,
+    {
+        cfg.check((src.len(), dst.len(), scales.len()))?;
+        let gpu = &self.gpu;
+        let partials = match cfg.how {
+            Quantize::Tensor => QuantStep::partials(cfg.rows, cfg.cols),
+            _ => 0,
+        };
+        let mut workspace = self.workspace(partials)?;
+        let (w, _w_sync) = match workspace.as_mut() {
+            Some(ws) if partials > 0 => {
+                let (ptr, sync) = ws.device_ptr_mut(&gpu.stream);
+                (ptr, Some(sync))
+            }
+            _ => (0, None),
+        };
+        let (src_ptr, _s_sync) = src.device_ptr(&gpu.stream);
+        let (dst_ptr, _d_sync) = dst.device_ptr_mut(&gpu.stream);
+        let (scales_ptr, _o_sync) = scales.device_ptr_mut(&gpu.stream);
+        let call = crate::quant::QuantCall {
+            src: (src_ptr, T::ELEM),
+            dst: (dst_ptr, Q::ELEM),
+            scales: scales_ptr,
+            workspace: w,
+            rows: cfg.rows,
+            cols: cfg.cols,
+            ld: cfg.ld,
+            how: cfg.how,
+        };
+        // SAFETY: `cfg.check` checked the buffers' lengths against the
+        // call; `dst` and `scales` are exclusive borrows, the workspace
+        // the handle's, sized above.
+        unsafe { crate::quant::enqueue(gpu, &call) }?;
+        Ok(())
+    }
+
+    /// The handle's workspace, at least `floats` long (allocated or
+    /// grown here; kept for later calls), locked.
+    fn workspace(
+        &self,
+        floats: usize,
+    ) -> Result<std::sync::MutexGuard<'_, Option<CudaSlice<f32>>>, GemmError> {
+        let mut workspace = self.workspace.lock().unwrap_or_else(|e| e.into_inner());
+        if floats > 0 && workspace.as_ref().is_none_or(|w| w.len() < floats) {
+            *workspace = None;
+            // SAFETY: every launch that reads the workspace reads only
+            // what a launch before it on the stream wrote.
+            let fresh = unsafe { self.gpu.stream.alloc::<f32>(floats) }
+                .map_err(HostError::cuda("allocating the handle's workspace"))?;
+            *workspace = Some(fresh);
+        }
+        Ok(workspace)
     }
 
     /// What would compute a call of `cfg` on f32 buffers of `lens`
@@ -1209,10 +1657,16 @@ impl Sgemm {
                     .as_deref()
                     .filter(|_| plan.storage == Storage::F32);
                 choose_with(plan, &candidates, sms, dram, table).ok_or_else(|| {
+                    let hint = if plan.storage.scaled() && !plan.fast_accumulation {
+                        " that promotes its sums (GemmConfig::fast_accumulation(true) allows \
+                         step 25's, which do not)"
+                    } else {
+                        ""
+                    };
                     GemmError::KernelUnsupported {
                         kernel: "Auto".into(),
                         why: format!(
-                            "no kernel of {} for A {:?} and B {:?} loaded on this GPU",
+                            "no kernel of {} for A {:?} and B {:?}{hint} loaded on this GPU",
                             plan.storage, plan.ops.a, plan.ops.b
                         ),
                     }
@@ -1250,18 +1704,13 @@ impl Sgemm {
         plan: &Plan,
         choice: Choice,
         (a, b, c): (u64, u64, u64),
+        scales: ScaleParams,
     ) -> Result<(), GemmError> {
         let gpu = &self.gpu;
         let steps = steps(plan, choice);
-        let mut workspace = self.workspace.lock().unwrap_or_else(|e| e.into_inner());
-        if steps.workspace > 0 && workspace.as_ref().is_none_or(|w| w.len() < steps.workspace) {
-            *workspace = None;
-            // SAFETY: every plane the reduction reads is written first by
-            // the partial launch (each slice's C is its whole m x n plane).
-            let fresh = unsafe { gpu.stream.alloc::<f32>(steps.workspace) }
-                .map_err(HostError::cuda("allocating split-K's workspace"))?;
-            *workspace = Some(fresh);
-        }
+        // Every plane split-K's reduction reads is written first by the
+        // partial launch (each slice's C is its whole m x n plane).
+        let mut workspace = self.workspace(steps.workspace)?;
         let (w, _w_sync) = match workspace.as_mut() {
             Some(ws) if steps.workspace > 0 => {
                 let (ptr, sync) = ws.device_ptr_mut(&gpu.stream);
@@ -1282,7 +1731,7 @@ impl Sgemm {
                 c: address(step.c),
                 params: step.params,
                 batch: step.batch,
-                scales: kernels_gpu::gemm::ScaleParams::default(),
+                scales,
             };
             // SAFETY: `steps` keeps every launch inside the buffers the
             // plan checked and the workspace it sized (see `Step`); the
@@ -1331,7 +1780,9 @@ impl Steps {
 /// enqueues them ([`Sgemm::gemm`]); [`emulate`] runs them on the CPU.
 ///
 /// - `alpha = 0`: one launch of `reduce_slices` with no slices, `C = beta
-///   * C`, which reads neither A nor B.
+///   * C`, which reads neither A nor B. (Not for FP8: D's scale is on the
+///   device, so the FP8 kernel runs as for any alpha, and A and B are
+///   read: a NaN in them reaches C.)
 /// - No split: the kernel, once, on A, B and C.
 /// - Split-K: the kernel with `k_slice` set, product z being slice z of
 ///   K written to plane z of the workspace (alpha 1, beta 0), then
@@ -1342,7 +1793,7 @@ pub fn steps(plan: &Plan, choice: Choice) -> Steps {
         steps: [Some(step), None],
         workspace: 0,
     };
-    if p.alpha == 0.0 {
+    if p.alpha == 0.0 && !plan.storage.scaled() {
         if plan.storage.c == Elem::F32 {
             return one(Step {
                 spec: &REDUCE,

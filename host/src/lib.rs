@@ -15,6 +15,7 @@ pub mod gpu;
 pub mod inputs;
 pub mod matrix;
 pub mod model;
+pub mod quant;
 pub mod reference;
 pub mod report;
 pub mod runner;

@@ -615,6 +615,24 @@ const fn round_shift(v: u32, s: u32) -> u32 {
     }
 }
 
+/// An FP8 element type: its format and its largest finite value, what a
+/// quantizer's scale maps a block's largest magnitude to (`quant`).
+pub trait Fp8: Element {
+    const FORMAT: Fp8Format;
+    /// The largest finite value: 448 (E4M3), 57344 (E5M2).
+    const MAX: f32;
+}
+
+impl Fp8 for E4m3 {
+    const FORMAT: Fp8Format = Fp8Format::E4M3;
+    const MAX: f32 = 448.0;
+}
+
+impl Fp8 for E5m2 {
+    const FORMAT: Fp8Format = Fp8Format::E5M2;
+    const MAX: f32 = 57344.0;
+}
+
 impl Element for E4m3 {
     const ELEM: Elem = Elem::E4m3;
     const ZERO: Self = E4m3(0);
@@ -624,7 +642,7 @@ impl Element for E4m3 {
     }
     #[inline(always)]
     fn from_f32(x: f32) -> Self {
-        E4m3(Fp8Format::E4M3.from_f32(x))
+        E4m3(crate::device::math::to_e4m3_bits(x))
     }
     #[inline(always)]
     fn bits(self) -> u32 {
@@ -645,7 +663,7 @@ impl Element for E5m2 {
     }
     #[inline(always)]
     fn from_f32(x: f32) -> Self {
-        E5m2(Fp8Format::E5M2.from_f32(x))
+        E5m2(crate::device::math::to_e5m2_bits(x))
     }
     #[inline(always)]
     fn bits(self) -> u32 {
@@ -866,5 +884,15 @@ mod tests {
         assert_eq!(Elem::F16.unit_roundoff(), 1.0 / 2048.0);
         assert_eq!(Elem::F32.unit_roundoff(), f32::EPSILON as f64 / 2.0);
         assert_eq!(Elems::TF32.describe(), "TF32 (f32 x f32 -> f32)");
+    }
+
+    #[test]
+    fn fp8_max_is_the_largest_finite_encoding() {
+        fn check<T: Fp8>() {
+            assert_eq!(T::FORMAT.to_f32(T::FORMAT.max_bits()), T::MAX);
+            assert_eq!(T::from_f32(T::MAX * 4.0).to_f32(), T::MAX);
+        }
+        check::<E4m3>();
+        check::<E5m2>();
     }
 }

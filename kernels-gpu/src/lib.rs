@@ -116,6 +116,10 @@ ladder_files!(["wgmma_fp8"]: k25_wgmma_fp8, k26_wgmma_fp8_blocks);
 ))]
 pub mod pad;
 
+/// Not a ladder step: FP8 quantization (the `fp8` module).
+#[cfg(any(not(target_arch = "nvptx64"), gemm_module = "fp8"))]
+pub mod quant;
+
 #[cfg(not(target_arch = "nvptx64"))]
 pub mod registry;
 

@@ -48,6 +48,16 @@ impl Arch {
         exact: false,
         adds: "mma.sync tensor cores (TF32, BF16, FP16), cp.async",
     };
+    /// Ada and newer: FP8 conversions (`cvt.rn.satfinite.e4m3x2.f32`,
+    /// `e5m2x2`), which need PTX ISA 8.4 for `sm_89` (ptxas refuses them
+    /// in older PTX: `../shared/notes/tensor-cores.md`).
+    pub const SM89: Arch = Arch {
+        target_cpu: "sm_89",
+        target_features: "+ptx84",
+        capability: (8, 9),
+        exact: false,
+        adds: "FP8 conversions (cvt.rn.satfinite to E4M3 and E5M2)",
+    };
     /// Hopper only: `wgmma`, TMA (`cp.async.bulk.tensor`), `setmaxnreg`.
     pub const SM90A: Arch = Arch {
         target_cpu: "sm_90a",
@@ -213,10 +223,46 @@ pub const WGMMA_FP8: PtxModule = PtxModule {
     files: "k25_wgmma_fp8, k26_wgmma_fp8_blocks",
     utility_entries: &["pad_rows_8", "pad_rows_8_pair"],
 };
+/// FP8 quantization (`quant`, not a ladder step: f32, BF16 and FP16 to
+/// E4M3 and E5M2 with per-tensor or block scales), for every GPU with
+/// FP8 conversions (Ada, Hopper and newer), a module of its own so that
+/// the `wgmma_fp8` module's PTX is untouched by it. The entries' list is
+/// `quant::ENTRIES` (a test checks they agree).
+pub const FP8: PtxModule = PtxModule {
+    name: "fp8",
+    arch: Arch::SM89,
+    files: "quant",
+    utility_entries: &[
+        "quant_rows_f32_e4m3",
+        "quant_rows_bf16_e4m3",
+        "quant_rows_f16_e4m3",
+        "quant_rows_f32_e5m2",
+        "quant_rows_bf16_e5m2",
+        "quant_rows_f16_e5m2",
+        "quant_tiles_f32_e4m3",
+        "quant_tiles_bf16_e4m3",
+        "quant_tiles_f16_e4m3",
+        "quant_tiles_f32_e5m2",
+        "quant_tiles_bf16_e5m2",
+        "quant_tiles_f16_e5m2",
+        "quant_tensor_f32_e4m3",
+        "quant_tensor_bf16_e4m3",
+        "quant_tensor_f16_e4m3",
+        "quant_tensor_f32_e5m2",
+        "quant_tensor_bf16_e5m2",
+        "quant_tensor_f16_e5m2",
+        "quant_amax_f32",
+        "quant_amax_bf16",
+        "quant_amax_f16",
+        "quant_scale_e4m3",
+        "quant_scale_e5m2",
+    ],
+};
+
 /// Every module, in ladder order.
 pub const MODULES: &[PtxModule] = &[
     LADDER, TUNED_A, TUNED_B, TUNED_T, MMA, MMA16, MMA16_TN, MMA16_NT, MMA16_TT, WGMMA, WGMMA_TN,
-    WGMMA_NT, WGMMA_TT, WGMMA_FP8,
+    WGMMA_NT, WGMMA_TT, WGMMA_FP8, FP8,
 ];
 
 /// The module whose utility entries include `entry`, if one does.
@@ -232,6 +278,7 @@ mod tests {
     fn which_gpus_load_which_architecture() {
         assert!(Arch::SM70.runs_on((7, 0)) && Arch::SM70.runs_on((9, 0)));
         assert!(!Arch::SM80.runs_on((7, 5)) && Arch::SM80.runs_on((8, 0)));
+        assert!(!Arch::SM89.runs_on((8, 6)) && Arch::SM89.runs_on((9, 0)));
         assert!(Arch::SM80.runs_on((8, 9)) && Arch::SM80.runs_on((10, 0)));
         // Architecture-specific PTX: that GPU only.
         assert!(Arch::SM90A.runs_on((9, 0)));

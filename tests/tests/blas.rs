@@ -10,8 +10,8 @@ use kernels_gpu::launch::Ops;
 use kernels_gpu::registry;
 use proptest::prelude::*;
 use rust_gemm::blas::{
-    self, Algorithm, Candidate, Choice, Compute, GemmConfig, GemmError, Layout, Op, Plan, choose,
-    choose_with,
+    self, Algorithm, Candidate, Choice, Compute, GemmConfig, GemmError, Layout, Op, Plan,
+    QuantConfig, Quantize, choose, choose_with,
 };
 use rust_gemm::matrix::round_to;
 use rust_gemm::reference::check_gemm;
@@ -158,9 +158,10 @@ fn a_mix_of_types_no_kernel_multiplies_is_a_typed_error_that_names_them() {
         (bf, bf, f16),
         (f32, bf, f32),
         (f16, f16, bf),
-        // FP8: no kernel multiplies it yet (issue 21).
-        (Elem::E4m3, Elem::E4m3, f32),
-        (Elem::E5m2, Elem::E4m3, bf),
+        // FP8 mixes no kernel takes: E5M2 x E5M2, an FP8 C, FP8 x BF16.
+        (Elem::E5m2, Elem::E5m2, bf),
+        (Elem::E4m3, Elem::E4m3, Elem::E4m3),
+        (Elem::E4m3, bf, bf),
     ] {
         let storage = Storage::new(a, b, c);
         let e = blas::plan_for(&cfg, lens(&cfg), storage).expect_err("refused");
@@ -175,6 +176,113 @@ fn a_mix_of_types_no_kernel_multiplies_is_a_typed_error_that_names_them() {
             "{storage}"
         );
     }
+}
+
+/// FP8 (issue 21): A and B with K contiguous only, each other layout a
+/// typed error naming the fix; the FP8 mixes some kernel takes plan.
+#[test]
+fn fp8_calls_take_k_major_operands_and_refuse_other_layouts() {
+    let storage = Storage::new(Elem::E4m3, Elem::E4m3, Elem::Bf16);
+    let nt = GemmConfig::new(64, 48, 256).op_b(Op::T);
+    let plan = blas::plan_for(&nt, lens(&nt), storage).expect("A m x k, B n x k");
+    assert_eq!(plan.ops, Ops::NT);
+    // cuBLASLt's layout: column-major, op_a = T: the same memory, swapped.
+    let tn = GemmConfig::new(64, 48, 256).layout(Layout::ColMajor).op_a(Op::T);
+    let plan = blas::plan_for(&tn, lens(&tn), storage).expect("column-major TN");
+    assert!(plan.swapped && plan.ops == Ops::NT);
+    for cfg in [
+        GemmConfig::new(64, 48, 256),
+        GemmConfig::new(64, 48, 256).op_a(Op::T).op_b(Op::T),
+        GemmConfig::new(64, 48, 256).layout(Layout::ColMajor),
+    ] {
+        let e = blas::plan_for(&cfg, lens(&cfg), storage).expect_err("not K-major");
+        assert!(matches!(e, GemmError::Fp8Layout { .. }), "{e}");
+        assert!(e.to_string().contains("op_b = T"), "{e}");
+    }
+    for (a, b, c) in [
+        (Elem::E4m3, Elem::E4m3, Elem::F32),
+        (Elem::E4m3, Elem::E4m3, Elem::F16),
+        (Elem::E5m2, Elem::E4m3, Elem::Bf16),
+        (Elem::E4m3, Elem::E5m2, Elem::Bf16),
+    ] {
+        assert!(blas::plan_for(&nt, lens(&nt), Storage::new(a, b, c)).is_ok());
+    }
+}
+
+/// An FP8 call's scales: per tensor one f32 each, block scales at the
+/// sizes of cuBLASLt's layouts and row-major calls only, D's one f32.
+#[test]
+fn fp8_scales_are_checked_against_the_call() {
+    use kernels_gpu::elem::Scaling;
+    let cfg = GemmConfig::new(300, 200, 1000).op_b(Op::T);
+    assert!(blas::check_scales(&cfg, Scaling::Tensor, (1, 1, Some(1))).is_ok());
+    let e = blas::check_scales(&cfg, Scaling::Tensor, (1, 0, None)).expect_err("empty");
+    assert!(matches!(e, GemmError::ScalesTooSmall { arg: "scales.b", .. }), "{e}");
+    let e = blas::check_scales(&cfg, Scaling::Tensor, (1, 1, Some(0))).expect_err("empty d");
+    assert!(matches!(e, GemmError::ScalesTooSmall { arg: "scales.d", .. }), "{e}");
+    // A: 8 K blocks of 300 rows (a multiple of 4); B: 2 column blocks of
+    // 8 K blocks.
+    let (a, b) = (Scaling::a_scales(300, 1000), Scaling::b_scales(1000, 200));
+    assert_eq!((a, b), (8 * 300, 2 * 8));
+    assert!(blas::check_scales(&cfg, Scaling::Blocks, (a, b, None)).is_ok());
+    let e = blas::check_scales(&cfg, Scaling::Blocks, (a - 1, b, None)).expect_err("short");
+    assert!(matches!(e, GemmError::ScalesTooSmall { arg: "scales.a", needs, .. } if needs == a));
+    assert!(e.to_string().contains("m = 300, n = 200, k = 1000"), "{e}");
+    let col = GemmConfig::new(300, 200, 1000).layout(Layout::ColMajor).op_a(Op::T);
+    let e = blas::check_scales(&col, Scaling::Blocks, (a, b, None)).expect_err("column-major");
+    assert!(matches!(e, GemmError::BlockScalesLayout), "{e}");
+    assert!(blas::check_scales(&col, Scaling::Tensor, (1, 1, None)).is_ok());
+}
+
+/// `Auto` on FP8: a kernel that promotes its sums (step 26) unless the
+/// call allows fast accumulation (then step 25 is a candidate too, and
+/// faster); block scales take step 26's block-scaled kernel; a mix no
+/// promoting kernel takes needs fast accumulation.
+#[test]
+fn auto_promotes_fp8_sums_unless_fast_accumulation_is_allowed() {
+    use kernels_gpu::elem::Scaling;
+    let tensor = Storage::new(Elem::E4m3, Elem::E4m3, Elem::Bf16);
+    let cfg = GemmConfig::new(4096, 4096, 4096).op_b(Op::T);
+    let pick = |cfg: &GemmConfig, storage: Storage| {
+        let plan = blas::plan_for(cfg, lens(cfg), storage).expect("valid");
+        choose(&plan, &candidates_of(storage), 132, 4800.0)
+    };
+    let promoted = pick(&cfg, tensor).expect("a promoting kernel");
+    assert_eq!(promoted.kernel.step, 26);
+    assert!(promoted.kernel.elems.promote_every > 0);
+    let fast = pick(&cfg.clone().fast_accumulation(true), tensor).expect("a kernel");
+    assert_eq!(fast.kernel.step, 25, "{}", fast.kernel.name);
+    let blocks = pick(&cfg, tensor.with_scaling(Scaling::Blocks)).expect("block-scaled");
+    assert_eq!(blocks.kernel.elems.scaling, Scaling::Blocks);
+    let e5m2 = Storage::new(Elem::E5m2, Elem::E4m3, Elem::Bf16);
+    assert!(pick(&cfg, e5m2).is_none());
+    assert_eq!(pick(&cfg.clone().fast_accumulation(true), e5m2).map(|c| c.kernel.step), Some(25));
+}
+
+/// The quantizer's arguments: zero sizes, a leading dimension below the
+/// row, buffers too small for the source, the output or the scales.
+#[test]
+fn the_quantizers_arguments_are_checked() {
+    let cfg = QuantConfig::new(300, 1000, Quantize::Rows);
+    let lens = cfg.lens();
+    assert_eq!(lens, (300 * 1000, 300 * 1000, 8 * 300));
+    assert!(cfg.check(lens).is_ok());
+    let e = QuantConfig::new(0, 10, Quantize::Tensor).check((0, 0, 1)).expect_err("zero");
+    assert!(matches!(e, GemmError::ZeroDimension { arg: "rows" }), "{e}");
+    let e = cfg.ld(999).check(lens).expect_err("ld");
+    assert!(matches!(e, GemmError::LeadingDimension { arg: "ld", .. }), "{e}");
+    let padded = cfg.ld(1024);
+    assert_eq!(padded.lens().0, 299 * 1024 + 1000);
+    for (i, arg) in ["src", "dst", "scales"].into_iter().enumerate() {
+        let mut short = [lens.0, lens.1, lens.2];
+        short[i] -= 1;
+        let e = cfg.check((short[0], short[1], short[2])).expect_err("short");
+        assert!(matches!(e, GemmError::BufferTooSmall { arg: a, .. } if a == arg), "{e}");
+    }
+    assert_eq!(Quantize::Tiles.scales(200, 1000), 2 * 8);
+    assert_eq!(Quantize::Tensor.scales(200, 1000), 1);
+    let e = QuantConfig::new(600_000, 16, Quantize::Rows).check((usize::MAX, usize::MAX, usize::MAX));
+    assert!(matches!(e, Err(GemmError::TooLarge { arg: "rows", .. })), "{e:?}");
 }
 
 /// A 16-bit call that names a kernel of other types is refused with both

@@ -152,6 +152,28 @@ impl<T: Element> GlobalOut<T> {
         backend::aligned::<T>(backend::as_in(self.ptr), bytes)
     }
 
+    /// The same buffer as a read-only view (a buffer an entry's signature
+    /// passes as written but a body only reads: the quantizer's scale).
+    #[inline(always)]
+    pub fn as_in(self) -> GlobalIn<T> {
+        GlobalIn {
+            ptr: backend::as_in(self.ptr),
+            elem: PhantomData,
+        }
+    }
+
+    /// The view of this buffer from element `elements` on: its indices
+    /// count from there, and its length is what is left (the accesses'
+    /// contracts are the new view's). On the emulator, a second output
+    /// carved out of C's buffer (tests of bodies with two outputs).
+    #[inline(always)]
+    pub fn offset(self, elements: usize) -> Self {
+        Self {
+            ptr: backend::offset(self.ptr, elements),
+            elem: PhantomData,
+        }
+    }
+
     /// Reads element `index` (for `beta * C`).
     ///
     /// # Safety
@@ -296,6 +318,11 @@ mod backend {
     }
 
     #[inline(always)]
+    pub fn offset<T>(ptr: Out<T>, elements: usize) -> Out<T> {
+        ptr.wrapping_add(elements)
+    }
+
+    #[inline(always)]
     pub fn aligned<T>(ptr: In<T>, bytes: usize) -> bool {
         (ptr as usize).is_multiple_of(bytes)
     }
@@ -397,6 +424,12 @@ mod backend {
     /// The written buffer as a read one (C, for `beta * C`).
     pub fn as_in(buffer: Buffer) -> Buffer {
         buffer
+    }
+
+    /// The buffer from element `elements` on (bounds still checked
+    /// against the whole buffer).
+    pub fn offset(buffer: Buffer, elements: usize) -> Buffer {
+        emu::offset(buffer, elements)
     }
 
     /// The emulator's buffers hold one slot per element, whatever its

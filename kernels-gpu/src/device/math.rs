@@ -4,7 +4,10 @@
 //! and from 16 bits are `cvt` on the GPU (sm_80 and newer: the modules
 //! that use them) and the same arithmetic in integer code on the host, which a test
 //! checks against the `half` crate bit for bit (NaN aside: the hardware
-//! returns the canonical NaN).
+//! returns the canonical NaN). The narrowings to FP8 are
+//! `cvt.rn.satfinite` (sm_89 and newer) on the GPU and
+//! `elem::Fp8Format::from_f32` on the host, checked against the OCP
+//! table and a search of every value (`elem`'s tests).
 
 /// `a * b + c` rounded once (`fma.rn.f32`). rustc never contracts a
 /// separate multiply and add into an FMA (nvcc does by default), so
@@ -79,6 +82,49 @@ pub fn f16_bits_to_f32(h: u16) -> f32 {
     #[cfg(not(target_arch = "nvptx64"))]
     {
         host::f16_bits_to_f32(h)
+    }
+}
+
+/// The bits of `x` rounded to FP8 E4M3, to nearest, ties to even,
+/// saturating (`cvt.rn.satfinite.e4m3x2.f32`: beyond 448 gives 448, an
+/// infinity too; NaN gives NaN).
+#[inline(always)]
+pub fn to_e4m3_bits(x: f32) -> u8 {
+    #[cfg(target_arch = "nvptx64")]
+    {
+        let bits: u16;
+        // SAFETY: a conversion between registers; no memory, no side
+        // effect. The pair's second value (0, the high byte) is dropped.
+        unsafe {
+            core::arch::asm!("cvt.rn.satfinite.e4m3x2.f32 {b}, {z}, {x};", b = out(reg16) bits,
+                z = in(reg32) 0f32, x = in(reg32) x, options(pure, nomem, nostack));
+        }
+        bits as u8
+    }
+    #[cfg(not(target_arch = "nvptx64"))]
+    {
+        crate::elem::Fp8Format::E4M3.from_f32(x)
+    }
+}
+
+/// The bits of `x` rounded to FP8 E5M2, to nearest, ties to even,
+/// saturating (`cvt.rn.satfinite.e5m2x2.f32`: beyond 57344 gives 57344).
+#[inline(always)]
+pub fn to_e5m2_bits(x: f32) -> u8 {
+    #[cfg(target_arch = "nvptx64")]
+    {
+        let bits: u16;
+        // SAFETY: a conversion between registers; no memory, no side
+        // effect. The pair's second value (0, the high byte) is dropped.
+        unsafe {
+            core::arch::asm!("cvt.rn.satfinite.e5m2x2.f32 {b}, {z}, {x};", b = out(reg16) bits,
+                z = in(reg32) 0f32, x = in(reg32) x, options(pure, nomem, nostack));
+        }
+        bits as u8
+    }
+    #[cfg(not(target_arch = "nvptx64"))]
+    {
+        crate::elem::Fp8Format::E5M2.from_f32(x)
     }
 }
 

@@ -67,6 +67,24 @@ pub fn warp_sum(x: f32) -> f32 {
     s
 }
 
+/// The largest of `bits` over the warp's 32 lanes, compared as unsigned
+/// integers, in every lane: five [`shuffle_xor`] rounds of the bits. For
+/// the bits of magnitudes (sign cleared) this is the largest magnitude,
+/// with NaN above infinity above every finite value: a maximum that
+/// keeps a NaN, whatever the order, so deterministic (the quantizer's
+/// amax, `quant`).
+#[inline(always)]
+#[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+pub fn warp_max_bits(bits: u32) -> u32 {
+    let mut m = bits;
+    let mut mask = WARP as u32 / 2;
+    while mask > 0 {
+        m = m.max(shuffle_xor(f32::from_bits(m), mask).to_bits());
+        mask /= 2;
+    }
+    m
+}
+
 /// The nvptx backend: one instruction.
 #[cfg(target_arch = "nvptx64")]
 mod backend {

@@ -251,6 +251,15 @@ pub mod global {
         pub(in crate::emu) len: usize,
     }
 
+    /// `buffer` from element `elements` on: the same memory and length
+    /// (accesses are checked against the whole buffer).
+    pub fn offset(buffer: Buffer, elements: usize) -> Buffer {
+        Buffer {
+            base: buffer.base + elements,
+            ..buffer
+        }
+    }
+
     /// The emulator's buffers start at address 0 (aligned for anything);
     /// a product of a batch starts at its base, `elem_bytes` per element.
     pub fn aligned(buffer: Buffer, bytes: usize, elem_bytes: usize) -> bool {
