@@ -676,6 +676,14 @@ pub struct Scales<'a, S> {
     pub d: Option<&'a S>,
 }
 
+impl<S> Clone for Scales<'_, S> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<S> Copy for Scales<'_, S> {}
+
 impl<'a, S> Scales<'a, S> {
     /// One scale each for A and B.
     pub fn tensor(a: &'a S, b: &'a S) -> Self {

@@ -41,7 +41,11 @@ fn every_module_exports_its_kernels_and_nothing_unresolved() {
             module.name
         );
         let kernels = kernels_of(module);
-        assert!(!kernels.is_empty(), "module {} has no kernel", module.name);
+        assert!(
+            !kernels.is_empty() || !module.utility_entries.is_empty(),
+            "module {} has no entry",
+            module.name
+        );
         for k in &kernels {
             assert!(
                 ptx_entry(ptx, k.name).is_some(),
@@ -521,6 +525,38 @@ fn fp8_hopper_kernels_use_wgmma_k32_of_their_types() {
     }
 }
 
+/// The quantizer (`kernels_gpu::quant`): the entries that write FP8
+/// values convert with `cvt.rn.satfinite` to their type (two values per
+/// instruction's register pair, the second 0), once per column a lane
+/// takes in a row (4; the loop over a warp's rows stays a loop); the
+/// passes that only find amaxes convert nothing; the block-wide maxima
+/// use one barrier and shuffles.
+#[test]
+fn the_quantizer_converts_with_cvt_rn_satfinite_to_its_type() {
+    use kernels_gpu::quant::{ENTRIES, QuantStep};
+    let ptx = rust_gemm::ptx(&kernels_gpu::modules::FP8);
+    for e in ENTRIES {
+        let body = ptx_entry(ptx, e.name).unwrap();
+        let cvts = body.matches("cvt.rn.satfinite.").count();
+        let want = format!("cvt.rn.satfinite.{}x2.f32", e.dst.name());
+        let per_thread = match e.step {
+            QuantStep::Rows | QuantStep::Tiles | QuantStep::Tensor => 4,
+            QuantStep::Amax | QuantStep::Scale => 0,
+        };
+        assert_eq!(cvts, per_thread, "{}: conversions", e.name);
+        if per_thread > 0 {
+            assert_eq!(body.matches(&want).count(), per_thread, "{}: {want}", e.name);
+            assert!(body.contains("div.rn.f32"), "{}: the IEEE division", e.name);
+        }
+        let barriers = body.matches("bar.sync").count();
+        let shared = matches!(e.step, QuantStep::Tiles | QuantStep::Amax | QuantStep::Scale);
+        assert_eq!(barriers, usize::from(shared), "{}: barriers", e.name);
+        if e.step != QuantStep::Tensor {
+            assert_eq!(body.matches("shfl.sync.bfly.b32").count(), 5, "{}: shuffles", e.name);
+        }
+    }
+}
+
 /// The `wgmma`s of FP8 kernel `k` (PTX `body`): one `m64n{n}k32` of its
 /// types per 32 of the stage's 128 values of K, no other.
 fn fp8_mmas<'a>(k: &KernelSpec, body: &'a str, n: usize) -> Vec<&'a str> {
@@ -648,6 +684,7 @@ fn ptxas_archs(module: &PtxModule) -> &'static [&'static str] {
     match module.arch.target_cpu {
         "sm_70" => &["sm_75", "sm_90"],
         "sm_80" => &["sm_80", "sm_90"],
+        "sm_89" => &["sm_89", "sm_90"],
         // Architecture-specific PTX assembles for its own target only.
         "sm_90a" => &["sm_90a"],
         other => panic!("no ptxas architectures chosen for {other}"),
@@ -702,6 +739,12 @@ fn ptxas_assembles_every_module_without_spills() {
                 serialised.join("\n")
             );
             let entries = parse_ptxas(&log);
+            // Utility entries (copies, the quantizer): no spill, no stack.
+            for name in module.utility_entries {
+                let e = entries.iter().find(|e| e.name == *name);
+                let e = e.unwrap_or_else(|| panic!("ptxas did not report {name}:\n{log}"));
+                assert_eq!((e.spill_stores, e.spill_loads, e.stack_bytes), (0, 0, 0), "{arch} {name}");
+            }
             for k in kernels_of(module) {
                 let e = entries
                     .iter()
