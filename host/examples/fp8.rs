@@ -82,7 +82,10 @@ fn run() -> Result<bool, Box<dyn std::error::Error>> {
     let stream = CudaContext::new(0)?.default_stream();
     let sgemm = Sgemm::new(stream.clone())?;
     let (m, n, k) = (512, 384, 1000);
-    println!("{}: C (bf16) = A (bf16, {m} x {k}) B^T (bf16, {n} x {k}) through FP8 E4M3", sgemm.device().name);
+    println!(
+        "{}: C (bf16) = A (bf16, {m} x {k}) B^T (bf16, {n} x {k}) through FP8 E4M3",
+        sgemm.device().name
+    );
     let round = |v: Vec<f32>| -> Vec<bf16> { v.into_iter().map(bf16::from_f32).collect() };
     let (a_host, b_host) = (round(matrix(m, k, 1)), round(matrix(n, k, 2)));
     let wide = |v: &[bf16]| -> Vec<f64> { v.iter().map(|x| x.to_f64()).collect() };

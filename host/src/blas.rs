@@ -76,13 +76,13 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut};
-use kernels_gpu::elem::{Elem, Elems, Math, Storage};
 use kernels_gpu::elem::Scaling;
+use kernels_gpu::elem::{Elem, Elems, Math, Storage};
 use kernels_gpu::gemm::{GemmParams, ScaleParams};
-pub use kernels_gpu::quant::Quantize;
-use kernels_gpu::quant::QuantStep;
 use kernels_gpu::k14_split_k::REDUCE;
 use kernels_gpu::launch::{KernelSpec, Operands, Ops, TmaBoxes, TmaCopy};
+use kernels_gpu::quant::QuantStep;
+pub use kernels_gpu::quant::Quantize;
 use kernels_gpu::registry;
 
 pub use kernels_gpu::launch::Op;
@@ -1787,10 +1787,10 @@ impl Steps {
 /// The launches that compute `plan` as `choice`, in order. The GPU
 /// enqueues them ([`Sgemm::gemm`]); [`emulate`] runs them on the CPU.
 ///
-/// - `alpha = 0`: one launch of `reduce_slices` with no slices, `C = beta
-///   * C`, which reads neither A nor B. (Not for FP8: D's scale is on the
-///   device, so the FP8 kernel runs as for any alpha, and A and B are
-///   read: a NaN in them reaches C.)
+/// - `alpha = 0`: one launch of `reduce_slices` with no slices (`C =
+///   beta C`), which reads neither A nor B. Not for FP8: D's scale is on
+///   the device, so the FP8 kernel runs as for any alpha, and A and B are
+///   read (a NaN in them reaches C).
 /// - No split: the kernel, once, on A, B and C.
 /// - Split-K: the kernel with `k_slice` set, product z being slice z of
 ///   K written to plane z of the workspace (alpha 1, beta 0), then

@@ -187,7 +187,9 @@ fn fp8_calls_take_k_major_operands_and_refuse_other_layouts() {
     let plan = blas::plan_for(&nt, lens(&nt), storage).expect("A m x k, B n x k");
     assert_eq!(plan.ops, Ops::NT);
     // cuBLASLt's layout: column-major, op_a = T: the same memory, swapped.
-    let tn = GemmConfig::new(64, 48, 256).layout(Layout::ColMajor).op_a(Op::T);
+    let tn = GemmConfig::new(64, 48, 256)
+        .layout(Layout::ColMajor)
+        .op_a(Op::T);
     let plan = blas::plan_for(&tn, lens(&tn), storage).expect("column-major TN");
     assert!(plan.swapped && plan.ops == Ops::NT);
     for cfg in [
@@ -217,9 +219,27 @@ fn fp8_scales_are_checked_against_the_call() {
     let cfg = GemmConfig::new(300, 200, 1000).op_b(Op::T);
     assert!(blas::check_scales(&cfg, Scaling::Tensor, (1, 1, Some(1))).is_ok());
     let e = blas::check_scales(&cfg, Scaling::Tensor, (1, 0, None)).expect_err("empty");
-    assert!(matches!(e, GemmError::ScalesTooSmall { arg: "scales.b", .. }), "{e}");
+    assert!(
+        matches!(
+            e,
+            GemmError::ScalesTooSmall {
+                arg: "scales.b",
+                ..
+            }
+        ),
+        "{e}"
+    );
     let e = blas::check_scales(&cfg, Scaling::Tensor, (1, 1, Some(0))).expect_err("empty d");
-    assert!(matches!(e, GemmError::ScalesTooSmall { arg: "scales.d", .. }), "{e}");
+    assert!(
+        matches!(
+            e,
+            GemmError::ScalesTooSmall {
+                arg: "scales.d",
+                ..
+            }
+        ),
+        "{e}"
+    );
     // A: 8 K blocks of 300 rows (a multiple of 4); B: 2 column blocks of
     // 8 K blocks.
     let (a, b) = (Scaling::a_scales(300, 1000), Scaling::b_scales(1000, 200));
@@ -228,7 +248,9 @@ fn fp8_scales_are_checked_against_the_call() {
     let e = blas::check_scales(&cfg, Scaling::Blocks, (a - 1, b, None)).expect_err("short");
     assert!(matches!(e, GemmError::ScalesTooSmall { arg: "scales.a", needs, .. } if needs == a));
     assert!(e.to_string().contains("m = 300, n = 200, k = 1000"), "{e}");
-    let col = GemmConfig::new(300, 200, 1000).layout(Layout::ColMajor).op_a(Op::T);
+    let col = GemmConfig::new(300, 200, 1000)
+        .layout(Layout::ColMajor)
+        .op_a(Op::T);
     let e = blas::check_scales(&col, Scaling::Blocks, (a, b, None)).expect_err("column-major");
     assert!(matches!(e, GemmError::BlockScalesLayout), "{e}");
     assert!(blas::check_scales(&col, Scaling::Tensor, (1, 1, None)).is_ok());
@@ -256,7 +278,10 @@ fn auto_promotes_fp8_sums_unless_fast_accumulation_is_allowed() {
     assert_eq!(blocks.kernel.elems.scaling, Scaling::Blocks);
     let e5m2 = Storage::new(Elem::E5m2, Elem::E4m3, Elem::Bf16);
     assert!(pick(&cfg, e5m2).is_none());
-    assert_eq!(pick(&cfg.clone().fast_accumulation(true), e5m2).map(|c| c.kernel.step), Some(25));
+    assert_eq!(
+        pick(&cfg.clone().fast_accumulation(true), e5m2).map(|c| c.kernel.step),
+        Some(25)
+    );
 }
 
 /// The quantizer's arguments: zero sizes, a leading dimension below the
@@ -267,22 +292,36 @@ fn the_quantizers_arguments_are_checked() {
     let lens = cfg.lens();
     assert_eq!(lens, (300 * 1000, 300 * 1000, 8 * 300));
     assert!(cfg.check(lens).is_ok());
-    let e = QuantConfig::new(0, 10, Quantize::Tensor).check((0, 0, 1)).expect_err("zero");
+    let e = QuantConfig::new(0, 10, Quantize::Tensor)
+        .check((0, 0, 1))
+        .expect_err("zero");
     assert!(matches!(e, GemmError::ZeroDimension { arg: "rows" }), "{e}");
     let e = cfg.ld(999).check(lens).expect_err("ld");
-    assert!(matches!(e, GemmError::LeadingDimension { arg: "ld", .. }), "{e}");
+    assert!(
+        matches!(e, GemmError::LeadingDimension { arg: "ld", .. }),
+        "{e}"
+    );
     let padded = cfg.ld(1024);
     assert_eq!(padded.lens().0, 299 * 1024 + 1000);
     for (i, arg) in ["src", "dst", "scales"].into_iter().enumerate() {
         let mut short = [lens.0, lens.1, lens.2];
         short[i] -= 1;
-        let e = cfg.check((short[0], short[1], short[2])).expect_err("short");
-        assert!(matches!(e, GemmError::BufferTooSmall { arg: a, .. } if a == arg), "{e}");
+        let e = cfg
+            .check((short[0], short[1], short[2]))
+            .expect_err("short");
+        assert!(
+            matches!(e, GemmError::BufferTooSmall { arg: a, .. } if a == arg),
+            "{e}"
+        );
     }
     assert_eq!(Quantize::Tiles.scales(200, 1000), 2 * 8);
     assert_eq!(Quantize::Tensor.scales(200, 1000), 1);
-    let e = QuantConfig::new(600_000, 16, Quantize::Rows).check((usize::MAX, usize::MAX, usize::MAX));
-    assert!(matches!(e, Err(GemmError::TooLarge { arg: "rows", .. })), "{e:?}");
+    let e =
+        QuantConfig::new(600_000, 16, Quantize::Rows).check((usize::MAX, usize::MAX, usize::MAX));
+    assert!(
+        matches!(e, Err(GemmError::TooLarge { arg: "rows", .. })),
+        "{e:?}"
+    );
 }
 
 /// A 16-bit call that names a kernel of other types is refused with both

@@ -447,7 +447,9 @@ fn library(gpu: &Gpu) -> Vec<(String, Result<(), String>)> {
     if gpu.info.compute_capability == (9, 0) {
         library_fp8(&sgemm, &mut out);
     } else {
-        eprintln!("*** SKIPPED: the library's FP8 calls: they need Hopper (compute capability 9.0) ***");
+        eprintln!(
+            "*** SKIPPED: the library's FP8 calls: they need Hopper (compute capability 9.0) ***"
+        );
     }
     // A mix no kernel multiplies.
     {
@@ -563,7 +565,11 @@ fn check_quantized(
     for r in 0..rows {
         for c in 0..cols {
             let i = at(r, c);
-            let want_scale = if amax[i] / max == 0.0 { 1.0 } else { amax[i] / max };
+            let want_scale = if amax[i] / max == 0.0 {
+                1.0
+            } else {
+                amax[i] / max
+            };
             if s[i] != want_scale {
                 return Err(format!("scale {i} = {}, want {want_scale}", s[i]));
             }
@@ -593,7 +599,10 @@ fn library_fp8(sgemm: &Sgemm, out: &mut Vec<(String, Result<(), String>)>) {
     let e4 = (|x: f32| E4m3::from_f32(x).to_f32()) as fn(f32) -> f32;
     let e5 = (|x: f32| E5m2::from_f32(x).to_f32()) as fn(f32) -> f32;
     for (m, n, k) in [(333, 200, 1000), (129, 257, 128), (64, 48, 4096)] {
-        for (how_a, how_b) in [(Quantize::Tensor, Quantize::Tensor), (Quantize::Rows, Quantize::Tiles)] {
+        for (how_a, how_b) in [
+            (Quantize::Tensor, Quantize::Tensor),
+            (Quantize::Rows, Quantize::Tiles),
+        ] {
             let name = format!("fp8_{}_{}_{m}x{n}x{k}", how_a.name(), how_b.name());
             let result = (|| -> Result<(), String> {
                 let err = |e: rust_gemm::blas::GemmError| e.to_string();
@@ -601,32 +610,69 @@ fn library_fp8(sgemm: &Sgemm, out: &mut Vec<(String, Result<(), String>)>) {
                 // A from BF16 values, B from f32 ones, rows of different
                 // magnitudes.
                 let spread = |v: Vec<f32>, cols: usize| -> Vec<f32> {
-                    v.iter().enumerate().map(|(i, x)| x * 2f32.powi((i / cols % 9) as i32 - 4)).collect()
+                    v.iter()
+                        .enumerate()
+                        .map(|(i, x)| x * 2f32.powi((i / cols % 9) as i32 - 4))
+                        .collect()
                 };
-                let a_x: Vec<f32> = spread(values(m * k, m as u64), k).into_iter().map(|x| bf16::from_f32(x).to_f32()).collect();
+                let a_x: Vec<f32> = spread(values(m * k, m as u64), k)
+                    .into_iter()
+                    .map(|x| bf16::from_f32(x).to_f32())
+                    .collect();
                 let b_x = spread(values(n * k, n as u64 + 1), k);
-                let a = stream.clone_htod(&a_x.iter().map(|&x| bf16::from_f32(x)).collect::<Vec<_>>()).map_err(drv)?;
+                let a = stream
+                    .clone_htod(&a_x.iter().map(|&x| bf16::from_f32(x)).collect::<Vec<_>>())
+                    .map_err(drv)?;
                 let b = stream.clone_htod(&b_x).map_err(drv)?;
                 let mut qa = stream.alloc_zeros::<F8E4M3>(m * k).map_err(drv)?;
                 let mut qb = stream.alloc_zeros::<F8E4M3>(n * k).map_err(drv)?;
                 let mut sa = stream.alloc_zeros::<f32>(how_a.scales(m, k)).map_err(drv)?;
                 let mut sb = stream.alloc_zeros::<f32>(how_b.scales(n, k)).map_err(drv)?;
-                sgemm.quantize(&QuantConfig::new(m, k, how_a), &a, &mut qa, &mut sa).map_err(err)?;
-                sgemm.quantize(&QuantConfig::new(n, k, how_b), &b, &mut qb, &mut sb).map_err(err)?;
+                sgemm
+                    .quantize(&QuantConfig::new(m, k, how_a), &a, &mut qa, &mut sa)
+                    .map_err(err)?;
+                sgemm
+                    .quantize(&QuantConfig::new(n, k, how_b), &b, &mut qb, &mut sb)
+                    .map_err(err)?;
                 let f8 = |x: F8E4M3| x.to_f32();
-                let da = check_quantized(&a_x, (m, k), how_a,
-                    (&host_f32(sgemm, &qa, f8)?, &host_f32(sgemm, &sa, |x| x)?), (e4, 448.0))
-                    .map_err(|e| format!("A: {e}"))?;
-                let db = check_quantized(&b_x, (n, k), how_b,
-                    (&host_f32(sgemm, &qb, f8)?, &host_f32(sgemm, &sb, |x| x)?), (e4, 448.0))
-                    .map_err(|e| format!("B: {e}"))?;
+                let da = check_quantized(
+                    &a_x,
+                    (m, k),
+                    how_a,
+                    (&host_f32(sgemm, &qa, f8)?, &host_f32(sgemm, &sa, |x| x)?),
+                    (e4, 448.0),
+                )
+                .map_err(|e| format!("A: {e}"))?;
+                let db = check_quantized(
+                    &b_x,
+                    (n, k),
+                    how_b,
+                    (&host_f32(sgemm, &qb, f8)?, &host_f32(sgemm, &sb, |x| x)?),
+                    (e4, 448.0),
+                )
+                .map_err(|e| format!("B: {e}"))?;
                 // E5M2 from the same f32 B, per tensor.
                 let mut q5 = stream.alloc_zeros::<F8E5M2>(n * k).map_err(drv)?;
                 let mut s5 = stream.alloc_zeros::<f32>(1).map_err(drv)?;
-                sgemm.quantize(&QuantConfig::new(n, k, Quantize::Tensor), &b, &mut q5, &mut s5).map_err(err)?;
-                check_quantized(&b_x, (n, k), Quantize::Tensor,
-                    (&host_f32(sgemm, &q5, |x: F8E5M2| x.to_f32())?, &host_f32(sgemm, &s5, |x| x)?), (e5, 57344.0))
-                    .map_err(|e| format!("B in E5M2: {e}"))?;
+                sgemm
+                    .quantize(
+                        &QuantConfig::new(n, k, Quantize::Tensor),
+                        &b,
+                        &mut q5,
+                        &mut s5,
+                    )
+                    .map_err(err)?;
+                check_quantized(
+                    &b_x,
+                    (n, k),
+                    Quantize::Tensor,
+                    (
+                        &host_f32(sgemm, &q5, |x: F8E5M2| x.to_f32())?,
+                        &host_f32(sgemm, &s5, |x| x)?,
+                    ),
+                    (e5, 57344.0),
+                )
+                .map_err(|e| format!("B in E5M2: {e}"))?;
                 // The f64 product of the dequantized values.
                 let mut want = vec![0.0f64; m * n];
                 for i in 0..m {
@@ -635,7 +681,11 @@ fn library_fp8(sgemm: &Sgemm, out: &mut Vec<(String, Result<(), String>)>) {
                     }
                 }
                 let scale = want.iter().fold(0.0f64, |s, w| s.max(w.abs()));
-                let scales = if how_a == Quantize::Tensor { Scales::tensor(&sa, &sb) } else { Scales::blocks(&sa, &sb) };
+                let scales = if how_a == Quantize::Tensor {
+                    Scales::tensor(&sa, &sb)
+                } else {
+                    Scales::blocks(&sa, &sb)
+                };
                 let two = stream.clone_htod(&[2.0f32]).map_err(drv)?;
                 let row = GemmConfig::new(m, n, k).op_b(Op::T);
                 // 16-bit C rounds once (2^-9 relative); the tensor cores'
@@ -645,31 +695,69 @@ fn library_fp8(sgemm: &Sgemm, out: &mut Vec<(String, Result<(), String>)>) {
                     let steps = if fast { (k as f64 / 32.0).ceil() } else { 4.0 };
                     (if c16 { 2f64.powi(-8) } else { 0.0 }) + 2f64.powi(-12) * steps + 1e-6
                 };
-                let check_c = |got: Vec<f32>, factor: f64, bound: f64, what: &str| -> Result<(), String> {
-                    let e = got.iter().zip(&want).fold(0.0f64, |e, (&g, &w)| e.max((g as f64 - factor * w).abs()));
-                    let rel = e / (factor * scale);
-                    if rel <= bound { Ok(()) } else { Err(format!("{what}: error {rel:e} over the bound {bound:e}")) }
-                };
+                let check_c =
+                    |got: Vec<f32>, factor: f64, bound: f64, what: &str| -> Result<(), String> {
+                        let e = got
+                            .iter()
+                            .zip(&want)
+                            .fold(0.0f64, |e, (&g, &w)| e.max((g as f64 - factor * w).abs()));
+                        let rel = e / (factor * scale);
+                        if rel <= bound {
+                            Ok(())
+                        } else {
+                            Err(format!("{what}: error {rel:e} over the bound {bound:e}"))
+                        }
+                    };
                 let mut c16 = stream.alloc_zeros::<bf16>(m * n).map_err(drv)?;
-                let choice = sgemm.gemm_scaled(&row, &qa, &qb, &mut c16, &scales).map_err(err)?;
+                let choice = sgemm
+                    .gemm_scaled(&row, &qa, &qb, &mut c16, &scales)
+                    .map_err(err)?;
                 if choice.kernel.elems.promote_every == 0 {
                     return Err(format!("Auto took {choice}, which does not promote"));
                 }
-                check_c(host_f32(sgemm, &c16, |x| x.to_f32())?, 1.0, bound(false, true), "BF16 C")?;
+                check_c(
+                    host_f32(sgemm, &c16, |x| x.to_f32())?,
+                    1.0,
+                    bound(false, true),
+                    "BF16 C",
+                )?;
                 let mut c32 = stream.alloc_zeros::<f32>(m * n).map_err(drv)?;
-                sgemm.gemm_scaled(&row, &qa, &qb, &mut c32, &scales.with_d(&two)).map_err(err)?;
-                check_c(host_f32(sgemm, &c32, |x| x)?, 2.0, bound(false, false), "f32 C, D's scale 2")?;
+                sgemm
+                    .gemm_scaled(&row, &qa, &qb, &mut c32, &scales.with_d(&two))
+                    .map_err(err)?;
+                check_c(
+                    host_f32(sgemm, &c32, |x| x)?,
+                    2.0,
+                    bound(false, false),
+                    "f32 C, D's scale 2",
+                )?;
                 if how_a == Quantize::Tensor {
                     let fast = row.clone().fast_accumulation(true);
                     let mut c = stream.alloc_zeros::<f16>(m * n).map_err(drv)?;
-                    let choice = sgemm.gemm_scaled(&fast, &qa, &qb, &mut c, &scales).map_err(err)?;
-                    check_c(host_f32(sgemm, &c, |x| x.to_f32())?, 1.0, bound(true, true), &format!("FP16 C, {choice}"))?;
+                    let choice = sgemm
+                        .gemm_scaled(&fast, &qa, &qb, &mut c, &scales)
+                        .map_err(err)?;
+                    check_c(
+                        host_f32(sgemm, &c, |x| x.to_f32())?,
+                        1.0,
+                        bound(true, true),
+                        &format!("FP16 C, {choice}"),
+                    )?;
                     // cuBLASLt's layout: column-major, C^T (n x m) = B A^T
                     // with op_a = T: the same memory as the row-major call.
-                    let col = GemmConfig::new(n, m, k).layout(Layout::ColMajor).op_a(Op::T);
+                    let col = GemmConfig::new(n, m, k)
+                        .layout(Layout::ColMajor)
+                        .op_a(Op::T);
                     let mut ct = stream.alloc_zeros::<f32>(m * n).map_err(drv)?;
-                    sgemm.gemm_scaled(&col, &qb, &qa, &mut ct, &Scales::tensor(&sb, &sa)).map_err(err)?;
-                    check_c(host_f32(sgemm, &ct, |x| x)?, 1.0, bound(false, false), "column-major")?;
+                    sgemm
+                        .gemm_scaled(&col, &qb, &qa, &mut ct, &Scales::tensor(&sb, &sa))
+                        .map_err(err)?;
+                    check_c(
+                        host_f32(sgemm, &ct, |x| x)?,
+                        1.0,
+                        bound(false, false),
+                        "column-major",
+                    )?;
                 }
                 stream.synchronize().map_err(drv)?;
                 Ok(())
@@ -681,20 +769,38 @@ fn library_fp8(sgemm: &Sgemm, out: &mut Vec<(String, Result<(), String>)>) {
     let a = stream.alloc_zeros::<F8E4M3>(64 * 64).unwrap();
     let s = stream.alloc_zeros::<f32>(1).unwrap();
     let mut c = stream.alloc_zeros::<bf16>(64 * 64).unwrap();
-    let says = |r: Result<rust_gemm::blas::Choice, rust_gemm::blas::GemmError>, want: &str| match r {
-        Ok(choice) => Err(format!("{choice} ran, but the call should fail with '{want}'")),
+    let says = |r: Result<rust_gemm::blas::Choice, rust_gemm::blas::GemmError>, want: &str| match r
+    {
+        Ok(choice) => Err(format!(
+            "{choice} ran, but the call should fail with '{want}'"
+        )),
         Err(e) if e.to_string().contains(want) => Ok(()),
         Err(e) => Err(format!("'{e}' does not say '{want}'")),
     };
     let nt = GemmConfig::new(64, 64, 64).op_b(Op::T);
-    out.push(("error_fp8_without_scales".into(), says(sgemm.gemm(&nt, &a, &a, &mut c), "call gemm_scaled")));
+    out.push((
+        "error_fp8_without_scales".into(),
+        says(sgemm.gemm(&nt, &a, &a, &mut c), "call gemm_scaled"),
+    ));
     out.push((
         "error_fp8_layout".into(),
-        says(sgemm.gemm_scaled(&GemmConfig::new(64, 64, 64), &a, &a, &mut c, &Scales::tensor(&s, &s)), "K contiguous"),
+        says(
+            sgemm.gemm_scaled(
+                &GemmConfig::new(64, 64, 64),
+                &a,
+                &a,
+                &mut c,
+                &Scales::tensor(&s, &s),
+            ),
+            "K contiguous",
+        ),
     ));
     out.push((
         "error_fp8_block_scales_too_small".into(),
-        says(sgemm.gemm_scaled(&nt, &a, &a, &mut c, &Scales::blocks(&s, &s)), "scales.a holds 1 f32s"),
+        says(
+            sgemm.gemm_scaled(&nt, &a, &a, &mut c, &Scales::blocks(&s, &s)),
+            "scales.a holds 1 f32s",
+        ),
     ));
 }
 

@@ -545,14 +545,27 @@ fn the_quantizer_converts_with_cvt_rn_satfinite_to_its_type() {
         };
         assert_eq!(cvts, per_thread, "{}: conversions", e.name);
         if per_thread > 0 {
-            assert_eq!(body.matches(&want).count(), per_thread, "{}: {want}", e.name);
+            assert_eq!(
+                body.matches(&want).count(),
+                per_thread,
+                "{}: {want}",
+                e.name
+            );
             assert!(body.contains("div.rn.f32"), "{}: the IEEE division", e.name);
         }
         let barriers = body.matches("bar.sync").count();
-        let shared = matches!(e.step, QuantStep::Tiles | QuantStep::Amax | QuantStep::Scale);
+        let shared = matches!(
+            e.step,
+            QuantStep::Tiles | QuantStep::Amax | QuantStep::Scale
+        );
         assert_eq!(barriers, usize::from(shared), "{}: barriers", e.name);
         if e.step != QuantStep::Tensor {
-            assert_eq!(body.matches("shfl.sync.bfly.b32").count(), 5, "{}: shuffles", e.name);
+            assert_eq!(
+                body.matches("shfl.sync.bfly.b32").count(),
+                5,
+                "{}: shuffles",
+                e.name
+            );
         }
     }
 }
@@ -743,7 +756,11 @@ fn ptxas_assembles_every_module_without_spills() {
             for name in module.utility_entries {
                 let e = entries.iter().find(|e| e.name == *name);
                 let e = e.unwrap_or_else(|| panic!("ptxas did not report {name}:\n{log}"));
-                assert_eq!((e.spill_stores, e.spill_loads, e.stack_bytes), (0, 0, 0), "{arch} {name}");
+                assert_eq!(
+                    (e.spill_stores, e.spill_loads, e.stack_bytes),
+                    (0, 0, 0),
+                    "{arch} {name}"
+                );
             }
             for k in kernels_of(module) {
                 let e = entries

@@ -8,7 +8,7 @@
 //! on the GPU in tests/tests/gpu.rs.
 
 use kernels_gpu::device::GlobalOut;
-use kernels_gpu::elem::{Bf16, E4m3, E5m2, Elem, Elems, Element, Fp8};
+use kernels_gpu::elem::{Bf16, E4m3, E5m2, Elem, Element, Elems, Fp8};
 use kernels_gpu::emu;
 use kernels_gpu::gemm::{Gemm, GemmParams};
 use kernels_gpu::launch::{Body, KernelSpec, Launch, Operands, Ops};
@@ -80,7 +80,12 @@ fn q_tensor<T: Element, Q: Fp8>(g: Gemm) {
 /// A launch of `body` with the step's geometry: [`quant::THREADS`]
 /// threads, its shared bytes, a block per 128 columns and
 /// `block_rows` rows (the whole problem for `Scale`).
-fn spec(name: &'static str, step: QuantStep, body: fn(Gemm), (rows, cols): (usize, usize)) -> KernelSpec {
+fn spec(
+    name: &'static str,
+    step: QuantStep,
+    body: fn(Gemm),
+    (rows, cols): (usize, usize),
+) -> KernelSpec {
     let block_tile = match step {
         QuantStep::Scale => (rows, cols),
         _ => (step.block_rows(), quant::COLS),
@@ -109,7 +114,11 @@ fn spec(name: &'static str, step: QuantStep, body: fn(Gemm), (rows, cols): (usiz
 /// The reference: `(values, scales)` for a `rows x cols` source `x`
 /// (rows `ld` apart) quantized to `Q` as `how` says, scales at its
 /// layout (NaN where no block has one).
-fn reference<Q: Fp8>(x: &[f32], (rows, cols, ld): (usize, usize, usize), how: Quantize) -> (Vec<f32>, Vec<f32>) {
+fn reference<Q: Fp8>(
+    x: &[f32],
+    (rows, cols, ld): (usize, usize, usize),
+    how: Quantize,
+) -> (Vec<f32>, Vec<f32>) {
     let (block_rows, block_cols) = match how {
         Quantize::Tensor => (rows, cols),
         Quantize::Rows => (1, 128),
@@ -134,7 +143,11 @@ fn reference<Q: Fp8>(x: &[f32], (rows, cols, ld): (usize, usize, usize), how: Qu
                     amax = if amax.is_nan() { amax } else { v };
                 }
             });
-            let scale = if amax / Q::MAX == 0.0 { 1.0 } else { amax / Q::MAX };
+            let scale = if amax / Q::MAX == 0.0 {
+                1.0
+            } else {
+                amax / Q::MAX
+            };
             scales[bi * rs + bj * cs] = scale;
             block(&mut |r, c| q[r * cols + c] = Q::from_f32(x[r * ld + c] / scale).to_f32());
         }
@@ -142,12 +155,15 @@ fn reference<Q: Fp8>(x: &[f32], (rows, cols, ld): (usize, usize, usize), how: Qu
     (q, scales)
 }
 
+/// One emulated launch: its name, its step's geometry, its body.
+type Emulated = (&'static str, QuantStep, fn(Gemm));
+
 /// Runs the quantization of `x` on the emulator, launch by launch, and
 /// returns C's slots: the values, then the scales (then the partials).
 fn emulate(
     x: &[f32],
     (rows, cols, ld): (usize, usize, usize),
-    launches: &[(&'static str, QuantStep, fn(Gemm))],
+    launches: &[Emulated],
     tail: usize,
 ) -> Vec<f32> {
     let params = GemmParams {
@@ -186,7 +202,7 @@ fn check<T: Element, Q: Fp8>(shape: (usize, usize, usize), how: Quantize, specia
         x[(rows - 1) * ld + cols - 1] = f32::NEG_INFINITY;
     }
     let n_scales = how.scales(rows, cols);
-    let (launches, tail): (Vec<(&'static str, QuantStep, fn(Gemm))>, usize) = match how {
+    let (launches, tail): (Vec<Emulated>, usize) = match how {
         Quantize::Rows => (vec![("rows", QuantStep::Rows, q_rows::<T, Q>)], n_scales),
         Quantize::Tiles => (vec![("tiles", QuantStep::Tiles, q_tiles::<T, Q>)], n_scales),
         Quantize::Tensor => (
@@ -200,7 +216,11 @@ fn check<T: Element, Q: Fp8>(shape: (usize, usize, usize), how: Quantize, specia
     };
     let c = emulate(&x, shape, &launches, tail);
     let (want_q, want_scales) = reference::<Q>(&x, shape, how);
-    let what = format!("{:?} -> {:?}, {how:?}, {rows} x {cols} (ld {ld})", T::ELEM, Q::ELEM);
+    let what = format!(
+        "{:?} -> {:?}, {how:?}, {rows} x {cols} (ld {ld})",
+        T::ELEM,
+        Q::ELEM
+    );
     for (i, (&got, &want)) in c[..rows * cols].iter().zip(&want_q).enumerate() {
         // NaN's sign is the hardware's choice; any NaN is a NaN.
         assert!(
@@ -210,7 +230,11 @@ fn check<T: Element, Q: Fp8>(shape: (usize, usize, usize), how: Quantize, specia
             i % cols
         );
     }
-    for (i, (&got, &want)) in c[rows * cols..rows * cols + n_scales].iter().zip(&want_scales).enumerate() {
+    for (i, (&got, &want)) in c[rows * cols..rows * cols + n_scales]
+        .iter()
+        .zip(&want_scales)
+        .enumerate()
+    {
         // A slot no block has (the layouts' 16-byte padding) is NaN in
         // both: unwritten.
         assert!(
@@ -259,6 +283,10 @@ fn zeros_get_scale_1_large_values_saturate_and_nan_or_infinity_poisons_its_block
 #[test]
 fn the_fp8_module_holds_every_entry_for_ada_and_newer() {
     assert_eq!(modules::FP8.arch.capability, (8, 9));
-    assert!(quant::ENTRIES.iter().all(|e| modules::holding(e.name) == Some(&modules::FP8)));
+    assert!(
+        quant::ENTRIES
+            .iter()
+            .all(|e| modules::holding(e.name) == Some(&modules::FP8))
+    );
     assert!(quant::ENTRIES.iter().any(|e| e.src == Elem::F16));
 }
