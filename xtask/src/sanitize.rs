@@ -6,10 +6,11 @@
 //! one process; only when that run fails is each kernel run alone, so the
 //! summary names the kernel at fault.
 //!
-//! A whole run (no `--kernel`, or `--example`) also runs the library's example
-//! (`host/examples/sgemm.rs`) under each tool: the entries `host` does not
-//! launch by name (the transposed instances of step 10 and split-K's
-//! `reduce_slices`) run there, through the library.
+//! A whole run (no `--kernel`, or `--example`) also runs the library's
+//! examples (`host/examples/sgemm.rs` and `fp8.rs`) under each tool: the
+//! entries `host` does not launch by name (the transposed instances of
+//! step 10, split-K's `reduce_slices`, the FP8 quantizer) run there,
+//! through the library.
 
 use std::fmt::Write as _;
 use std::fs::{self, File};
@@ -58,14 +59,15 @@ pub struct Args {
     /// Folder for the full output of every run.
     #[arg(long, default_value = "results/sanitize")]
     log_dir: PathBuf,
-    /// Also sanitize the library's example `sgemm` with `--kernel` (a
-    /// whole run always does).
+    /// Also sanitize the library's examples `sgemm` and `fp8` with
+    /// `--kernel` (a whole run always does).
     #[arg(long)]
     example: bool,
-    /// The library's example `sgemm` (default: build it with cargo, or
-    /// use the `sgemm` next to this executable when there is no cargo).
-    #[arg(long, value_name = "PATH")]
-    example_bin: Option<PathBuf>,
+    /// The library's examples to run, comma-separated (default: build
+    /// `sgemm` and `fp8` with cargo, or use those next to this executable
+    /// when there is no cargo).
+    #[arg(long, value_name = "PATH", value_delimiter = ',')]
+    example_bin: Vec<PathBuf>,
 }
 
 /// One kernel as `host --list-kernels` prints it.
@@ -136,14 +138,20 @@ pub fn run(args: &Args) -> Result<bool> {
     }
 
     let host = host_binary(args)?;
-    let example = if args.kernel.is_empty() || args.example {
-        Some(match &args.example_bin {
-            Some(path) if locate::is_executable(path) => path.clone(),
-            Some(path) => bail!("--example-bin {} is not an executable file", path.display()),
-            None => locate::release_example("sgemm")?,
-        })
+    let examples = if !(args.kernel.is_empty() || args.example) {
+        Vec::new()
+    } else if args.example_bin.is_empty() {
+        vec![
+            locate::release_example("sgemm")?,
+            locate::release_example("fp8")?,
+        ]
     } else {
-        None
+        for path in &args.example_bin {
+            if !locate::is_executable(path) {
+                bail!("--example-bin {} is not an executable file", path.display());
+            }
+        }
+        args.example_bin.clone()
     };
     let kernels = list_kernels(&host)?;
     let selected: Vec<&Kernel> = if args.kernel.is_empty() {
@@ -188,13 +196,16 @@ pub fn run(args: &Args) -> Result<bool> {
                 runs.push(one);
             }
         }
-        if let Some(example) = &example {
-            let log = args.log_dir.join(format!("{tool}-example-sgemm.log"));
+        for example in &examples {
+            let name = example
+                .file_name()
+                .map_or("example".into(), |n| n.to_string_lossy().into_owned());
+            let log = args.log_dir.join(format!("{tool}-example-{name}.log"));
             let outcome = run_under(&sanitizer, tool, example, &[], &log, args)?;
             let run = Run {
                 tool: tool.to_string(),
                 size: "example".into(),
-                kernels: "sgemm (library)".into(),
+                kernels: format!("{name} (library)"),
                 outcome,
                 log,
             };
