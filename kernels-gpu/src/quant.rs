@@ -32,8 +32,10 @@
 //! that the block's amax needs one warp maximum (`shfl.sync`) and, where
 //! a scale spans several warps, eight words of shared memory and one
 //! barrier. The values are read twice, the second time from L1 or L2.
-//! A memory-bound pass (two reads of the source from L1/L2, one write of
-//! a byte per value); it is not timed yet: the GPU tests check it.
+//! A memory-bound pass (the source read twice, the second time mostly
+//! from L1 or L2, and a byte written per value): `cargo run --release -p
+//! host --example fp8 M N K` times it; the measurements live in
+//! docs/measurements.md (sixteenth session).
 
 use crate::device::warp::{WARP, lane, warp_idx, warp_max_bits};
 use crate::device::{

@@ -85,47 +85,42 @@ pub fn f16_bits_to_f32(h: u16) -> f32 {
     }
 }
 
+/// `cvt.rn.satfinite.$pair.f32` of `$x` (the pair's high byte 0,
+/// dropped) on the GPU, `$format.from_f32($x)` on the host.
+macro_rules! to_fp8_bits {
+    ($pair:literal, $format:ident, $x:expr) => {{
+        #[cfg(target_arch = "nvptx64")]
+        {
+            let bits: u16;
+            // SAFETY: a conversion between registers; no memory, no side
+            // effect.
+            unsafe {
+                core::arch::asm!(concat!("cvt.rn.satfinite.", $pair, ".f32 {b}, {z}, {x};"),
+                    b = out(reg16) bits, z = in(reg32) 0f32, x = in(reg32) $x,
+                    options(pure, nomem, nostack));
+            }
+            bits as u8
+        }
+        #[cfg(not(target_arch = "nvptx64"))]
+        {
+            crate::elem::Fp8Format::$format.from_f32($x)
+        }
+    }};
+}
+
 /// The bits of `x` rounded to FP8 E4M3, to nearest, ties to even,
 /// saturating (`cvt.rn.satfinite.e4m3x2.f32`: beyond 448 gives 448, an
 /// infinity too; NaN gives NaN).
 #[inline(always)]
 pub fn to_e4m3_bits(x: f32) -> u8 {
-    #[cfg(target_arch = "nvptx64")]
-    {
-        let bits: u16;
-        // SAFETY: a conversion between registers; no memory, no side
-        // effect. The pair's second value (0, the high byte) is dropped.
-        unsafe {
-            core::arch::asm!("cvt.rn.satfinite.e4m3x2.f32 {b}, {z}, {x};", b = out(reg16) bits,
-                z = in(reg32) 0f32, x = in(reg32) x, options(pure, nomem, nostack));
-        }
-        bits as u8
-    }
-    #[cfg(not(target_arch = "nvptx64"))]
-    {
-        crate::elem::Fp8Format::E4M3.from_f32(x)
-    }
+    to_fp8_bits!("e4m3x2", E4M3, x)
 }
 
 /// The bits of `x` rounded to FP8 E5M2, to nearest, ties to even,
 /// saturating (`cvt.rn.satfinite.e5m2x2.f32`: beyond 57344 gives 57344).
 #[inline(always)]
 pub fn to_e5m2_bits(x: f32) -> u8 {
-    #[cfg(target_arch = "nvptx64")]
-    {
-        let bits: u16;
-        // SAFETY: a conversion between registers; no memory, no side
-        // effect. The pair's second value (0, the high byte) is dropped.
-        unsafe {
-            core::arch::asm!("cvt.rn.satfinite.e5m2x2.f32 {b}, {z}, {x};", b = out(reg16) bits,
-                z = in(reg32) 0f32, x = in(reg32) x, options(pure, nomem, nostack));
-        }
-        bits as u8
-    }
-    #[cfg(not(target_arch = "nvptx64"))]
-    {
-        crate::elem::Fp8Format::E5M2.from_f32(x)
-    }
+    to_fp8_bits!("e5m2x2", E5M2, x)
 }
 
 /// The host's conversions: what `cvt.rn` does, in integer arithmetic.
