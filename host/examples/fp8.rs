@@ -14,8 +14,9 @@
 //! (median of 20 after 3 warm-ups): the quantizations in GB/s next to the
 //! GPU's DRAM peak, the product in TFLOP/s. `fp8 M N K` sets the shape
 //! (default 512 384 1000). Hopper only (the FP8 kernels are `wgmma`; the
-//! quantizer runs from Ada on). Without a GPU it says so and exits with
-//! status 2; a result off its bound, or bad arguments, exit with status 1.
+//! quantizer runs from Ada on; on another GPU it prints a SKIPPED line and
+//! exits with status 0). Without a GPU it says so and exits with status
+//! 2; a result off its bound, or bad arguments, exit with status 1.
 //! (`cargo xtask sanitize --example-bin` runs it under compute-sanitizer.)
 
 use std::process::ExitCode;
@@ -145,12 +146,14 @@ fn run((m, n, k): (usize, usize, usize)) -> Result<bool, Box<dyn std::error::Err
     let stream = CudaContext::new(0)?.default_stream();
     let sgemm = Sgemm::new(stream.clone())?;
     if sgemm.device().compute_capability != (9, 0) {
-        return Err(format!(
-            "{} (compute capability {:?}) has no FP8 kernel here: they need Hopper, exactly 9.0",
+        // Loud, but not a failure: this GPU has no FP8 product here.
+        eprintln!(
+            "*** SKIPPED: {} (compute capability {:?}) has no FP8 kernel here: they need \
+             Hopper, exactly 9.0 ***",
             sgemm.device().name,
             sgemm.device().compute_capability
-        )
-        .into());
+        );
+        return Ok(true);
     }
     println!(
         "{}: C (bf16) = A (bf16, {m} x {k}) B^T (bf16, {n} x {k}) through FP8 E4M3",

@@ -36,16 +36,20 @@
 //!    second the reduction). Nothing waits: the call returns when the work
 //!    is enqueued on the stream.
 //!
-//! Memory: nothing is allocated per call, except split-K's workspace
-//! (`slices x m x n` floats of partial sums), allocated the first time a
-//! call needs more than the handle holds and kept for later calls.
+//! Memory: nothing is allocated per call, except the handle's workspace
+//! (split-K's `slices x m x n` floats of partial sums, a per-tensor
+//! quantization's tile amaxes), allocated the first time a call needs
+//! more than the handle holds and kept for later calls.
 //!
 //! Element types ([`GemmElement`]): A, B and C are `f32`, or A and B are
 //! both `half::bf16` or both `half::f16` (cudarc's `f16` feature) with C
 //! in f32 or in their type (rounded to nearest once, in the epilogue);
-//! alpha and beta are f32, and so is the accumulation. Any other mix is
-//! a typed error naming the types ([`GemmError::Types`]). The types come
-//! from the buffers: the same [`Sgemm::gemm`] takes all of them.
+//! alpha and beta are f32, and so is the accumulation. FP8 A and B
+//! (`float8::F8E4M3`, `F8E5M2`) go through [`Sgemm::gemm_scaled`] with
+//! their scales ([`Sgemm::quantize`] makes both), into the C types its
+//! docs list. Any other mix is a typed error naming the types
+//! ([`GemmError::Types`]). The types come from the buffers: the same
+//! [`Sgemm::gemm`] takes all the others.
 //!
 //! ```no_run
 //! # use std::sync::Arc;
@@ -450,6 +454,11 @@ pub enum GemmError {
     #[error("scales are for FP8 operands, and this call multiplies {storage}: call gemm")]
     UnexpectedScales { storage: Storage },
     #[error(
+        "Scales::scaling is None: an FP8 call's scales are per tensor or per block \
+         (Scales::tensor, Scales::blocks)"
+    )]
+    ScalingNone,
+    #[error(
         "{arg} holds {len} f32s, but {what} needs {needs}: pass a larger buffer \
          (Quantize::scales gives the count)"
     )]
@@ -494,8 +503,8 @@ pub struct Plan {
     /// A column-major call: the kernel's A is the caller's B and its B
     /// the caller's A.
     pub swapped: bool,
-    /// A, B and C as the caller's buffers store them (of the row-major
-    /// problem: A and B are one type, so a swap changes nothing).
+    /// A, B and C as the kernel reads them (of the row-major problem: a
+    /// column-major call's A and B types swapped with the buffers).
     pub storage: Storage,
     /// The math `Auto` may choose kernels of.
     pub compute: Compute,
@@ -632,6 +641,17 @@ pub fn plan_for(
         let b = (cfg.ldb, cfg.op_b, cfg.stride_b);
         if swapped { (b, a) } else { (a, b) }
     };
+    // The kernel's A and B are the caller's B and A: their types too
+    // (FP8 A and B may differ).
+    let storage = if swapped {
+        Storage {
+            a: storage.b,
+            b: storage.a,
+            ..storage
+        }
+    } else {
+        storage
+    };
     Ok(Plan {
         params: GemmParams {
             m: m as u32,
@@ -726,11 +746,7 @@ pub fn check_scales(
         what,
     };
     let (a_needs, b_needs, what) = match scaling {
-        Scaling::None => {
-            return Err(GemmError::MissingScales {
-                storage: Storage::new(Elem::E4m3, Elem::E4m3, Elem::Bf16),
-            });
-        }
+        Scaling::None => return Err(GemmError::ScalingNone),
         Scaling::Tensor => (1, 1, "a per-tensor scale".to_string()),
         Scaling::Blocks => {
             if cfg.layout == Layout::ColMajor {
@@ -1466,10 +1482,13 @@ impl Sgemm {
     /// cuBLASLt's FP8 matmul. A is stored m x k and B n x k, K contiguous
     /// in both (row-major with `op_b = Op::T`, or column-major with
     /// `op_a = Op::T`: FP8 `wgmma` reads K-major tiles only, any other
-    /// layout is [`GemmError::Fp8Layout`]); C is BF16, FP16 or f32.
-    /// [`Scales`] says what the scales are; block scales take row-major
-    /// calls. `Auto` chooses a kernel that promotes its sums to f32 every
-    /// 128 of K unless the call allows fast accumulation.
+    /// layout is [`GemmError::Fp8Layout`]). [`Scales`] says what the
+    /// scales are; block scales take row-major calls. `Auto` chooses a
+    /// kernel that promotes its sums to f32 every 128 of K (step 26:
+    /// E4M3 A and B, C in BF16 or f32, per-tensor or block scales) unless
+    /// the call allows fast accumulation, which adds step 25 (per-tensor
+    /// scales: E4M3 into BF16, FP16 or f32, E5M2 x E4M3 and E4M3 x E5M2
+    /// into BF16); a mix no allowed kernel takes is a typed error.
     pub fn gemm_scaled<TA, TB, TC, A, B, C, S>(
         &self,
         cfg: &GemmConfig,
@@ -1490,6 +1509,9 @@ impl Sgemm {
         let storage = storage_of::<TA, TB, TC>();
         if !storage.scaled() {
             return Err(GemmError::UnexpectedScales { storage });
+        }
+        if scales.scaling == Scaling::None {
+            return Err(GemmError::ScalingNone);
         }
         let storage = storage.with_scaling(scales.scaling);
         let plan = plan_for(cfg, (a.len(), b.len(), c.len()), storage)?;

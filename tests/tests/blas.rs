@@ -209,6 +209,18 @@ fn fp8_calls_take_k_major_operands_and_refuse_other_layouts() {
     ] {
         assert!(blas::plan_for(&nt, lens(&nt), Storage::new(a, b, c)).is_ok());
     }
+    // A column-major call's kernel reads the caller's B as its A: with
+    // A and B of different types the plan's types swap too, and so does
+    // the kernel Auto takes.
+    let mixed = Storage::new(Elem::E5m2, Elem::E4m3, Elem::Bf16);
+    let tn = tn.fast_accumulation(true);
+    let plan = blas::plan_for(&tn, lens(&tn), mixed).expect("column-major TN");
+    assert_eq!((plan.storage.a, plan.storage.b), (Elem::E4m3, Elem::E5m2));
+    let swapped = Storage::new(Elem::E4m3, Elem::E5m2, Elem::Bf16);
+    let choice = choose(&plan, &candidates_of(swapped), 132, 4800.0).expect("a kernel");
+    assert_eq!(choice.kernel.name, "wgmma_e4m3_e5m2_128x256x128_s4");
+    let row = blas::plan_for(&nt.clone().fast_accumulation(true), lens(&nt), mixed).unwrap();
+    assert_eq!((row.storage.a, row.storage.b), (Elem::E5m2, Elem::E4m3));
 }
 
 /// An FP8 call's scales: per tensor one f32 each, block scales at the
@@ -229,6 +241,8 @@ fn fp8_scales_are_checked_against_the_call() {
         ),
         "{e}"
     );
+    let e = blas::check_scales(&cfg, Scaling::None, (1, 1, None)).expect_err("no kind");
+    assert!(matches!(e, GemmError::ScalingNone), "{e}");
     let e = blas::check_scales(&cfg, Scaling::Tensor, (1, 1, Some(0))).expect_err("empty d");
     assert!(
         matches!(

@@ -758,6 +758,42 @@ fn library_fp8(sgemm: &Sgemm, out: &mut Vec<(String, Result<(), String>)>) {
                         bound(false, false),
                         "column-major",
                     )?;
+                    // Column-major with A and B of different FP8 types
+                    // (fast accumulation: step 25's E4M3 x E5M2 and E5M2 x
+                    // E4M3): B in E5M2 from the same values, its own scale,
+                    // which must travel with it when the call swaps A and B.
+                    let db5 = check_quantized(
+                        &b_x,
+                        (n, k),
+                        Quantize::Tensor,
+                        (
+                            &host_f32(sgemm, &q5, |x: F8E5M2| x.to_f32())?,
+                            &host_f32(sgemm, &s5, |x| x)?,
+                        ),
+                        (e5, 57344.0),
+                    )?;
+                    let mut want5 = vec![0.0f64; m * n];
+                    for i in 0..m {
+                        for j in 0..n {
+                            want5[i * n + j] =
+                                (0..k).map(|kk| da[i * k + kk] * db5[j * k + kk]).sum();
+                        }
+                    }
+                    let col = col.fast_accumulation(true);
+                    let mut cm = stream.alloc_zeros::<bf16>(m * n).map_err(drv)?;
+                    let choice = sgemm
+                        .gemm_scaled(&col, &q5, &qa, &mut cm, &Scales::tensor(&s5, &sa))
+                        .map_err(err)?;
+                    let got = host_f32(sgemm, &cm, |x| x.to_f32())?;
+                    let scale5 = want5.iter().fold(0.0f64, |s, w| s.max(w.abs()));
+                    let e = got
+                        .iter()
+                        .zip(&want5)
+                        .fold(0.0f64, |e, (&g, &w)| e.max((g as f64 - w).abs()))
+                        / scale5;
+                    if e > bound(true, true) {
+                        return Err(format!("column-major E4M3 x E5M2 ({choice}): error {e:e}"));
+                    }
                 }
                 stream.synchronize().map_err(drv)?;
                 Ok(())
@@ -781,6 +817,15 @@ fn library_fp8(sgemm: &Sgemm, out: &mut Vec<(String, Result<(), String>)>) {
     out.push((
         "error_fp8_without_scales".into(),
         says(sgemm.gemm(&nt, &a, &a, &mut c), "call gemm_scaled"),
+    ));
+    let h = stream.alloc_zeros::<bf16>(64 * 64).unwrap();
+    let mut hc = stream.alloc_zeros::<f32>(64 * 64).unwrap();
+    out.push((
+        "error_scales_with_bf16".into(),
+        says(
+            sgemm.gemm_scaled(&nt, &h, &h, &mut hc, &Scales::tensor(&s, &s)),
+            "scales are for FP8 operands",
+        ),
     ));
     out.push((
         "error_fp8_layout".into(),

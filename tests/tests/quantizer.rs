@@ -4,7 +4,12 @@
 //! and a padded leading dimension, against a reference written here from
 //! the definition (block amax over the type's largest value, values
 //! divided and rounded to nearest even, saturating), bit for bit; the
-//! launches' race, barrier and bounds checks clean. The same launches run
+//! launches' race, barrier and bounds checks clean. The rounding itself
+//! is the host's `Fp8Format::from_f32` on both sides here (the kernels'
+//! host backend): `elem`'s tests check it on every encoding against the
+//! OCP table and a search, and the GPU tests check `cvt.rn.satfinite`
+//! against it; what this file checks independently is the blocks, their
+//! maxima, the scales and their layouts. The same launches run
 //! on the GPU in tests/tests/gpu.rs.
 
 use kernels_gpu::device::GlobalOut;
@@ -263,21 +268,16 @@ fn a_tensor_scale_is_the_largest_tile_amax_over_the_types_largest_value() {
     check::<Bf16, E5m2>((7, 33, 33), Quantize::Tensor, false);
 }
 
+/// A zero block (scale 1), a value far past FP8's range (it sets its
+/// block's scale: the block's small values go to zero or subnormals),
+/// a NaN and an infinity (their blocks' scales are not finite: the
+/// products they enter are NaN, never a silent finite value), on the
+/// emulator against the reference, bit for bit.
 #[test]
-fn zeros_get_scale_1_large_values_saturate_and_nan_or_infinity_poisons_its_block() {
+fn zeros_get_scale_1_outliers_set_the_scale_and_nan_or_infinity_poisons_its_block() {
     for how in Quantize::ALL {
         check::<f32, E4m3>((5, 140, 140), how, true);
     }
-    // The poisoned blocks' scales are not finite: the products they enter
-    // are NaN, never a silent finite value.
-    let x = {
-        let mut x = vec![1.0f32; 4 * 130];
-        x[129] = f32::INFINITY;
-        x
-    };
-    let (_, s) = reference::<E4m3>(&x, (4, 130, 130), Quantize::Rows);
-    assert_eq!(s[Quantize::Rows.strides(4, 130).1], f32::INFINITY);
-    assert_eq!(s[0], 1.0 / 448.0);
 }
 
 #[test]
