@@ -79,7 +79,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut};
+use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, DevicePtr, DevicePtrMut};
 use kernels_gpu::elem::Scaling;
 use kernels_gpu::elem::{Elem, Elems, Math, Storage};
 use kernels_gpu::gemm::{GemmParams, ScaleParams};
@@ -1338,6 +1338,8 @@ type Candidates = Arc<Vec<Candidate>>;
 pub struct Sgemm {
     gpu: Gpu,
     kernels: Mutex<HashMap<&'static str, Arc<Loaded>>>,
+    /// The quantizer's entries, found on first use.
+    quantizers: Mutex<HashMap<&'static str, CudaFunction>>,
     /// `Auto`'s f32 candidates with their occupancy.
     candidates: Candidates,
     /// `Auto`'s candidates for the other stored types, per layout, and
@@ -1364,6 +1366,7 @@ impl Sgemm {
         let mut me = Self {
             gpu,
             kernels: Mutex::new(HashMap::new()),
+            quantizers: Mutex::new(HashMap::new()),
             candidates: Arc::new(Vec::new()),
             others: Mutex::new(HashMap::new()),
             table,
@@ -1628,10 +1631,19 @@ impl Sgemm {
             ld: cfg.ld,
             how: cfg.how,
         };
+        let mut found = self.quantizers.lock().unwrap_or_else(|e| e.into_inner());
+        let function = |name: &'static str| match found.get(name) {
+            Some(f) => Ok(f.clone()),
+            None => {
+                let f = crate::quant::function(gpu, name)?;
+                found.insert(name, f.clone());
+                Ok(f)
+            }
+        };
         // SAFETY: `cfg.check` checked the buffers' lengths against the
         // call; `dst` and `scales` are exclusive borrows, the workspace
         // the handle's, sized above.
-        unsafe { crate::quant::enqueue(gpu, &call) }?;
+        unsafe { crate::quant::enqueue(gpu, &call, function) }?;
         Ok(())
     }
 

@@ -2,7 +2,7 @@
 //! library's `Sgemm::quantize` and the tests: each step's entry from the
 //! `fp8` module, its grid, its arguments, on the caller's stream.
 
-use cudarc::driver::{DeviceRepr, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaFunction, DeviceRepr, LaunchConfig, PushKernelArg};
 use kernels_gpu::elem::Elem;
 use kernels_gpu::quant::{self, QuantParams, QuantStep, Quantize};
 
@@ -36,14 +36,25 @@ pub struct QuantCall {
     pub how: Quantize,
 }
 
-/// Enqueues `call`'s launches on `gpu`'s stream.
+/// The quantizer entry `name` of the `fp8` module (a caller that
+/// enqueues often caches it: `Sgemm` does).
+pub fn function(gpu: &Gpu, name: &str) -> Result<CudaFunction, HostError> {
+    gpu.utility(&kernels_gpu::modules::FP8, name)
+}
+
+/// Enqueues `call`'s launches on `gpu`'s stream, each entry from
+/// `function` (by name: [`function`], or a cache of it).
 ///
 /// # Safety
 /// The addresses hold what `call` says: the source `rows x cols` at
 /// `ld`, the output `rows * cols` elements, `how.scales(rows, cols)`
 /// f32s of scales, the workspace; none overlapping; sizes checked
 /// (`blas::QuantConfig::check`).
-pub unsafe fn enqueue(gpu: &Gpu, call: &QuantCall) -> Result<(), HostError> {
+pub unsafe fn enqueue(
+    gpu: &Gpu,
+    call: &QuantCall,
+    mut function: impl FnMut(&'static str) -> Result<CudaFunction, HostError>,
+) -> Result<(), HostError> {
     let (rows, cols) = (call.rows, call.cols);
     let (row_stride, col_stride) = call.how.strides(rows, cols);
     let whole = QuantParams {
@@ -88,7 +99,7 @@ pub unsafe fn enqueue(gpu: &Gpu, call: &QuantCall) -> Result<(), HostError> {
                 },
             ),
         };
-        let func = gpu.utility(&kernels_gpu::modules::FP8, entry.name)?;
+        let func = function(entry.name)?;
         let cfg = LaunchConfig {
             grid_dim: (gx as u32, gy as u32, 1),
             block_dim: (quant::THREADS as u32, 1, 1),

@@ -416,6 +416,7 @@ pub fn quantize_tensor<T: Element, Q: Fp8>(
 /// `quant_amax` and `quant_scale`), `scales` what the step writes (read
 /// by `quant_tensor`: the tensor's scale).
 #[cfg(all(target_arch = "nvptx64", gemm_module = "fp8"))]
+#[rustfmt::skip]
 mod entries {
     use super::*;
     use crate::elem::{Bf16, E4m3, E5m2, F16};
@@ -437,11 +438,7 @@ mod entries {
             ) {
                 // SAFETY: the host upholds the entry's contract.
                 let ($src, $dst, $scales) = unsafe {
-                    (
-                        GlobalIn::from_raw(src),
-                        GlobalOut::from_raw(dst),
-                        GlobalOut::from_raw(scales),
-                    )
+                    (GlobalIn::from_raw(src), GlobalOut::from_raw(dst), GlobalOut::from_raw(scales))
                 };
                 let $p = &p;
                 $body
@@ -451,94 +448,26 @@ mod entries {
 
     macro_rules! per_types {
         ($t:ty, $q:ty, $rows:ident, $tiles:ident, $tensor:ident) => {
-            entry!($rows, $t, $q, |s, d, sc, p| quantize_blocks::<
-                $t,
-                $q,
-                1,
-                true,
-            >(s, d, sc, p));
-            entry!($tiles, $t, $q, |s, d, sc, p| quantize_blocks::<
-                $t,
-                $q,
-                128,
-                true,
-            >(s, d, sc, p));
-            entry!($tensor, $t, $q, |s, d, sc, p| quantize_tensor::<$t, $q>(
-                s,
-                d,
-                sc.as_in(),
-                p
-            ));
+            entry!($rows, $t, $q, |s, d, sc, p| quantize_blocks::<$t, $q, 1, true>(s, d, sc, p));
+            entry!($tiles, $t, $q, |s, d, sc, p| quantize_blocks::<$t, $q, 128, true>(s, d, sc, p));
+            entry!($tensor, $t, $q, |s, d, sc, p| quantize_tensor::<$t, $q>(s, d, sc.as_in(), p));
         };
     }
 
-    per_types!(
-        f32,
-        E4m3,
-        quant_rows_f32_e4m3,
-        quant_tiles_f32_e4m3,
-        quant_tensor_f32_e4m3
-    );
-    per_types!(
-        Bf16,
-        E4m3,
-        quant_rows_bf16_e4m3,
-        quant_tiles_bf16_e4m3,
-        quant_tensor_bf16_e4m3
-    );
-    per_types!(
-        F16,
-        E4m3,
-        quant_rows_f16_e4m3,
-        quant_tiles_f16_e4m3,
-        quant_tensor_f16_e4m3
-    );
-    per_types!(
-        f32,
-        E5m2,
-        quant_rows_f32_e5m2,
-        quant_tiles_f32_e5m2,
-        quant_tensor_f32_e5m2
-    );
-    per_types!(
-        Bf16,
-        E5m2,
-        quant_rows_bf16_e5m2,
-        quant_tiles_bf16_e5m2,
-        quant_tensor_bf16_e5m2
-    );
-    per_types!(
-        F16,
-        E5m2,
-        quant_rows_f16_e5m2,
-        quant_tiles_f16_e5m2,
-        quant_tensor_f16_e5m2
-    );
+    per_types!(f32, E4m3, quant_rows_f32_e4m3, quant_tiles_f32_e4m3, quant_tensor_f32_e4m3);
+    per_types!(Bf16, E4m3, quant_rows_bf16_e4m3, quant_tiles_bf16_e4m3, quant_tensor_bf16_e4m3);
+    per_types!(F16, E4m3, quant_rows_f16_e4m3, quant_tiles_f16_e4m3, quant_tensor_f16_e4m3);
+    per_types!(f32, E5m2, quant_rows_f32_e5m2, quant_tiles_f32_e5m2, quant_tensor_f32_e5m2);
+    per_types!(Bf16, E5m2, quant_rows_bf16_e5m2, quant_tiles_bf16_e5m2, quant_tensor_bf16_e5m2);
+    per_types!(F16, E5m2, quant_rows_f16_e5m2, quant_tiles_f16_e5m2, quant_tensor_f16_e5m2);
 
-    entry!(quant_amax_f32, f32, E4m3, |s, d, sc, p| quantize_blocks::<
-        f32,
-        E4m3,
-        128,
-        false,
-    >(s, d, sc, p));
-    entry!(
-        quant_amax_bf16,
-        Bf16,
-        E4m3,
-        |s, d, sc, p| quantize_blocks::<Bf16, E4m3, 128, false>(s, d, sc, p)
-    );
-    entry!(quant_amax_f16, F16, E4m3, |s, d, sc, p| quantize_blocks::<
-        F16,
-        E4m3,
-        128,
-        false,
-    >(s, d, sc, p));
-    entry!(quant_scale_e4m3, f32, E4m3, |s, _d, sc, p| {
-        scale_of_partials::<E4m3>(s, sc, p)
-    });
-    entry!(quant_scale_e5m2, f32, E5m2, |s, _d, sc, p| {
-        scale_of_partials::<E5m2>(s, sc, p)
-    });
+    // The amax pass writes f32 amaxes (its FP8 type is a placeholder);
+    // the scale pass reads them.
+    entry!(quant_amax_f32, f32, E4m3, |s, d, sc, p| quantize_blocks::<f32, E4m3, 128, false>(s, d, sc, p));
+    entry!(quant_amax_bf16, Bf16, E4m3, |s, d, sc, p| quantize_blocks::<Bf16, E4m3, 128, false>(s, d, sc, p));
+    entry!(quant_amax_f16, F16, E4m3, |s, d, sc, p| quantize_blocks::<F16, E4m3, 128, false>(s, d, sc, p));
+    entry!(quant_scale_e4m3, f32, E4m3, |s, _d, sc, p| scale_of_partials::<E4m3>(s, sc, p));
+    entry!(quant_scale_e5m2, f32, E5m2, |s, _d, sc, p| scale_of_partials::<E5m2>(s, sc, p));
 }
 
 #[cfg(test)]

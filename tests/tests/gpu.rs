@@ -584,6 +584,49 @@ fn check_quantized(
     Ok(out)
 }
 
+/// `x` (`rows x cols`, on the device as `src`) quantized by the library
+/// as `how` says to the FP8 type `Q` (`(round, max, to_f32)` of it),
+/// checked against the definition ([`check_quantized`]): the FP8 matrix,
+/// its scales, and its dequantized values.
+#[allow(clippy::type_complexity)]
+fn quantized<
+    T: rust_gemm::blas::QuantSource,
+    Q: rust_gemm::blas::Fp8Element + cudarc::driver::ValidAsZeroBits + Default,
+>(
+    sgemm: &Sgemm,
+    src: &cudarc::driver::CudaSlice<T>,
+    x: &[f32],
+    (rows, cols): (usize, usize),
+    how: Quantize,
+    (round, max, to_f32): (fn(f32) -> f32, f32, fn(Q) -> f32),
+) -> Result<
+    (
+        cudarc::driver::CudaSlice<Q>,
+        cudarc::driver::CudaSlice<f32>,
+        Vec<f64>,
+    ),
+    String,
+> {
+    let stream = sgemm.stream();
+    let drv = |e: cudarc::driver::DriverError| e.to_string();
+    let mut q = stream.alloc_zeros::<Q>(rows * cols).map_err(drv)?;
+    let mut s = stream
+        .alloc_zeros::<f32>(how.scales(rows, cols))
+        .map_err(drv)?;
+    let cfg = rust_gemm::blas::QuantConfig::new(rows, cols, how);
+    sgemm
+        .quantize(&cfg, src, &mut q, &mut s)
+        .map_err(|e| e.to_string())?;
+    let values = check_quantized(
+        x,
+        (rows, cols),
+        how,
+        (&host_f32(sgemm, &q, to_f32)?, &host_f32(sgemm, &s, |x| x)?),
+        (round, max),
+    )?;
+    Ok((q, s, values))
+}
+
 /// The library's FP8 path end to end: BF16 and f32 matrices quantized on
 /// the GPU (per tensor, and A per 1 x 128 with B per 128 x 128), checked
 /// against their definition, multiplied with their scales into BF16, FP16
@@ -594,7 +637,7 @@ fn check_quantized(
 fn library_fp8(sgemm: &Sgemm, out: &mut Vec<(String, Result<(), String>)>) {
     use float8::{F8E4M3, F8E5M2};
     use kernels_gpu::elem::{E4m3, E5m2, Element};
-    use rust_gemm::blas::{QuantConfig, Scales};
+    use rust_gemm::blas::Scales;
     let stream = sgemm.stream().clone();
     let e4 = (|x: f32| E4m3::from_f32(x).to_f32()) as fn(f32) -> f32;
     let e5 = (|x: f32| E5m2::from_f32(x).to_f32()) as fn(f32) -> f32;
@@ -624,55 +667,15 @@ fn library_fp8(sgemm: &Sgemm, out: &mut Vec<(String, Result<(), String>)>) {
                     .clone_htod(&a_x.iter().map(|&x| bf16::from_f32(x)).collect::<Vec<_>>())
                     .map_err(drv)?;
                 let b = stream.clone_htod(&b_x).map_err(drv)?;
-                let mut qa = stream.alloc_zeros::<F8E4M3>(m * k).map_err(drv)?;
-                let mut qb = stream.alloc_zeros::<F8E4M3>(n * k).map_err(drv)?;
-                let mut sa = stream.alloc_zeros::<f32>(how_a.scales(m, k)).map_err(drv)?;
-                let mut sb = stream.alloc_zeros::<f32>(how_b.scales(n, k)).map_err(drv)?;
-                sgemm
-                    .quantize(&QuantConfig::new(m, k, how_a), &a, &mut qa, &mut sa)
-                    .map_err(err)?;
-                sgemm
-                    .quantize(&QuantConfig::new(n, k, how_b), &b, &mut qb, &mut sb)
-                    .map_err(err)?;
-                let f8 = |x: F8E4M3| x.to_f32();
-                let da = check_quantized(
-                    &a_x,
-                    (m, k),
-                    how_a,
-                    (&host_f32(sgemm, &qa, f8)?, &host_f32(sgemm, &sa, |x| x)?),
-                    (e4, 448.0),
-                )
-                .map_err(|e| format!("A: {e}"))?;
-                let db = check_quantized(
-                    &b_x,
-                    (n, k),
-                    how_b,
-                    (&host_f32(sgemm, &qb, f8)?, &host_f32(sgemm, &sb, |x| x)?),
-                    (e4, 448.0),
-                )
-                .map_err(|e| format!("B: {e}"))?;
+                let e4 = (e4, 448.0, (|x: F8E4M3| x.to_f32()) as fn(F8E4M3) -> f32);
+                let (qa, sa, da) =
+                    quantized(sgemm, &a, &a_x, (m, k), how_a, e4).map_err(|e| format!("A: {e}"))?;
+                let (qb, sb, db) =
+                    quantized(sgemm, &b, &b_x, (n, k), how_b, e4).map_err(|e| format!("B: {e}"))?;
                 // E5M2 from the same f32 B, per tensor.
-                let mut q5 = stream.alloc_zeros::<F8E5M2>(n * k).map_err(drv)?;
-                let mut s5 = stream.alloc_zeros::<f32>(1).map_err(drv)?;
-                sgemm
-                    .quantize(
-                        &QuantConfig::new(n, k, Quantize::Tensor),
-                        &b,
-                        &mut q5,
-                        &mut s5,
-                    )
-                    .map_err(err)?;
-                check_quantized(
-                    &b_x,
-                    (n, k),
-                    Quantize::Tensor,
-                    (
-                        &host_f32(sgemm, &q5, |x: F8E5M2| x.to_f32())?,
-                        &host_f32(sgemm, &s5, |x| x)?,
-                    ),
-                    (e5, 57344.0),
-                )
-                .map_err(|e| format!("B in E5M2: {e}"))?;
+                let e5 = (e5, 57344.0, (|x: F8E5M2| x.to_f32()) as fn(F8E5M2) -> f32);
+                let (q5, s5, db5) = quantized(sgemm, &b, &b_x, (n, k), Quantize::Tensor, e5)
+                    .map_err(|e| format!("B in E5M2: {e}"))?;
                 // The f64 product of the dequantized values.
                 let mut want = vec![0.0f64; m * n];
                 for i in 0..m {
@@ -762,16 +765,6 @@ fn library_fp8(sgemm: &Sgemm, out: &mut Vec<(String, Result<(), String>)>) {
                     // (fast accumulation: step 25's E4M3 x E5M2 and E5M2 x
                     // E4M3): B in E5M2 from the same values, its own scale,
                     // which must travel with it when the call swaps A and B.
-                    let db5 = check_quantized(
-                        &b_x,
-                        (n, k),
-                        Quantize::Tensor,
-                        (
-                            &host_f32(sgemm, &q5, |x: F8E5M2| x.to_f32())?,
-                            &host_f32(sgemm, &s5, |x| x)?,
-                        ),
-                        (e5, 57344.0),
-                    )?;
                     let mut want5 = vec![0.0f64; m * n];
                     for i in 0..m {
                         for j in 0..n {
