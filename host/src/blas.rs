@@ -231,7 +231,7 @@ pub struct GemmConfig {
     /// partial sums for the whole of K (step 25, faster; Hopper's FP8
     /// tensor cores add with about 13 fraction bits, so its error grows
     /// with K), as cuBLASLt's `CUBLASLT_MATMUL_DESC_FAST_ACCUM`. False by
-    /// default: sums promoted to f32 every 128 of K (step 26).
+    /// default: sums promoted to f32 every 128 of K (steps 26 and 27).
     pub fast_accumulation: bool,
 }
 
@@ -987,10 +987,28 @@ const FULL_RATE: &[(&str, f64)] = &[
     // table-loads-after-issue.md, the committed body).
     ("wgmma_e4m3_128x256x128_s4", 1_384_134.0),
     ("wgmma_e4m3_128x256x128_s4_f32", 1_275_417.0),
+    // Step 25's other instances: the README run of 92e6300
+    // (docs/bench.json), listed since step 27 made them other than the
+    // only FP8 kernels of their types.
+    ("wgmma_e4m3_128x256x128_s4_f16", 1_390_632.0),
+    ("wgmma_e5m2_e4m3_128x256x128_s4", 1_429_036.0),
+    ("wgmma_e4m3_e5m2_128x256x128_s4", 1_435_004.0),
     ("wgmma_e4m3_promoted_128x128x128_s6", 1_116_156.0),
     ("wgmma_e4m3_promoted_128x128x128_s6_f32", 1_043_608.0),
     ("wgmma_e4m3_blocks_128x128x128_s6", 927_438.0),
     ("wgmma_e4m3_blocks_128x128x128_s6_f32", 839_517.0),
+    // Step 27 (FP8 mma.sync, Ada's FP8 kernel): the seventeenth session's
+    // bench at 4096 (docs/fp8-step27/bench.json), the instances it did
+    // not time from `host --n 4096` (docs/fp8-step27/host-4096-8192.txt).
+    // On Hopper ptxas turns each m16n8k32 into two FP16 HMMAs after
+    // unpacking the FP8 values: this rate is not Ada's.
+    ("mma_e4m3_64x128x128_w32x32_s3", 247_150.0),
+    ("mma_e4m3_64x128x128_w32x32_s3_f16", 250_370.0),
+    ("mma_e4m3_64x128x128_w32x32_s3_f32", 252_853.0),
+    ("mma_e5m2_e4m3_64x128x128_w32x32_s3", 248_465.0),
+    ("mma_e4m3_e5m2_64x128x128_w32x32_s3", 250_122.0),
+    ("mma_e4m3_blocks_64x128x128_w32x32_s3", 225_968.0),
+    ("mma_e4m3_blocks_64x128x128_w32x32_s3_f32", 229_530.0),
 ];
 
 /// One measured call: the fastest registered kernel and split for it (a
@@ -1035,9 +1053,10 @@ pub const TABLE_REACH: f64 = 1.0;
 /// too (steps 11, 17 and 18); for BF16 and FP16, steps 19, 20 and 22
 /// (Hopper's `wgmma`; steps 19 and 22 with A and B as they are, step 20
 /// in every layout) and step 21 (`mma.sync`, every layout) of those
-/// types; for FP8, steps 25 and 26 of the call's types and scales (the
+/// types; for FP8, steps 25-27 of the call's types and scales (the
 /// model keeps step 25's, whose sums are not promoted, for calls that
-/// allow fast accumulation). (The caller keeps those its GPU can load.)
+/// allow fast accumulation; step 27, `mma.sync`, is what an Ada GPU
+/// loads). (The caller keeps those its GPU can load.)
 pub fn auto_candidates(
     ops: Ops,
     storage: Storage,
@@ -1052,7 +1071,7 @@ pub fn auto_candidates(
                 Math::Bf16 | Math::F16 | Math::Fp8 => false,
             }
         } else if storage.scaled() {
-            matches!(k.step, 25 | 26)
+            matches!(k.step, 25..=27)
         } else {
             matches!(k.step, 19..=22)
         };
@@ -1487,11 +1506,13 @@ impl Sgemm {
     /// `op_a = Op::T`: FP8 `wgmma` reads K-major tiles only, any other
     /// layout is [`GemmError::Fp8Layout`]). [`Scales`] says what the
     /// scales are; block scales take row-major calls. `Auto` chooses a
-    /// kernel that promotes its sums to f32 every 128 of K (step 26:
-    /// E4M3 A and B, C in BF16 or f32, per-tensor or block scales) unless
-    /// the call allows fast accumulation, which adds step 25 (per-tensor
-    /// scales: E4M3 into BF16, FP16 or f32, E5M2 x E4M3 and E4M3 x E5M2
-    /// into BF16); a mix no allowed kernel takes is a typed error.
+    /// kernel that promotes its sums to f32 every 128 of K (on Hopper
+    /// step 26: E4M3 A and B, C in BF16 or f32, per-tensor or block
+    /// scales; step 27, `mma.sync`, for an FP16 C and the mixed pairs,
+    /// and for everything on Ada) unless the call allows fast
+    /// accumulation, which adds step 25 on Hopper (per-tensor scales:
+    /// E4M3 into BF16, FP16 or f32, E5M2 x E4M3 and E4M3 x E5M2 into
+    /// BF16); a mix no kernel takes is a typed error.
     pub fn gemm_scaled<TA, TB, TC, A, B, C, S>(
         &self,
         cfg: &GemmConfig,

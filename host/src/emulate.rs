@@ -11,11 +11,12 @@
 //! size that fits.
 
 use anyhow::{Result, anyhow, bail};
-use kernels_gpu::elem::Storage;
+use kernels_gpu::elem::{Scaling, Storage};
 use kernels_gpu::emu;
 use kernels_gpu::launch::KernelSpec;
-use rust_gemm::inputs;
+use rust_gemm::inputs::{self, BlockScales};
 use rust_gemm::reference::Reference;
+use rust_gemm::runner::Scales;
 use rust_gemm::shape::Shape;
 use serde_json::json;
 
@@ -41,13 +42,25 @@ pub fn run(
     }
     // The inputs and the reference of each stored type the kernels take
     // (rounded to it: the reference multiplies what the kernels read).
-    let mut storages: Vec<(Storage, Vec<f32>, Vec<f32>, Reference)> = Vec::new();
+    // FP8 kernels get the GPU runs' scales: per tensor `Scales::TEST`,
+    // per block `BlockScales::random` (the reference then multiplies the
+    // dequantized values) with D's per tensor.
+    type Problem = (Storage, Vec<f32>, Vec<f32>, Reference, Option<BlockScales>);
+    let mut storages: Vec<Problem> = Vec::new();
     for spec in kernels {
         let storage = spec.elems.storage();
         if !storages.iter().any(|s| s.0 == storage) {
             let (a, b) = inputs::random_inputs(shape, storage, seed)?;
-            let reference = Reference::new(*shape, &a, &b, seed);
-            storages.push((storage, a, b, reference));
+            let blocks =
+                (storage.scaling == Scaling::Blocks).then(|| BlockScales::random(shape, seed));
+            let reference = match &blocks {
+                Some(blocks) => {
+                    let (a, b) = blocks.dequantize(shape, &a, &b);
+                    Reference::new(*shape, &a, &b, seed)
+                }
+                None => Reference::new(*shape, &a, &b, seed),
+            };
+            storages.push((storage, a, b, reference, blocks));
         }
     }
     if !as_json {
@@ -70,12 +83,14 @@ pub fn run(
         let body = spec
             .emulated()
             .map_err(|why| anyhow!("{}: {why}", spec.name))?;
-        let (_, a, b, reference) = storages
+        let (storage, a, b, reference, blocks) = storages
             .iter()
             .find(|s| s.0 == spec.elems.storage())
             .expect("inputs made for every kernel's storage above");
-        let report = emu::run_gemm(spec, body, a, b, shape.m, shape.n, shape.k);
-        let v = reference.check(&report.c, spec.elems);
+        let (scales, factor) = emulated_scales(*storage, blocks.as_ref());
+        let dims = (shape.m, shape.n, shape.k);
+        let report = emu::run_gemm_scaled(spec, body, a, b, dims, &scales);
+        let v = reference.check_scaled(&report.c, spec.elems, factor);
         let ok = v.passed && report.is_clean();
         all_ok &= ok;
         if as_json {
@@ -117,6 +132,34 @@ pub fn run(
         eprintln!("error: a kernel failed on the emulator (see FAIL or the findings above)");
     }
     Ok(all_ok)
+}
+
+/// The scales an FP8 kernel of `storage` runs with on the emulator, and
+/// the factor between the reference's product and its C (as
+/// `runner::Buffers::scale` on the GPU): none and 1 without scales.
+fn emulated_scales(storage: Storage, blocks: Option<&BlockScales>) -> (emu::EmuScales, f64) {
+    if !storage.scaled() {
+        return (emu::EmuScales::default(), 1.0);
+    }
+    let [a, b, d] = Scales::TEST;
+    match blocks {
+        Some(blocks) => (
+            emu::EmuScales {
+                a: Some(blocks.a.clone()),
+                b: Some(blocks.b.clone()),
+                d: Some(vec![d]),
+            },
+            f64::from(d),
+        ),
+        None => (
+            emu::EmuScales {
+                a: Some(vec![a]),
+                b: Some(vec![b]),
+                d: Some(vec![d]),
+            },
+            [a, b, d].iter().map(|&x| f64::from(x)).product(),
+        ),
+    }
 }
 
 /// Refuses `shape` if `kernels` would together take longer than

@@ -147,36 +147,100 @@ pub struct Gemm<A: Element = f32, B: Element = f32, C: Element = f32> {
     pub slices: usize,
 }
 
-impl<A: Element, B: Element, C: Element> Gemm<A, B, C> {
-    /// This product with the scales `s` folded into its scalars: `alpha *
-    /// scale_a * scale_b * scale_d` and `beta * scale_d` (0 stays 0, so C
-    /// stays unread where it was), each scale read from device memory
-    /// once per thread (the three words are shared by every thread:
-    /// cached after the first reads). Call it after any decision taken on
-    /// the caller's `beta` (`launch::c_by_tma`), which the host took too.
+/// An FP8 kernel's scales as its body reads them: A's, B's and D's f32s
+/// in global memory, `None` for a scale of 1. Per tensor each holds one
+/// value; with block scales (`elem::Scaling::Blocks`) A's and B's hold
+/// [`Scaling::a_scales`](crate::elem::Scaling::a_scales) and
+/// [`Scaling::b_scales`](crate::elem::Scaling::b_scales) values. On the
+/// GPU they come from the entry's [`ScaleParams`]; on the emulator from
+/// the launch's (`emu::run_scaled`).
+#[derive(Clone, Copy, Debug)]
+pub struct Scales {
+    pub a: Option<GlobalIn<f32>>,
+    pub b: Option<GlobalIn<f32>>,
+    pub d: Option<GlobalIn<f32>>,
+}
+
+impl Scales {
+    /// The views of an entry's scales (0: none).
     ///
-    /// GPU only: on the emulator a kernel's buffers are the emulator's
-    /// own, and no kernel it runs takes scales yet.
+    /// # Safety
+    /// Each non-zero address of `s` holds the f32s the kernel reads there
+    /// (per tensor one, per block the block scales) for the whole launch.
+    #[cfg(target_arch = "nvptx64")]
+    #[inline(always)]
+    pub unsafe fn from_params(s: ScaleParams) -> Self {
+        let view = |address: u64| {
+            // SAFETY: live f32s (this function's contract), read only.
+            (address != 0).then(|| unsafe { GlobalIn::from_raw(address as *const f32) })
+        };
+        Self {
+            a: view(s.a),
+            b: view(s.b),
+            d: view(s.d),
+        }
+    }
+
+    /// The scales of the emulated launch this thread belongs to (those
+    /// given to `emu::run_scaled`; none for `emu::run`).
+    #[cfg(not(target_arch = "nvptx64"))]
+    pub fn emulated() -> Self {
+        crate::emu::backend::scales()
+    }
+
+    /// Value `index` of `scale`, 1 where there is none.
+    ///
+    /// # Safety
+    /// `index` is inside the buffer (0 for a per-tensor scale).
+    #[inline(always)]
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    pub unsafe fn read(scale: Option<GlobalIn<f32>>, index: usize) -> f32 {
+        match scale {
+            // SAFETY: in bounds (this function's contract), read only.
+            Some(s) => unsafe { s.read(index) },
+            None => 1.0,
+        }
+    }
+}
+
+impl<A: Element, B: Element, C: Element> Gemm<A, B, C> {
+    /// This product with the per-tensor scales `s` folded into its
+    /// scalars: `alpha * scale_a * scale_b * scale_d` and `beta * scale_d`
+    /// (0 stays 0, so C stays unread where it was), each scale read from
+    /// global memory once per thread (the three words are shared by every
+    /// thread: cached after the first reads). Call it after any decision
+    /// taken on the caller's `beta` (`launch::c_by_tma`), which the host
+    /// took too. A kernel with block scales passes D's alone.
+    ///
+    /// # Safety
+    /// Each scale of `s` holds at least one f32.
+    #[inline(always)]
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    pub unsafe fn scaled_by(self, s: Scales) -> Self {
+        // SAFETY: one value each (this function's contract).
+        let (a, b, d) = unsafe {
+            (
+                Scales::read(s.a, 0),
+                Scales::read(s.b, 0),
+                Scales::read(s.d, 0),
+            )
+        };
+        Self {
+            alpha: self.alpha * a * b * d,
+            beta: if self.beta == 0.0 { 0.0 } else { self.beta * d },
+            ..self
+        }
+    }
+
+    /// [`Self::scaled_by`] the scales of an entry's parameters.
     ///
     /// # Safety
     /// Each non-zero address of `s` holds an f32 for the whole launch.
     #[cfg(target_arch = "nvptx64")]
     #[inline(always)]
     pub unsafe fn scaled(self, s: ScaleParams) -> Self {
-        let read = |address: u64| {
-            if address == 0 {
-                1.0
-            } else {
-                // SAFETY: a live f32 (this function's contract), read only.
-                unsafe { GlobalIn::<f32>::from_raw(address as *const f32).read(0) }
-            }
-        };
-        let (a, b, d) = (read(s.a), read(s.b), read(s.d));
-        Self {
-            alpha: self.alpha * a * b * d,
-            beta: if self.beta == 0.0 { 0.0 } else { self.beta * d },
-            ..self
-        }
+        // SAFETY: forwarded from this function's contract.
+        unsafe { self.scaled_by(Scales::from_params(s)) }
     }
 }
 
@@ -806,6 +870,41 @@ macro_rules! gemm_kernel {
                         $crate::gemm::Gemm::from_raw(a, b, c, p),
                         $crate::device::tma::TensorMaps::from_raw(maps),
                         scales,
+                    )
+                }
+            }
+        }
+    };
+    // A pointer kernel of FP8 A and B (step 27): the scales last
+    // (`ScaleParams`, by value), handed to the body as `Scales`.
+    ($name:ident, scaled_pointers, elems($a:ty, $b:ty, $c:ty)) => {
+        #[cfg(target_arch = "nvptx64")]
+        mod entry {
+            // The stored types by name, for `elems(E4m3, ...)` (resolved
+            // in this module, not in the kernel's).
+            #[allow(unused_imports)]
+            use $crate::elem::{Bf16, E4m3, E5m2, F16};
+
+            /// PTX entry point; see the body of the same name in the parent module.
+            ///
+            /// # Safety
+            /// Launched by the host with the geometry of the kernel's `SPEC`
+            /// and buffers as `Gemm::from_raw` requires, one product; each
+            /// non-zero address of `scales` holds the f32s the kernel reads
+            /// there (`Scales::from_params`) for the whole launch.
+            #[unsafe(no_mangle)]
+            pub unsafe extern "ptx-kernel" fn $name(
+                a: *const $a,
+                b: *const $b,
+                c: *mut $c,
+                p: $crate::gemm::GemmParams,
+                scales: $crate::gemm::ScaleParams,
+            ) {
+                // SAFETY: the host upholds the launch contract above.
+                unsafe {
+                    super::$name(
+                        $crate::gemm::Gemm::from_raw(a, b, c, p),
+                        $crate::gemm::Scales::from_params(scales),
                     )
                 }
             }

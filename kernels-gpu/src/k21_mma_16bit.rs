@@ -274,13 +274,19 @@ pub const TRANSPOSED: &[KernelSpec] = &[
     SPEC_F16_128X128X64_W64X32_S4_TT_C16,
 ];
 
-/// Where 16-bit column `col` (a multiple of 8: a chunk's first value) of
-/// row `row` of a tile with `cols` values per row is stored, as a word
-/// offset in the tile: its chunk moves to `(col / 8) ^ (row % 8)` within
-/// its group of 8 chunks.
+/// Values of `T` in one 16-byte chunk: 8 of a 16-bit type, 16 of an
+/// 8-bit one (step 27 reads its FP8 tiles with these helpers).
+pub(crate) const fn per_chunk<T>() -> usize {
+    16 / size_of::<T>()
+}
+
+/// Where column `col` (a multiple of `v`, the values of a 16-byte chunk:
+/// a chunk's first value) of row `row` of a tile with `cols` values per
+/// row is stored, as a word offset in the tile: its chunk moves to
+/// `(col / v) ^ (row % 8)` within its group of 8 chunks.
 #[inline(always)]
-const fn swizzle(row: usize, col: usize, cols: usize) -> usize {
-    (row * cols + ((col / 8) ^ (row % 8)) * 8) / 2
+pub(crate) const fn swizzle(v: usize, row: usize, col: usize, cols: usize) -> usize {
+    (row * cols + ((col / v) ^ (row % 8)) * v) / (v / 4)
 }
 
 /// The 16-byte chunk at `word` of shared memory (a multiple of 4: the
@@ -289,7 +295,7 @@ const fn swizzle(row: usize, col: usize, cols: usize) -> usize {
 /// The swizzled layouts are computed here, so the tiles are addressed
 /// chunk by chunk.
 #[inline(always)]
-const fn chunk(word: usize) -> SharedTile<1, 4> {
+pub(crate) const fn chunk(word: usize) -> SharedTile<1, 4> {
     SharedTile::at(word)
 }
 
@@ -380,30 +386,31 @@ fn mma16<
 /// x width` in all) starting at `(row, col)`, stored swizzled at word
 /// `base` of shared memory.
 #[derive(Clone, Copy)]
-struct Window {
-    base: usize,
-    row: usize,
-    col: usize,
-    height: usize,
-    width: usize,
-    ld: usize,
+pub(crate) struct Window {
+    pub base: usize,
+    pub row: usize,
+    pub col: usize,
+    pub height: usize,
+    pub width: usize,
+    pub ld: usize,
 }
 
-/// Starts this thread's copies of one tile (`ROWS x COLS` 16-bit values,
-/// `THREADS` threads copying whole rows of 16-byte chunks per pass) from
-/// `src` into the window `w`, zero-filled outside the matrix. ALIGNED:
-/// `cp.async` of 16 bytes (rows 16-byte aligned); else loads and stores
-/// of one value at a time. GUARD: check each chunk against the matrix
-/// (without, the caller guarantees the window lies inside it).
+/// Starts this thread's copies of one tile (`ROWS x COLS` values of `T`,
+/// 16- or 8-bit, `THREADS` threads copying whole rows of 16-byte chunks
+/// per pass) from `src` into the window `w`, zero-filled outside the
+/// matrix. ALIGNED: `cp.async` of 16 bytes (rows 16-byte aligned); else
+/// loads and stores of one value at a time. GUARD: check each chunk
+/// against the matrix (without, the caller guarantees the window lies
+/// inside it).
 ///
 /// # Safety
-/// The launch provides shared memory up to `w.base + ROWS * COLS / 2`
-/// words; no thread reads or writes them until the barrier after the
-/// `wait_group` that retires these copies; `src` holds the `height x
-/// width` matrix with rows `ld` apart; with ALIGNED its rows start
-/// 16-byte aligned, and `w.col` is a multiple of 8.
+/// The launch provides shared memory up to `w.base + ROWS * COLS * size
+/// of T / 4` words; no thread reads or writes them until the barrier
+/// after the `wait_group` that retires these copies; `src` holds the
+/// `height x width` matrix with rows `ld` apart; with ALIGNED its rows
+/// start 16-byte aligned, and `w.col` is a multiple of a chunk's values.
 #[inline(always)]
-unsafe fn copy_tile<
+pub(crate) unsafe fn copy_tile<
     T: Element,
     const ROWS: usize,
     const COLS: usize,
@@ -414,39 +421,44 @@ unsafe fn copy_tile<
     src: GlobalIn<T>,
     w: Window,
 ) {
-    let per_row = COLS / 8;
+    const { assert!(matches!(size_of::<T>(), 1 | 2)) };
+    let v = const { per_chunk::<T>() };
+    // Values per 32-bit word.
+    let per_word = const { 4 / size_of::<T>() };
+    let per_row = COLS / v;
     let tid = thread_idx_x();
-    // This thread's chunks: rows r0 + i * pass, values c..c + 8.
-    let (r0, c) = (tid / per_row, tid % per_row * 8);
+    // This thread's chunks: rows r0 + i * pass, values c..c + v.
+    let (r0, c) = (tid / per_row, tid % per_row * v);
     let pass = THREADS / per_row;
     let first = (w.row + r0) * w.ld + w.col + c;
     let stride = (pass * w.ld) as u32;
-    let valid = w.width.saturating_sub(w.col + c).min(8);
-    unroll!(ROWS * COLS / 8 / THREADS; 16, |i| {
+    let valid = w.width.saturating_sub(w.col + c).min(v);
+    unroll!(ROWS * COLS * size_of::<T>() / 16 / THREADS; 16, |i| {
         let r = r0 + i * pass;
         let idx = first + (i as u32 * stride) as usize;
-        let word = swizzle(r, c, COLS);
+        let word = swizzle(v, r, c, COLS);
         let inside = w.row + r < w.height;
         if ALIGNED {
-            let n = if !GUARD { 8 } else if inside { valid } else { 0 };
-            // SAFETY: word + 4 <= ROWS * COLS / 2 (r < ROWS, the chunk
-            // stays in its row), a multiple of 4 (chunks are 4 words and
-            // tiles start on chunks); the n values read are inside the
-            // matrix (the window or the checks), 16-byte aligned (rows
-            // aligned, w.col + c a multiple of 8); the stage is untouched
+            let n = if !GUARD { v } else if inside { valid } else { 0 };
+            // SAFETY: word + 4 <= ROWS * COLS / per_word (r < ROWS, the
+            // chunk stays in its row), a multiple of 4 (chunks are 4 words
+            // and tiles start on chunks); the n values read are inside
+            // the matrix (the window or the checks), 16-byte aligned (rows
+            // aligned, w.col + c a multiple of v); the stage is untouched
             // until its wait and barrier (caller).
             unsafe { chunk(w.base + word).copy16_async(0, 0, src, idx, n) };
         } else {
             let mut words = [0.0f32; 4];
-            unroll!(8; 8, |j| {
-                let v = if inside && j < valid {
+            unroll!(16 / size_of::<T>(); 16, |j| {
+                let x = if inside && j < valid {
                     // SAFETY: row w.row + r < height, column w.col + c + j
                     // < width: inside the matrix.
                     unsafe { src.read(idx + j) }.bits()
                 } else {
                     0
                 };
-                words[j / 2] = f32::from_bits(words[j / 2].to_bits() | (v << (16 * (j % 2))));
+                let (at, shift) = (j / per_word, 32 / per_word * (j % per_word));
+                words[at] = f32::from_bits(words[at].to_bits() | (x << shift));
             });
             // SAFETY: as above for the shared words; the stage is
             // untouched by other threads until the barrier that ends
@@ -456,42 +468,50 @@ unsafe fn copy_tile<
     });
 }
 
-/// `ldmatrix.x4` of a 16 x 16 piece of an operand's tile (`COLS` values
-/// per row) for this lane: outer rows `o .. o + 16` (M for A, N for B) and
-/// K `k .. k + 16`, as the fragment registers of one m16 tile of A
-/// (`A_ORDER`: matrices (o 0-7, k 0-7), (o 8-15, k 0-7), (o 0-7, k 8-15),
-/// (o 8-15, k 8-15)) or of two n8 tiles of B (matrices (o 0-7, k 0-7),
-/// (o 0-7, k 8-15), (o 8-15, k 0-7), (o 8-15, k 8-15)). Lane `L` names row
-/// `L % 8` of matrix `L / 8`; the matrix's rows are the tile's stored rows:
-/// outer rows when the tile is K-major (`ldmatrix`), K rows when it is M-
-/// or N-major (`ldmatrix.trans`).
+/// `ldmatrix.x4` of a 16-row piece of an operand's tile (`COLS` values of
+/// `T` per row) for this lane: outer rows `o .. o + 16` (M for A, N for B)
+/// and two chunks of K from `k` (`k .. k + 16` of a 16-bit type, `k .. k
+/// + 32` of an 8-bit one: one k-step of `mma`), as the fragment registers
+/// of one m16 tile of A (`A_ORDER`: matrices (o 0-7, chunk 0), (o 8-15,
+/// chunk 0), (o 0-7, chunk 1), (o 8-15, chunk 1)) or of two n8 tiles of B
+/// (matrices (o 0-7, chunk 0), (o 0-7, chunk 1), (o 8-15, chunk 0), (o
+/// 8-15, chunk 1)). Lane `L` names row `L % 8` of matrix `L / 8`; the
+/// matrix's rows are the tile's stored rows: outer rows when the tile is
+/// K-major (`ldmatrix`), K rows when it is M- or N-major
+/// (`ldmatrix.trans`, 16-bit types only).
 ///
 /// # Safety
 /// Every lane of the warp calls it together; the piece lies inside the
 /// tile at word `base`, whose stage has landed and is visible, and no
 /// thread writes it before the next barrier.
 #[inline(always)]
-unsafe fn load_x4<const COLS: usize, const K_MAJOR: bool, const A_ORDER: bool>(
+pub(crate) unsafe fn load_x4<T, const COLS: usize, const K_MAJOR: bool, const A_ORDER: bool>(
     base: usize,
     o: usize,
     k: usize,
     lane: usize,
 ) -> [u32; 4] {
+    const { assert!(K_MAJOR || size_of::<T>() == 2, "ldmatrix.trans moves 16-bit values") };
+    let v = const { per_chunk::<T>() };
     let (matrix, r) = (lane / 8, lane % 8);
+    // A K-major tile: 8 rows apart along M or N, a chunk apart along K.
+    // An M- or N-major one (16-bit): 8 rows apart along K, 8 values
+    // (a chunk) apart along M or N.
     let (o_off, k_off) = if A_ORDER {
-        (8 * (matrix % 2), 8 * (matrix / 2))
+        (8 * (matrix % 2), v * (matrix / 2))
     } else {
-        (8 * (matrix / 2), 8 * (matrix % 2))
+        (8 * (matrix / 2), v * (matrix % 2))
     };
     if K_MAJOR {
         let row = o + o_off + r;
         // SAFETY: the row's 16 bytes at this chunk lie in the tile, 16-byte
         // aligned (chunks are); the warp is converged (caller).
-        unsafe { chunk(base + swizzle(row, k + k_off, COLS)).load_matrix_x4(0, 0) }.map(f32::to_bits)
+        unsafe { chunk(base + swizzle(v, row, k + k_off, COLS)).load_matrix_x4(0, 0) }
+            .map(f32::to_bits)
     } else {
         let row = k + k_off + r;
         // SAFETY: as above.
-        unsafe { chunk(base + swizzle(row, o + o_off, COLS)).load_matrix_x4_trans(0, 0) }
+        unsafe { chunk(base + swizzle(v, row, o + o_off, COLS)).load_matrix_x4_trans(0, 0) }
     }
 }
 
@@ -594,9 +614,9 @@ fn body<
             // stage is not written (caller).
             let raw = unsafe {
                 if a_n {
-                    load_x4::<BK, true, true>(a_base(s), o, k, lane)
+                    load_x4::<T, BK, true, true>(a_base(s), o, k, lane)
                 } else {
-                    load_x4::<BM, false, true>(a_base(s), o, k, lane)
+                    load_x4::<T, BM, false, true>(a_base(s), o, k, lane)
                 }
             };
             a[mi] = if MUTATION == SWAPPED_FRAGMENT { [raw[0], raw[2], raw[1], raw[3]] } else { raw };
@@ -606,16 +626,16 @@ fn body<
             // SAFETY: as for A: columns o .. o + 16 < BN.
             let raw = unsafe {
                 if !b_n {
-                    load_x4::<BK, true, false>(b_base(s), o, k, lane)
+                    load_x4::<T, BK, true, false>(b_base(s), o, k, lane)
                 } else if MUTATION == UNTRANSPOSED_B {
                     // The mutant: B's N-major tile read without `.trans`.
                     let (matrix, r) = (lane / 8, lane % 8);
                     let row = k + 8 * (matrix % 2) + r;
-                    chunk(b_base(s) + swizzle(row, o + 8 * (matrix / 2), BN))
+                    chunk(b_base(s) + swizzle(8, row, o + 8 * (matrix / 2), BN))
                         .load_matrix_x4(0, 0)
                         .map(f32::to_bits)
                 } else {
-                    load_x4::<BN, false, false>(b_base(s), o, k, lane)
+                    load_x4::<T, BN, false, false>(b_base(s), o, k, lane)
                 }
             };
             b[2 * pair] = [raw[0], raw[1]];

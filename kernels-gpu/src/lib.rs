@@ -3,7 +3,7 @@
 //! Every kernel computes `C = A * B` for row-major `A` (M x K), `B` (K x N)
 //! and `C` (M x N), for any M, N, K >= 1, in the element types its spec
 //! states ([`elem`]: f32 in and out for steps 1-18, of which 11-13, 17
-//! and 18 multiply in TF32; steps 19-21 take BF16 or FP16 A and B). One file per step of the ladder, each built
+//! and 18 multiply in TF32; steps 19-22 take BF16 or FP16 A and B, steps 25-27 FP8). One file per step of the ladder, each built
 //! into one of the PTX [`modules`]:
 //!
 //! | step | file | what it changes |
@@ -34,6 +34,7 @@
 //! | 24 | [`k24_wgmma_3xtf32`] | Hopper 3xTF32: A and B^T split into TF32 parts by the copies, three `wgmma` per k-step on step 17's pipeline, each K tile's sum promoted to f32 |
 //! | 25 | [`k25_wgmma_fp8`] | FP8 A and B^T (E4M3, E5M2): step 22 with `wgmma` m64n256k32, 128 of K per stage, per-tensor scales in the epilogue |
 //! | 26 | [`k26_wgmma_fp8_blocks`] | FP8 with each K block's sums promoted to f32 registers, and block scales (A 1 x 128, B 128 x 128) applied there: a 128 x 128 tile |
+//! | 27 | [`k27_mma_fp8`] | FP8 on Ada and Hopper: step 21's block with `mma.sync` m16n8k32 on A and B^T, step 26's promotion and block scales; the FP8 kernel the emulator runs |
 //!
 //! The same crate builds for the host, where it exports the kernels'
 //! constants ([`registry`]) so that launch shapes are never retyped, and
@@ -56,7 +57,8 @@
         gemm_module = "wgmma_tn",
         gemm_module = "wgmma_nt",
         gemm_module = "wgmma_tt",
-        gemm_module = "wgmma_fp8"
+        gemm_module = "wgmma_fp8",
+        gemm_module = "mma_fp8"
     ),
     feature(stmt_expr_attributes)
 )]
@@ -97,7 +99,9 @@ ladder_files!(["ladder"]: k01_naive, k02_tiled16, k03_tiled32, k04_blocktile_1d,
     k06_vectorized, k07_double_buffer, k08_warptile, k09_prefetch, k14_split_k, k15_skinny, k16_gemv);
 ladder_files!(["tuned_a" | "tuned_b" | "tuned_t"]: k10_tuned);
 ladder_files!(["mma"]: k11_mma, k23_mma_3xtf32);
-ladder_files!(["mma16" | "mma16_tn" | "mma16_nt" | "mma16_tt"]: k21_mma_16bit);
+// Step 27 (`mma_fp8`) reads its tiles with step 21's helpers; step
+// 21's entries go into the `mma16` modules alone.
+ladder_files!(["mma16" | "mma16_tn" | "mma16_nt" | "mma16_tt" | "mma_fp8"]: k21_mma_16bit);
 // Step 20's transposed layouts (modules `wgmma_tn`, `wgmma_nt`,
 // `wgmma_tt`) and steps 25-26 (`wgmma_fp8`) build on steps 12, 13, 19, 20
 // and 22; those files' entries go into the `wgmma` module alone (their
@@ -107,6 +111,7 @@ ladder_files!(["wgmma"]: k17_wgmma_ss, k18_wgmma_tr, k24_wgmma_3xtf32);
 ladder_files!(["wgmma" | "wgmma_tn" | "wgmma_nt" | "wgmma_tt" | "wgmma_fp8"]: k19_wgmma_16bit,
     k20_wgmma_persistent, k22_wgmma_tma_store);
 ladder_files!(["wgmma_fp8"]: k25_wgmma_fp8, k26_wgmma_fp8_blocks);
+ladder_files!(["mma_fp8"]: k27_mma_fp8);
 
 /// Not a ladder step: the copy that pads A and B for the TMA kernels.
 #[cfg(any(

@@ -56,7 +56,7 @@ impl Arch {
         target_features: "+ptx84",
         capability: (8, 9),
         exact: false,
-        adds: "FP8 conversions (cvt.rn.satfinite to E4M3 and E5M2)",
+        adds: "FP8 conversions (cvt.rn.satfinite to E4M3 and E5M2), FP8 mma.sync (m16n8k32)",
     };
     /// Hopper only: `wgmma`, TMA (`cp.async.bulk.tensor`), `setmaxnreg`.
     pub const SM90A: Arch = Arch {
@@ -223,6 +223,16 @@ pub const WGMMA_FP8: PtxModule = PtxModule {
     files: "k25_wgmma_fp8, k26_wgmma_fp8_blocks",
     utility_entries: &["pad_rows_8", "pad_rows_8_pair"],
 };
+/// Step 27: FP8 through `mma.sync` (m16n8k32), for every GPU with FP8
+/// tensor cores (Ada, Hopper and newer), a module of its own so that the
+/// `mma16` modules' PTX is untouched by it (step 21's file is included
+/// for its code, not its entries).
+pub const MMA_FP8: PtxModule = PtxModule {
+    name: "mma_fp8",
+    arch: Arch::SM89,
+    files: "k27_mma_fp8",
+    utility_entries: &[],
+};
 /// FP8 quantization (`quant`, not a ladder step: f32, BF16 and FP16 to
 /// E4M3 and E5M2 with per-tensor or block scales), for every GPU with
 /// FP8 conversions (Ada, Hopper and newer), a module of its own so that
@@ -262,7 +272,7 @@ pub const FP8: PtxModule = PtxModule {
 /// Every module, in ladder order.
 pub const MODULES: &[PtxModule] = &[
     LADDER, TUNED_A, TUNED_B, TUNED_T, MMA, MMA16, MMA16_TN, MMA16_NT, MMA16_TT, WGMMA, WGMMA_TN,
-    WGMMA_NT, WGMMA_TT, WGMMA_FP8, FP8,
+    WGMMA_NT, WGMMA_TT, WGMMA_FP8, MMA_FP8, FP8,
 ];
 
 /// The module whose utility entries include `entry`, if one does.

@@ -3,7 +3,7 @@
 use crate::launch::KernelSpec;
 
 /// The kernels, in ladder order. `name` is also the PTX entry's name.
-/// Steps 10-13 and 17-26 list every instance (also as `k10_tuned::SPECS`, `k11_mma::SPECS`, `k12_wgmma::SPECS`, `k13_wgmma_ws::SPECS`, `k17_wgmma_ss::SPECS`, `k18_wgmma_tr::SPECS`, `k19_wgmma_16bit::SPECS`, `k20_wgmma_persistent::SPECS`, `k21_mma_16bit::SPECS`, `k22_wgmma_tma_store::SPECS`, `k23_mma_3xtf32::SPECS`, `k24_wgmma_3xtf32::SPECS`, `k25_wgmma_fp8::SPECS`, `k26_wgmma_fp8_blocks::SPECS`); steps 25 and 26 read B transposed (FP8 `wgmma` takes K-major tiles only), the only layout they have.
+/// Steps 10-13 and 17-27 list every instance (also as `k10_tuned::SPECS`, `k11_mma::SPECS`, `k12_wgmma::SPECS`, `k13_wgmma_ws::SPECS`, `k17_wgmma_ss::SPECS`, `k18_wgmma_tr::SPECS`, `k19_wgmma_16bit::SPECS`, `k20_wgmma_persistent::SPECS`, `k21_mma_16bit::SPECS`, `k22_wgmma_tma_store::SPECS`, `k23_mma_3xtf32::SPECS`, `k24_wgmma_3xtf32::SPECS`, `k25_wgmma_fp8::SPECS`, `k26_wgmma_fp8_blocks::SPECS`, `k27_mma_fp8::SPECS`); steps 25-27 read B transposed (FP8 `wgmma` and 8-bit `ldmatrix` take K-major tiles only), the only layout they have.
 pub const KERNELS: &[KernelSpec] = &[
     crate::k01_naive::SPEC,
     crate::k02_tiled16::SPEC,
@@ -65,6 +65,13 @@ pub const KERNELS: &[KernelSpec] = &[
     crate::k26_wgmma_fp8_blocks::SPEC_E4M3_BLOCKS_128X128X128_S6_F32,
     crate::k26_wgmma_fp8_blocks::SPEC_E4M3_PROMOTED_128X128X128_S6,
     crate::k26_wgmma_fp8_blocks::SPEC_E4M3_PROMOTED_128X128X128_S6_F32,
+    crate::k27_mma_fp8::SPEC_E4M3_64X128X128_W32X32_S3,
+    crate::k27_mma_fp8::SPEC_E4M3_64X128X128_W32X32_S3_F16,
+    crate::k27_mma_fp8::SPEC_E4M3_64X128X128_W32X32_S3_F32,
+    crate::k27_mma_fp8::SPEC_E5M2_E4M3_64X128X128_W32X32_S3,
+    crate::k27_mma_fp8::SPEC_E4M3_E5M2_64X128X128_W32X32_S3,
+    crate::k27_mma_fp8::SPEC_E4M3_BLOCKS_64X128X128_W32X32_S3,
+    crate::k27_mma_fp8::SPEC_E4M3_BLOCKS_64X128X128_W32X32_S3_F32,
 ];
 
 /// Kernels that read A or B transposed (`KernelSpec::ops`): the library's

@@ -272,8 +272,10 @@ fn fp8_scales_are_checked_against_the_call() {
 
 /// `Auto` on FP8: a kernel that promotes its sums (step 26) unless the
 /// call allows fast accumulation (then step 25 is a candidate too, and
-/// faster); block scales take step 26's block-scaled kernel; a mix no
-/// promoting kernel takes needs fast accumulation.
+/// faster); block scales take step 26's block-scaled kernel; a mix step
+/// 26 does not take goes to step 27 (`mma.sync`), which promotes too; on
+/// a GPU without Hopper's `wgmma` (Ada: only modules of compute
+/// capability 8.9 load) every FP8 call goes to step 27.
 #[test]
 fn auto_promotes_fp8_sums_unless_fast_accumulation_is_allowed() {
     use kernels_gpu::elem::Scaling;
@@ -291,11 +293,31 @@ fn auto_promotes_fp8_sums_unless_fast_accumulation_is_allowed() {
     let blocks = pick(&cfg, tensor.with_scaling(Scaling::Blocks)).expect("block-scaled");
     assert_eq!(blocks.kernel.elems.scaling, Scaling::Blocks);
     let e5m2 = Storage::new(Elem::E5m2, Elem::E4m3, Elem::Bf16);
-    assert!(pick(&cfg, e5m2).is_none());
+    assert_eq!(pick(&cfg, e5m2).map(|c| c.kernel.step), Some(27));
     assert_eq!(
         pick(&cfg.clone().fast_accumulation(true), e5m2).map(|c| c.kernel.step),
         Some(25)
     );
+    let e5m2_e5m2 = Storage::new(Elem::E5m2, Elem::E5m2, Elem::Bf16);
+    let e = blas::plan_for(&cfg, lens(&cfg), e5m2_e5m2).expect_err("no kernel takes it");
+    assert!(matches!(e, GemmError::Types { .. }), "{e}");
+    // Ada (8.9): steps 25-26 are sm_90a PTX, which it cannot load.
+    let ada = |cfg: &GemmConfig, storage: Storage| {
+        let plan = blas::plan_for(cfg, lens(cfg), storage).expect("valid");
+        let loadable: Vec<Candidate> = candidates_of(storage)
+            .into_iter()
+            .filter(|c| c.spec.module.arch.runs_on((8, 9)))
+            .collect();
+        choose(&plan, &loadable, 128, 1000.0).map(|c| c.kernel.name)
+    };
+    let fast = cfg.clone().fast_accumulation(true);
+    assert_eq!(ada(&fast, tensor), Some("mma_e4m3_64x128x128_w32x32_s3"));
+    assert_eq!(
+        ada(&cfg, tensor.with_scaling(Scaling::Blocks)),
+        Some("mma_e4m3_blocks_64x128x128_w32x32_s3")
+    );
+    let f16 = Storage::new(Elem::E4m3, Elem::E4m3, Elem::F16);
+    assert_eq!(ada(&cfg, f16), Some("mma_e4m3_64x128x128_w32x32_s3_f16"));
 }
 
 /// The quantizer's arguments: zero sizes, a leading dimension below the

@@ -14,7 +14,7 @@ use kernels_gpu::device::async_copy::{commit_group, wait_group};
 use kernels_gpu::device::mma::{mma_m16n8k8_tf32, mma_m16n8k16, to_tf32};
 use kernels_gpu::device::warp::{shuffle_xor, warp_sum};
 use kernels_gpu::device::{SharedTile, block_idx_x, block_idx_y, sync_threads, thread_idx_x};
-use kernels_gpu::elem::{Bf16, Elem, Element, Elems, F16, Math};
+use kernels_gpu::elem::{Bf16, E4m3, E5m2, Elem, Element, Elems, F16, Math};
 use kernels_gpu::emu::{self, EmuReport, Memory, Op};
 use kernels_gpu::gemm::Gemm;
 use kernels_gpu::k02_tiled16::{self, mutants};
@@ -51,8 +51,9 @@ fn inputs(m: usize, n: usize, k: usize) -> (Vec<f32>, Vec<f32>) {
 /// f32 rounding of k fused multiply-adds: k * 2^-23 relative to the sum
 /// of the products' magnitudes (with a safety factor of 4). A TF32
 /// kernel is checked against the product of its inputs rounded to TF32,
-/// a 16-bit kernel against that of its inputs rounded to its type (the
-/// emulator's `mma` is exact on those), so the same tight tolerance
+/// a 16- or 8-bit kernel against that of its inputs rounded to its type
+/// (the emulator's `mma` is exact on those; an FP8 kernel runs here with
+/// no scales, all 1: `tests/mma_fp8.rs` gives it scales), so the same tight tolerance
 /// holds and a fragment in the wrong place cannot hide in the type's
 /// error; a 16-bit C adds its one rounding of the result.
 fn assert_matches_reference(
@@ -68,6 +69,8 @@ fn assert_matches_reference(
         (_, Math::Tf32) => f32::from_bits(to_tf32(x)) as f64,
         (Elem::Bf16, _) => Bf16::from_f32(x).to_f32() as f64,
         (Elem::F16, _) => F16::from_f32(x).to_f32() as f64,
+        (Elem::E4m3, _) => E4m3::from_f32(x).to_f32() as f64,
+        (Elem::E5m2, _) => E5m2::from_f32(x).to_f32() as f64,
         _ => x as f64,
     };
     // 3xTF32 multiplies the inputs as stored, less what its split loses

@@ -65,7 +65,20 @@ fn main() -> ExitCode {
             gpu.check_runs(spec).unwrap_err()
         );
     }
-    let runnable: Vec<_> = every().filter(|k| gpu.runs(k)).collect();
+    // GPU_TESTS=library runs the library's tests alone, GPU_TESTS=kernels=PAT
+    // the kernels whose names contain PAT and then the library's (a run
+    // after a change to those kernels); either says what it skipped.
+    let selected = std::env::var("GPU_TESTS").unwrap_or_default();
+    let pattern = selected.strip_prefix("kernels=");
+    let library_only = selected == "library";
+    if library_only || pattern.is_some() {
+        eprintln!(
+            "*** SKIPPED: kernels not selected by GPU_TESTS={selected} (every kernel at every shape otherwise) ***"
+        );
+    }
+    let runnable: Vec<_> = every()
+        .filter(|k| gpu.runs(k) && !library_only && pattern.is_none_or(|p| k.name.contains(p)))
+        .collect();
     let shapes = SQUARE.iter().map(|&n| (n, n, n)).chain(RECTANGLES);
     for (i, (m, n, k)) in shapes.enumerate() {
         let shape = Shape::new(m, n, k).unwrap();
@@ -734,6 +747,27 @@ fn library_fp8(sgemm: &Sgemm, out: &mut Vec<(String, Result<(), String>)>) {
                     bound(false, false),
                     "f32 C, D's scale 2",
                 )?;
+                // Step 27 (mma.sync, Ada's FP8 kernel) by name, with these
+                // scales: the same product, the same bound.
+                let name27 = if how_a == Quantize::Tensor {
+                    "mma_e4m3_64x128x128_w32x32_s3"
+                } else {
+                    "mma_e4m3_blocks_64x128x128_w32x32_s3"
+                };
+                let named = row.clone().algorithm(Algorithm::Kernel {
+                    name: name27.into(),
+                    split_k: 1,
+                });
+                let mut c27 = stream.alloc_zeros::<bf16>(m * n).map_err(drv)?;
+                sgemm
+                    .gemm_scaled(&named, &qa, &qb, &mut c27, &scales)
+                    .map_err(err)?;
+                check_c(
+                    host_f32(sgemm, &c27, |x| x.to_f32())?,
+                    1.0,
+                    bound(false, true),
+                    name27,
+                )?;
                 if how_a == Quantize::Tensor {
                     let fast = row.clone().fast_accumulation(true);
                     let mut c = stream.alloc_zeros::<f16>(m * n).map_err(drv)?;
@@ -772,20 +806,29 @@ fn library_fp8(sgemm: &Sgemm, out: &mut Vec<(String, Result<(), String>)>) {
                                 (0..k).map(|kk| da[i * k + kk] * db5[j * k + kk]).sum();
                         }
                     }
-                    let col = col.fast_accumulation(true);
-                    let mut cm = stream.alloc_zeros::<bf16>(m * n).map_err(drv)?;
-                    let choice = sgemm
-                        .gemm_scaled(&col, &q5, &qa, &mut cm, &Scales::tensor(&s5, &sa))
-                        .map_err(err)?;
-                    let got = host_f32(sgemm, &cm, |x| x.to_f32())?;
-                    let scale5 = want5.iter().fold(0.0f64, |s, w| s.max(w.abs()));
-                    let e = got
-                        .iter()
-                        .zip(&want5)
-                        .fold(0.0f64, |e, (&g, &w)| e.max((g as f64 - w).abs()))
-                        / scale5;
-                    if e > bound(true, true) {
-                        return Err(format!("column-major E4M3 x E5M2 ({choice}): error {e:e}"));
+                    // Without fast accumulation the mix takes step 27, the
+                    // one kernel of it that promotes its sums.
+                    for fast in [true, false] {
+                        let col = col.clone().fast_accumulation(fast);
+                        let mut cm = stream.alloc_zeros::<bf16>(m * n).map_err(drv)?;
+                        let choice = sgemm
+                            .gemm_scaled(&col, &q5, &qa, &mut cm, &Scales::tensor(&s5, &sa))
+                            .map_err(err)?;
+                        if !fast && choice.kernel.step != 27 {
+                            return Err(format!("the promoted E4M3 x E5M2 call took {choice}"));
+                        }
+                        let got = host_f32(sgemm, &cm, |x| x.to_f32())?;
+                        let scale5 = want5.iter().fold(0.0f64, |s, w| s.max(w.abs()));
+                        let e = got
+                            .iter()
+                            .zip(&want5)
+                            .fold(0.0f64, |e, (&g, &w)| e.max((g as f64 - w).abs()))
+                            / scale5;
+                        if e > bound(fast, true) {
+                            return Err(format!(
+                                "column-major E4M3 x E5M2 ({choice}): error {e:e}"
+                            ));
+                        }
                     }
                 }
                 stream.synchronize().map_err(drv)?;

@@ -642,6 +642,76 @@ fn step_26_promotes_each_k_block_of_its_wgmma_sums() {
     }
 }
 
+/// Step 27's entries: FP8 `mma.sync.m16n8k32` of their own types, once
+/// per warp tile and k-step (4 per K block of 128) in each of the three
+/// bodies, as step 21; plain `ldmatrix` only (K-major tiles, no 8-bit
+/// `.trans`); and promotion: over the same epilogue the block-scaled
+/// instance adds each K block's sums with one FMA per accumulator (times
+/// its row's and its block's scales), the per-tensor one with one add.
+#[test]
+fn fp8_mma_kernels_use_mma_sync_k32_and_promote_each_k_block() {
+    use kernels_gpu::k27_mma_fp8::{self, BK, SPECS};
+    for k in SPECS {
+        let body = ptx_entry(rust_gemm::ptx(k.module), k.name).unwrap();
+        let (bm, bn) = k.launch.block_tile;
+        let per_step = bm * bn / (4 * k.launch.threads() as usize);
+        let mma = format!(
+            "mma.sync.aligned.m16n8k32.row.col.f32.{}.{}.f32",
+            k.elems.a.name(),
+            k.elems.b.name()
+        );
+        assert_eq!(
+            body.matches(&mma).count(),
+            3 * (BK / 32) * per_step,
+            "{}: {mma} count",
+            k.name
+        );
+        assert_eq!(body.matches("mma.sync").count(), body.matches(&mma).count());
+        assert!(
+            !body.contains("ldmatrix.sync.aligned.m8n8.x4.trans"),
+            "{}",
+            k.name
+        );
+        for needed in [
+            "ldmatrix.sync.aligned.m8n8.x4.shared.b16",
+            "cp.async.cg.shared.global",
+            "cp.async.commit_group",
+            "cp.async.wait_group",
+            "bar.sync",
+            "ld.global",
+        ] {
+            assert!(body.contains(needed), "{}: no {needed}", k.name);
+        }
+    }
+    let count = |spec: &KernelSpec, op: &str| {
+        ptx_entry(rust_gemm::ptx(spec.module), spec.name)
+            .unwrap()
+            .matches(op)
+            .count() as i64
+    };
+    let accumulators = (k27_mma_fp8::WM * k27_mma_fp8::WN / 32) as i64;
+    for (blocks, tensor) in [
+        (
+            &k27_mma_fp8::SPEC_E4M3_BLOCKS_64X128X128_W32X32_S3,
+            &k27_mma_fp8::SPEC_E4M3_64X128X128_W32X32_S3,
+        ),
+        (
+            &k27_mma_fp8::SPEC_E4M3_BLOCKS_64X128X128_W32X32_S3_F32,
+            &k27_mma_fp8::SPEC_E4M3_64X128X128_W32X32_S3_F32,
+        ),
+    ] {
+        let fmas = count(blocks, "fma.rn.f32") - count(tensor, "fma.rn.f32");
+        let adds = count(tensor, "add.rn.f32") - count(blocks, "add.rn.f32");
+        assert_eq!(
+            (fmas, adds),
+            (3 * accumulators, 3 * accumulators),
+            "{} against {}",
+            blocks.name,
+            tensor.name
+        );
+    }
+}
+
 /// Step 22 stores C by TMA (shared to global, in bulk groups it commits,
 /// waits on before reusing a staging box, and waits out before the block
 /// exits), after fencing the staged values for the async proxy; step 20,

@@ -41,6 +41,24 @@
 //! fragment register. So either operand is read as it is stored, in
 //! whichever of the two layouts.
 //!
+//! The 8-bit form, `mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32`
+//! (A and B each E4M3 or E5M2; sm_89 and newer, PTX ISA 8.4), doubles K
+//! again: each register holds four neighbours along K, the lowest index
+//! in the lowest byte (PTX ISA, "Matrix Fragments for mma.m16n8k32"):
+//!
+//! | fragment | registers | lane holds (each four along K: `k .. k + 4`) |
+//! |---|---|---|
+//! | A (16 x 32, row-major) | `a[0..4]` | `A[g][4t..]`, `A[g + 8][4t..]`, `A[g][4t + 16..]`, `A[g + 8][4t + 16..]` |
+//! | B (32 x 8, "col") | `b[0..2]` | `B[4t..][g]`, `B[4t + 16..][g]` |
+//! | C, D (16 x 8) | `c[0..4]` | as for `m16n8k8` |
+//!
+//! In 32-bit words that is the 16-bit layout again: a 16-byte `ldmatrix`
+//! row is 16 FP8 values, and lane `(g, t)` gets word `t` of row `g`,
+//! values `4t .. 4t + 4`. So a tile stored with K contiguous (A as it
+//! is, B transposed) is read with plain `ldmatrix`, as step 21 reads its
+//! K-major tiles. There is no `.trans` for 8-bit values: an operand
+//! stored M- or N-major would have to be transposed on its way.
+//!
 //! Safety model: `mma.sync` and `ldmatrix` are warp-collective. Every lane
 //! of the warp must execute the same instruction with the warp converged
 //! (`.aligned`), or the result is undefined. So they are called only from
@@ -60,7 +78,7 @@
 //! reported as a broken warp collective, like a broken barrier.
 
 use super::shared::SharedTile;
-use crate::elem::{Elem, Element};
+use crate::elem::{Elem, Element, Fp8};
 
 /// `x` rounded to TF32 (`cvt.rna.tf32.f32`: to nearest, ties away from
 /// zero, keeping 10 of f32's 23 mantissa bits), as the bits of an f32
@@ -115,6 +133,19 @@ pub fn mma_m16n8k16<T: Element>(c: &mut [f32; 4], a: [u32; 4], b: [u32; 2]) {
     backend::mma_m16n8k16::<T>(c, a, b)
 }
 
+/// `c += A * B` for one 16 x 8 x 32 tile of FP8 `A` (16 x 32) and `B`
+/// (32 x 8), each E4M3 or E5M2, held by the calling warp in the
+/// `m16n8k32` layout of this module's third table; `c` accumulates in
+/// f32.
+///
+/// Every lane of the warp must make the same call at the same time (see
+/// the safety model).
+#[inline(always)]
+#[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+pub fn mma_m16n8k32<A: Fp8, B: Fp8>(c: &mut [f32; 4], a: [u32; 4], b: [u32; 2]) {
+    backend::mma_m16n8k32::<A, B>(c, a, b)
+}
+
 impl<const ROWS: usize, const COLS: usize> SharedTile<ROWS, COLS> {
     /// `ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16`: as
     /// [`Self::load_matrix_x4`], but each matrix is handed out transposed,
@@ -154,7 +185,7 @@ impl<const ROWS: usize, const COLS: usize> SharedTile<ROWS, COLS> {
 #[cfg(target_arch = "nvptx64")]
 mod backend {
     use crate::device::shared;
-    use crate::elem::{Elem, Element};
+    use crate::elem::{Elem, Element, Fp8};
     use core::arch::asm;
 
     /// `ldmatrix.sync.aligned.m8n8.x4{$shape}.shared.b16` of the rows at
@@ -232,6 +263,44 @@ mod backend {
             mma_m16n8k16!("bf16", c, a, b);
         } else {
             mma_m16n8k16!("f16", c, a, b);
+        }
+    }
+
+    /// `mma.sync.aligned.m16n8k32.row.col.f32.$a.$b.f32` on registers.
+    macro_rules! mma_m16n8k32 {
+        ($a_ty:literal, $b_ty:literal, $c:ident, $a:ident, $b:ident) => {
+            // SAFETY: as for `mma_m16n8k8_tf32`: registers only.
+            unsafe {
+                asm!(
+                    concat!(
+                        "mma.sync.aligned.m16n8k32.row.col.f32.", $a_ty, ".", $b_ty, ".f32 ",
+                        "{{{c0}, {c1}, {c2}, {c3}}}, {{{a0}, {a1}, {a2}, {a3}}}, {{{b0}, {b1}}}, ",
+                        "{{{c0}, {c1}, {c2}, {c3}}};"
+                    ),
+                    c0 = inout(reg32) $c[0],
+                    c1 = inout(reg32) $c[1],
+                    c2 = inout(reg32) $c[2],
+                    c3 = inout(reg32) $c[3],
+                    a0 = in(reg32) $a[0],
+                    a1 = in(reg32) $a[1],
+                    a2 = in(reg32) $a[2],
+                    a3 = in(reg32) $a[3],
+                    b0 = in(reg32) $b[0],
+                    b1 = in(reg32) $b[1],
+                    options(nomem, nostack),
+                )
+            }
+        };
+    }
+
+    /// One of the four branches survives monomorphisation.
+    #[inline(always)]
+    pub fn mma_m16n8k32<A: Fp8, B: Fp8>(c: &mut [f32; 4], a: [u32; 4], b: [u32; 2]) {
+        match (matches!(A::ELEM, Elem::E4m3), matches!(B::ELEM, Elem::E4m3)) {
+            (true, true) => mma_m16n8k32!("e4m3", "e4m3", c, a, b),
+            (true, false) => mma_m16n8k32!("e4m3", "e5m2", c, a, b),
+            (false, true) => mma_m16n8k32!("e5m2", "e4m3", c, a, b),
+            (false, false) => mma_m16n8k32!("e5m2", "e5m2", c, a, b),
         }
     }
 

@@ -86,6 +86,11 @@ fn with<R>(f: impl FnOnce(&mut EmuThread) -> R) -> R {
     })
 }
 
+/// The scales of the launch the calling emulated thread belongs to.
+pub fn scales() -> crate::gemm::Scales {
+    with(|t| t.launch.scales())
+}
+
 impl EmuThread {
     /// Reports an access outside `len` elements, or a misaligned one.
     fn bad_access(
@@ -360,7 +365,7 @@ pub mod global {
 /// collectives (`super::block`), TF32 rounding bit for bit.
 pub mod mma {
     use super::*;
-    use crate::elem::Element;
+    use crate::elem::{Element, Fp8};
     use crate::emu::block::Operands;
 
     /// `cvt.rna.tf32.f32`: round to the nearest TF32 value, ties away from
@@ -457,6 +462,32 @@ pub mod mma {
     /// `T` widened to f64 (exact).
     fn half<T: Element>(word: u32, half: usize) -> f64 {
         f64::from(T::from_bits((word >> (16 * half)) & 0xffff).to_f32())
+    }
+
+    /// `mma.sync.aligned.m16n8k32.row.col.f32.{e4m3,e5m2}.{e4m3,e5m2}` for
+    /// the warp, in the layout of [`crate::device::mma`]'s third table:
+    /// each register four neighbours along K, the lowest in the lowest
+    /// byte. The FP8 values are decoded by [`crate::elem::Fp8Format`]
+    /// (every encoding checked against the OCP table in `elem`); their
+    /// products are exact in f64.
+    #[track_caller]
+    pub fn mma_m16n8k32<A: Fp8, B: Fp8>(c: &mut [f32; 4], a: [u32; 4], b: [u32; 2]) {
+        fn byte<T: Fp8>(word: u32, i: usize) -> f64 {
+            f64::from(T::FORMAT.to_f32((word >> (8 * i)) as u8))
+        }
+        mma_warp::<32>(c, a, b, |l, (a, b, _), am, bm| {
+            let (g, t) = (l / 4, l % 4);
+            for i in 0..4 {
+                let k = 4 * t + i;
+                (am[g][k], am[g + 8][k], am[g][k + 16], am[g + 8][k + 16]) = (
+                    byte::<A>(a[0], i),
+                    byte::<A>(a[1], i),
+                    byte::<A>(a[2], i),
+                    byte::<A>(a[3], i),
+                );
+                (bm[k][g], bm[k + 16][g]) = (byte::<B>(b[0], i), byte::<B>(b[1], i));
+            }
+        });
     }
 
     /// `mma.sync.aligned.m16n8k16.row.col.f32.{bf16,f16}` for the warp, in

@@ -152,6 +152,22 @@ pub fn run_gemm(
     n: usize,
     k: usize,
 ) -> EmuReport {
+    run_gemm_scaled(spec, body, a, b, (m, n, k), &EmuScales::default())
+}
+
+/// [`run_gemm`] for an FP8 kernel, whose body reads `scales`
+/// ([`run_scaled`]).
+///
+/// # Panics
+/// As [`run_gemm`].
+pub fn run_gemm_scaled(
+    spec: &KernelSpec,
+    body: fn(Gemm),
+    a: &[f32],
+    b: &[f32],
+    (m, n, k): (usize, usize, usize),
+    scales: &EmuScales,
+) -> EmuReport {
     assert_eq!(a.len(), m * k, "A must hold m * k = {m} * {k} floats");
     assert_eq!(b.len(), k * n, "B must hold k * n = {k} * {n} floats");
     let dim = |x: usize| u32::try_from(x).expect("emulated sizes fit in u32");
@@ -167,7 +183,16 @@ pub fn run_gemm(
     } else {
         b.to_vec()
     };
-    run(spec, body, &params, 1, &a, &b, &vec![f32::NAN; m * n])
+    run_scaled(
+        spec,
+        body,
+        &params,
+        1,
+        &a,
+        &b,
+        &vec![f32::NAN; m * n],
+        scales,
+    )
 }
 
 /// The `cols x rows` transpose of a row-major `rows x cols` matrix.
@@ -199,6 +224,18 @@ pub fn run(
     b: &[f32],
     c: &[f32],
 ) -> EmuReport {
+    run_with(spec, body, params, batch, (a, b, c), &EmuScales::default())
+}
+
+/// [`run`] and [`run_scaled`].
+fn run_with(
+    spec: &KernelSpec,
+    body: fn(Gemm),
+    params: &GemmParams,
+    batch: usize,
+    (a, b, c): (&[f32], &[f32], &[f32]),
+    scales: &EmuScales,
+) -> EmuReport {
     let p = params;
     for z in 0..batch {
         let stored = spec.stored(p, p.depth(z as u32));
@@ -218,7 +255,7 @@ pub fn run(
         }
     }
     install_panic_hook();
-    let launch = Launch::new(spec, p, a.to_vec(), b.to_vec(), c);
+    let launch = Launch::new(spec, p, a.to_vec(), b.to_vec(), c, scales);
     let (gx, gy) = launch.grid;
     thread::scope(|scope| {
         let pool = Pool::new(scope, launch.block_dims, launch.shared_words, body)
@@ -254,6 +291,37 @@ pub fn run(
         omitted: findings.omitted,
         banks: findings.banks,
     }
+}
+
+/// The scales of an emulated FP8 launch ([`run_scaled`]): what an FP8
+/// kernel reads through [`crate::gemm::Scales`], each `None` for a scale
+/// of 1 (as a 0 address on the GPU). Per tensor each holds one value;
+/// with block scales A's and B's hold `Scaling::a_scales` and
+/// `Scaling::b_scales` values, D's one.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct EmuScales {
+    pub a: Option<Vec<f32>>,
+    pub b: Option<Vec<f32>>,
+    pub d: Option<Vec<f32>>,
+}
+
+/// [`run`] for an FP8 kernel, whose body reads `scales` (each access
+/// checked as A's, B's and C's are).
+///
+/// # Panics
+/// As [`run`].
+#[allow(clippy::too_many_arguments)]
+pub fn run_scaled(
+    spec: &KernelSpec,
+    body: fn(Gemm),
+    params: &GemmParams,
+    batch: usize,
+    a: &[f32],
+    b: &[f32],
+    c: &[f32],
+    scales: &EmuScales,
+) -> EmuReport {
+    run_with(spec, body, params, batch, (a, b, c), scales)
 }
 
 /// Kernel panics are findings: an emulated thread's panic is recorded by
@@ -296,6 +364,8 @@ pub(crate) struct Launch {
     pub shared_words: usize,
     a: Vec<f32>,
     b: Vec<f32>,
+    /// A's, B's and D's scales ([`EmuScales`]; `None`: a scale of 1).
+    scales: [Option<Vec<f32>>; 3],
     /// C as `f32` bits: threads of a racy kernel may write it at once.
     c: Vec<AtomicU32>,
     /// Who wrote each element of C: 0 for nobody, else the writer's
@@ -331,7 +401,14 @@ impl Findings {
 impl Launch {
     /// The launch of `spec` for the products `p` describes, on copies of
     /// the caller's buffers.
-    fn new(spec: &KernelSpec, p: &GemmParams, a: Vec<f32>, b: Vec<f32>, c: &[f32]) -> Arc<Launch> {
+    fn new(
+        spec: &KernelSpec,
+        p: &GemmParams,
+        a: Vec<f32>,
+        b: Vec<f32>,
+        c: &[f32],
+        scales: &EmuScales,
+    ) -> Arc<Launch> {
         let (bx, by) = spec.launch.block_threads;
         let (m, n, k) = (p.m as usize, p.n as usize, p.k as usize);
         Arc::new(Launch {
@@ -343,6 +420,7 @@ impl Launch {
             shared_words: spec.launch.shared_bytes / 4,
             a,
             b,
+            scales: [scales.a.clone(), scales.b.clone(), scales.d.clone()],
             c: c.iter().map(|x| AtomicU32::new(x.to_bits())).collect(),
             c_writer: c.iter().map(|_| AtomicUsize::new(0)).collect(),
             findings: Mutex::new(Findings::default()),
@@ -371,6 +449,23 @@ impl Launch {
         )
     }
 
+    /// Views of the launch's scales, as [`crate::gemm::Scales`] holds them.
+    pub fn scales(&self) -> crate::gemm::Scales {
+        let view = |i: usize, memory| {
+            let len = self.scales[i].as_ref()?.len();
+            Some(GlobalIn::emulated(Buffer {
+                memory,
+                base: 0,
+                len,
+            }))
+        };
+        crate::gemm::Scales {
+            a: view(0, Memory::ScalesA),
+            b: view(1, Memory::ScalesB),
+            d: view(2, Memory::ScalesD),
+        }
+    }
+
     /// Runs `f` on the findings (blocks and threads report concurrently).
     pub fn findings<R>(&self, f: impl FnOnce(&mut Findings) -> R) -> R {
         f(&mut self.findings.lock().unwrap_or_else(PoisonError::into_inner))
@@ -386,7 +481,13 @@ impl Launch {
             Memory::A => self.a[index],
             Memory::B => self.b[index],
             Memory::C => f32::from_bits(self.c[index].load(Relaxed)),
-            Memory::Shared => unreachable!("global views are only made for A, B and C"),
+            Memory::ScalesA | Memory::ScalesB | Memory::ScalesD => {
+                let i = memory as usize - Memory::ScalesA as usize;
+                self.scales[i]
+                    .as_ref()
+                    .expect("views are made of given scales only")[index]
+            }
+            Memory::Shared => unreachable!("global views are only made for A, B, C and scales"),
         }
     }
 

@@ -19,6 +19,10 @@ pub enum Memory {
     B,
     /// The output `C` (m x n).
     C,
+    /// The scales of an FP8 launch (`emu::run_scaled`): A's, B's, D's.
+    ScalesA,
+    ScalesB,
+    ScalesD,
     /// The block's shared memory (indices are 4-byte words).
     Shared,
 }
@@ -260,6 +264,9 @@ impl fmt::Display for Memory {
             Memory::A => "A",
             Memory::B => "B",
             Memory::C => "C",
+            Memory::ScalesA => "A's scales",
+            Memory::ScalesB => "B's scales",
+            Memory::ScalesD => "D's scale",
             Memory::Shared => "shared memory",
         })
     }
