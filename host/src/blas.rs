@@ -998,8 +998,9 @@ const FULL_RATE: &[(&str, f64)] = &[
     ("wgmma_e4m3_blocks_128x128x128_s6", 927_438.0),
     ("wgmma_e4m3_blocks_128x128x128_s6_f32", 839_517.0),
     // Step 27 (FP8 mma.sync, Ada's FP8 kernel): the seventeenth session's
-    // bench at 4096 (docs/fp8-step27/bench.json), the instances it did
-    // not time from `host --n 4096` (docs/fp8-step27/host-4096-8192.txt).
+    // runs of its first tile, 128 x 128, at 4096
+    // (docs/fp8-step27/tile-128x128/: the bench, and `host --n 4096` for
+    // the instances it did not time), until the 64 x 128 tile is timed.
     // On Hopper ptxas turns each m16n8k32 into two FP16 HMMAs after
     // unpacking the FP8 values: this rate is not Ada's.
     ("mma_e4m3_64x128x128_w32x32_s3", 247_150.0),
@@ -1508,9 +1509,10 @@ impl Sgemm {
     /// scales are; block scales take row-major calls. `Auto` chooses a
     /// kernel that promotes its sums to f32 every 128 of K (on Hopper
     /// step 26: E4M3 A and B, C in BF16 or f32, per-tensor or block
-    /// scales; step 27, `mma.sync`, for an FP16 C and the mixed pairs,
-    /// and for everything on Ada) unless the call allows fast
-    /// accumulation, which adds step 25 on Hopper (per-tensor scales:
+    /// scales; step 27, `mma.sync`, for an FP16 C and the mixed pairs
+    /// with per-tensor scales, and for all of these on Ada) unless the
+    /// call allows fast accumulation, which adds step 25 on Hopper
+    /// (per-tensor scales:
     /// E4M3 into BF16, FP16 or f32, E5M2 x E4M3 and E4M3 x E5M2 into
     /// BF16); a mix no kernel takes is a typed error.
     pub fn gemm_scaled<TA, TB, TC, A, B, C, S>(

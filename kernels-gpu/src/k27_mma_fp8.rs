@@ -41,10 +41,10 @@
 //! for `mma.sync`. ptxas (sm_90) turns each `m16n8k32` into two FP16
 //! `HMMA.16816` after `F2FP` unpacks the FP8 values to FP16, where for
 //! sm_89 it emits one `QMMA.16832` (`cuobjdump -sass`), so on the H200
-//! this step runs below step 21. The measurement lives in
-//! docs/fp8-step27/bench.json (`cargo xtask bench --sizes 4096,8192
-//! --kernels ...`, docs/measurements.md, seventeenth session); registers
-//! per instance: `cargo test -p tests --test ptx -- --nocapture`.
+//! this step runs below step 21. The measurements live in docs/fp8-step27/
+//! (`cargo xtask bench --sizes 4096,8192 --kernels ...`;
+//! docs/measurements.md, seventeenth session); registers per instance:
+//! `cargo test -p tests --test ptx -- --nocapture`.
 
 use crate::device::async_copy::{commit_group, wait_group};
 use crate::device::mma::mma_m16n8k32;

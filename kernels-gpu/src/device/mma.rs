@@ -228,14 +228,15 @@ mod backend {
         ldmatrix_x4!(".trans", word)
     }
 
-    /// `mma.sync.aligned.m16n8k16.row.col.f32.$ty.$ty.f32` on registers.
-    macro_rules! mma_m16n8k16 {
-        ($ty:literal, $c:ident, $a:ident, $b:ident) => {
+    /// `mma.sync.aligned.$shape.row.col.f32.$a.$b.f32` on registers: the
+    /// 16- and 8-bit forms (four registers of A, two of B, four of C).
+    macro_rules! mma_sync {
+        ($shape:literal, $a_ty:literal, $b_ty:literal, $c:ident, $a:ident, $b:ident) => {
             // SAFETY: as for `mma_m16n8k8_tf32`: registers only.
             unsafe {
                 asm!(
                     concat!(
-                        "mma.sync.aligned.m16n8k16.row.col.f32.", $ty, ".", $ty, ".f32 ",
+                        "mma.sync.aligned.", $shape, ".row.col.f32.", $a_ty, ".", $b_ty, ".f32 ",
                         "{{{c0}, {c1}, {c2}, {c3}}}, {{{a0}, {a1}, {a2}, {a3}}}, {{{b0}, {b1}}}, ",
                         "{{{c0}, {c1}, {c2}, {c3}}};"
                     ),
@@ -260,47 +261,20 @@ mod backend {
     #[inline(always)]
     pub fn mma_m16n8k16<T: Element>(c: &mut [f32; 4], a: [u32; 4], b: [u32; 2]) {
         if matches!(T::ELEM, Elem::Bf16) {
-            mma_m16n8k16!("bf16", c, a, b);
+            mma_sync!("m16n8k16", "bf16", "bf16", c, a, b);
         } else {
-            mma_m16n8k16!("f16", c, a, b);
+            mma_sync!("m16n8k16", "f16", "f16", c, a, b);
         }
-    }
-
-    /// `mma.sync.aligned.m16n8k32.row.col.f32.$a.$b.f32` on registers.
-    macro_rules! mma_m16n8k32 {
-        ($a_ty:literal, $b_ty:literal, $c:ident, $a:ident, $b:ident) => {
-            // SAFETY: as for `mma_m16n8k8_tf32`: registers only.
-            unsafe {
-                asm!(
-                    concat!(
-                        "mma.sync.aligned.m16n8k32.row.col.f32.", $a_ty, ".", $b_ty, ".f32 ",
-                        "{{{c0}, {c1}, {c2}, {c3}}}, {{{a0}, {a1}, {a2}, {a3}}}, {{{b0}, {b1}}}, ",
-                        "{{{c0}, {c1}, {c2}, {c3}}};"
-                    ),
-                    c0 = inout(reg32) $c[0],
-                    c1 = inout(reg32) $c[1],
-                    c2 = inout(reg32) $c[2],
-                    c3 = inout(reg32) $c[3],
-                    a0 = in(reg32) $a[0],
-                    a1 = in(reg32) $a[1],
-                    a2 = in(reg32) $a[2],
-                    a3 = in(reg32) $a[3],
-                    b0 = in(reg32) $b[0],
-                    b1 = in(reg32) $b[1],
-                    options(nomem, nostack),
-                )
-            }
-        };
     }
 
     /// One of the four branches survives monomorphisation.
     #[inline(always)]
     pub fn mma_m16n8k32<A: Fp8, B: Fp8>(c: &mut [f32; 4], a: [u32; 4], b: [u32; 2]) {
         match (matches!(A::ELEM, Elem::E4m3), matches!(B::ELEM, Elem::E4m3)) {
-            (true, true) => mma_m16n8k32!("e4m3", "e4m3", c, a, b),
-            (true, false) => mma_m16n8k32!("e4m3", "e5m2", c, a, b),
-            (false, true) => mma_m16n8k32!("e5m2", "e4m3", c, a, b),
-            (false, false) => mma_m16n8k32!("e5m2", "e5m2", c, a, b),
+            (true, true) => mma_sync!("m16n8k32", "e4m3", "e4m3", c, a, b),
+            (true, false) => mma_sync!("m16n8k32", "e4m3", "e5m2", c, a, b),
+            (false, true) => mma_sync!("m16n8k32", "e5m2", "e4m3", c, a, b),
+            (false, false) => mma_sync!("m16n8k32", "e5m2", "e5m2", c, a, b),
         }
     }
 
