@@ -63,7 +63,9 @@ pub(crate) const CONSUMERS: usize = 256;
 /// Threads: the consumers and a producer warpgroup (warps 8-11).
 pub(crate) const THREADS: usize = CONSUMERS + 128;
 /// Registers per thread after `setmaxnreg`: the producer's and the
-/// consumers' (40 x 128 + 232 x 256 = 64,512 of the SM's 65,536).
+/// consumers' (40 x 128 + 232 x 256 = 64,512: the 168 x 384 the launch
+/// allocates, all a block has; asking for more leaves `setmaxnreg.inc`
+/// waiting forever, docs/measurements.md, eighteenth session).
 #[cfg(target_arch = "nvptx64")]
 pub(crate) const PRODUCER_REGISTERS: u32 = 40;
 #[cfg(target_arch = "nvptx64")]
@@ -191,6 +193,30 @@ pub use instances::*;
 
 /// Every instance.
 pub const SPECS: &[KernelSpec] = &[SPEC_256X128X32_S4];
+
+/// What a producer copies into each stage besides A's and B's tiles, for
+/// one tile of C ([`Stages::produce_ab_with`]): nothing (`()`, steps
+/// 13-25) or step 26's block scales.
+#[cfg(target_arch = "nvptx64")]
+pub(crate) trait StageExtra: Copy {
+    /// Bytes it brings into each stage.
+    fn bytes(self) -> u32;
+    /// Copies K tile `kt`'s part into stage `s`, completing on `full`.
+    ///
+    /// # Safety
+    /// As [`Stages::produce_ab_with`] says.
+    unsafe fn load(self, s: usize, kt: usize, full: MBarrier);
+}
+
+#[cfg(target_arch = "nvptx64")]
+impl StageExtra for () {
+    #[inline(always)]
+    fn bytes(self) -> u32 {
+        0
+    }
+    #[inline(always)]
+    unsafe fn load(self, _: usize, _: usize, _: MBarrier) {}
+}
 
 /// Where steps 13, 17, 18 and 19 keep their stages and barriers in
 /// shared memory, and what their producer thread does: the part of the
@@ -320,6 +346,27 @@ impl<const BM: usize, const STAGES: usize, const STAGE_WORDS: usize, const BK: u
         load_a: impl Fn(usize, u32, MBarrier),
         load_b: impl Fn(usize, u32, MBarrier),
     ) {
+        // SAFETY: forwarded; no copies besides A's and B's.
+        unsafe { self.produce_ab_with(it0, k_tiles, (), load_a, load_b) }
+    }
+
+    /// [`Self::produce_ab`] with `extra`'s copies in each stage too
+    /// (step 26's block scales): its bytes are announced with the tiles',
+    /// and it copies them after B's, completing on the same barrier.
+    ///
+    /// # Safety
+    /// As [`Self::produce_ab`]; `extra` brings exactly
+    /// [`StageExtra::bytes`] into words that no consumer reads before the
+    /// stage's `full` phase completes nor after it releases the stage.
+    #[inline(always)]
+    pub(crate) unsafe fn produce_ab_with(
+        self,
+        it0: usize,
+        k_tiles: usize,
+        extra: impl StageExtra,
+        load_a: impl Fn(usize, u32, MBarrier),
+        load_b: impl Fn(usize, u32, MBarrier),
+    ) {
         for kt in 0..k_tiles {
             let it = it0 + kt;
             let s = it % STAGES;
@@ -328,15 +375,18 @@ impl<const BM: usize, const STAGES: usize, const STAGE_WORDS: usize, const BK: u
             // STAGES, the stage's previous tile, was released in phase
             // it / STAGES - 1 of empty(s); after it no consumer reads the
             // stage until full(s) completes the phase this arrival opens.
-            // A's boxes and B's (the caller's) total stage_bytes().
+            // A's boxes and B's (the caller's) total stage_bytes(), and
+            // extra's its bytes().
             unsafe {
                 if it >= STAGES {
                     self.empty(s).wait(((it / STAGES + 1) % 2) as u32);
                 }
-                self.full(s).arrive_expect_tx((STAGE_WORDS * 4) as u32);
+                self.full(s).arrive_expect_tx((STAGE_WORDS * 4) as u32 + extra.bytes());
             }
             load_a(self.a_tile(s), k0, self.full(s));
             load_b(self.b_tile(s), k0, self.full(s));
+            // SAFETY: the caller's contract.
+            unsafe { extra.load(s, kt, self.full(s)) };
         }
     }
 

@@ -49,7 +49,9 @@ use crate::elem::{Bf16, Element, F16, Math};
 #[cfg(target_arch = "nvptx64")]
 use crate::gemm::{Gemm, Output, ScaleParams};
 #[cfg(target_arch = "nvptx64")]
-use crate::k13_wgmma_ws::{CONSUMER_REGISTERS, CONSUMERS, PRODUCER_REGISTERS, Stages};
+use crate::k13_wgmma_ws::{
+    CONSUMER_REGISTERS, CONSUMERS, PRODUCER_REGISTERS, StageExtra, Stages,
+};
 #[cfg(target_arch = "nvptx64")]
 use crate::k19_wgmma_16bit::{BK, BN, load_a, load_b, mainloop, store_tile};
 use crate::k19_wgmma_16bit::{BM, Params};
@@ -204,10 +206,12 @@ pub(crate) fn block<
     maps: TensorMaps,
     scales: Option<ScaleParams>,
 ) {
-    persistent::<P::A, P::B, C, BN, STAGES, STAGE_WORDS, BK, A_MN, B_MN, TMA_C, 128>(
+    persistent::<P::A, P::B, C, BN, STAGES, STAGE_WORDS, BK, A_MN, B_MN, TMA_C, 128, _>(
         g,
         maps,
         scales,
+        #[inline(always)]
+        |_, _, _| (),
         #[inline(always)]
         |stages, it, k_tiles, tid, _row0, _col0| mainloop::<P, STAGES, STAGE_WORDS, BK, A_MN, B_MN>(stages, it, k_tiles, tid),
     )
@@ -216,7 +220,9 @@ pub(crate) fn block<
 /// The persistent block of steps 20, 22, 25 and 26, whatever a tile's
 /// main loop: the stages once, then the producer warpgroup's first thread
 /// produces every BM x `TILE_N` tile of C this block owns, in order,
-/// while the two consumer warpgroups compute each with `tile(stages, it,
+/// (and, in each stage, what `extra(stages, row0, col0)` copies for the
+/// tile at `(row0, col0)`: step 26's block scales), while the two
+/// consumer warpgroups compute each with `tile(stages, it,
 /// k_tiles, tid, row0, col0)` (the pipeline's tiles `it..it + k_tiles`,
 /// for the tile at `(row0, col0)`: `ACC` accumulators per thread) and
 /// store it ([`store_tile_tma`] with `TMA_C` where [`c_by_tma`] allows,
@@ -236,10 +242,12 @@ pub(crate) fn persistent<
     const B_MN: u32,
     const TMA_C: bool,
     const ACC: usize,
+    X: StageExtra,
 >(
     g: Gemm<A, B, C>,
     maps: TensorMaps,
     scales: Option<ScaleParams>,
+    extra: impl Fn(Stages<BM, STAGES, STAGE_WORDS, BK>, usize, usize) -> X,
     tile: impl Fn(Stages<BM, STAGES, STAGE_WORDS, BK>, usize, usize, usize, usize, usize) -> [f32; ACC],
 ) {
     // BK values of A's type fill one 128-byte row of a stage; a thread
@@ -260,11 +268,14 @@ pub(crate) fn persistent<
                 let (row0, col0) = tile_origin::<TILE_N>(t, g.m, g.n);
                 // SAFETY: one thread, after init, it the tiles it produced
                 // before; load_a and load_b bring A's and B's parts with
-                // SPEC's boxes for this layout.
+                // SPEC's boxes for this layout; extra's copies are the
+                // caller's (their words, after the staging boxes, are
+                // read by the consumers between full and release).
                 unsafe {
-                    stages.produce_ab(
+                    stages.produce_ab_with(
                         it,
                         k_tiles,
+                        extra(stages, row0, col0),
                         #[inline(always)]
                         |word, k0, full| load_a::<A_MN>(maps, word, k0, full, row0),
                         #[inline(always)]

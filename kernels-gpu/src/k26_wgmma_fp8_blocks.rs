@@ -23,13 +23,22 @@
 //! - **Block scales** (`_blocks`, [`Scaling::Blocks`]): A's per row per
 //!   128 of K, B's per 128 x 128 block ([`Scaling::a_scales`],
 //!   [`Scaling::b_scales`]: the layouts cuBLASLt's `VEC128_32F` and
-//!   `BLK128x128_32F` take), read from global memory while the stage's
-//!   `wgmma`s run (read before `wgmma.fence`, a pending load held the
-//!   fence back: docs/measurements.md, fifteenth session): each thread's two rows'
-//!   A scales times the tile's one B scale multiply the promotion. D's
-//!   scale and alpha/beta stay in the epilogue. The `_promoted`
-//!   instances take step 25's per-tensor scales and promote unscaled.
-//! - **Six stages** of 32 KB (A's 128 rows and B^T's 128 of 128 bytes).
+//!   `BLK128x128_32F` take), brought into each stage with its tiles: the
+//!   producer copies the K block's 128 A scales of the tile's rows and
+//!   the 16 bytes holding its B scale (`cp.async.bulk`, on the stage's
+//!   barrier) into a ring of [`SCALE_WORDS`] per stage after the
+//!   epilogue's staging boxes, so a consumer reads them from shared
+//!   memory once the stage's `wgmma`s retire. (Read by each thread from
+//!   global memory instead, the loads' latency showed: a load still
+//!   pending at `wgmma.fence` holds the fence, and one issued after the
+//!   `wgmma`s held the promotion; docs/measurements.md, fifteenth and
+//!   eighteenth sessions.) Each thread's two rows' A scales times the
+//!   tile's one B scale multiply the promotion. D's scale and alpha/beta
+//!   stay in the epilogue. The `_promoted` instances take step 25's
+//!   per-tensor scales and promote unscaled.
+//! - **Stages** of 32 KB (A's 128 rows and B^T's 128 of 128 bytes): six
+//!   per tensor, five with block scales (their scale ring and six stages
+//!   would pass the 227 KB a block may have).
 //!
 //! Everything else (the persistent grid and its tile order, the TMA
 //! producer, the epilogue by TMA) is step 22's, through step 20's
@@ -46,11 +55,15 @@
 //! GPU only, like steps 12-25.
 
 #[cfg(target_arch = "nvptx64")]
-use crate::device::GlobalIn;
+use crate::device::barrier::sync_warp;
 #[cfg(target_arch = "nvptx64")]
 use crate::device::math::fma;
 #[cfg(target_arch = "nvptx64")]
-use crate::device::tma::TensorMaps;
+use crate::device::mbarrier::MBarrier;
+#[cfg(target_arch = "nvptx64")]
+use crate::device::SharedTile;
+#[cfg(target_arch = "nvptx64")]
+use crate::device::tma::{TensorMaps, bulk_load};
 #[cfg(target_arch = "nvptx64")]
 use crate::device::wgmma::{
     Fp8Pair, WgmmaFp8, commit_group, descriptor_k_major_sw128, fence_ss_64, wait_ss_64x2,
@@ -59,12 +72,12 @@ use crate::elem::{Bf16, E4m3, Element, Math, SCALE_BLOCK, Scaling};
 #[cfg(target_arch = "nvptx64")]
 use crate::gemm::{Gemm, Output, ScaleParams};
 #[cfg(target_arch = "nvptx64")]
-use crate::k13_wgmma_ws::{A_ROW_WORDS, Stages};
-#[cfg(target_arch = "nvptx64")]
-use crate::k19_wgmma_16bit::BM;
-use crate::k19_wgmma_16bit::Params;
+use crate::k13_wgmma_ws::{A_ROW_WORDS, StageExtra, Stages};
+use crate::k19_wgmma_16bit::{BM, Params};
 #[cfg(target_arch = "nvptx64")]
 use crate::k20_wgmma_persistent::persistent;
+#[cfg(target_arch = "nvptx64")]
+use crate::k22_wgmma_tma_store::STAGING_WORDS;
 use crate::launch::{KernelSpec, Ops};
 #[cfg(target_arch = "nvptx64")]
 use crate::unroll::unroll;
@@ -73,13 +86,17 @@ use crate::unroll::unroll;
 pub const BN: usize = SCALE_BLOCK;
 /// K values per stage: one 128-byte row of FP8, one K block.
 pub const BK: usize = SCALE_BLOCK;
-/// Stages of 32 KB in flight.
+/// Stages of 32 KB in flight with per-tensor scales.
 pub const STAGES: usize = 6;
-/// This step's parameters: [`STAGES`] of BM x [`BN`].
-const PARAMS: Params = Params { stages: STAGES, bn: BN };
-/// Words of one stage.
+/// Stages with block scales (room for the scale ring).
+pub const STAGES_BLOCKS: usize = 5;
+/// Words of one stage (A's BM rows and B^T's [`BN`], 128 bytes each).
 #[cfg(target_arch = "nvptx64")]
-const STAGE_WORDS: usize = PARAMS.stage_words();
+const STAGE_WORDS: usize = Params { stages: STAGES, bn: BN }.stage_words();
+/// Words of the scale ring per stage (block scales): the K block's A
+/// scales of the tile's BM rows, then the 16-byte-aligned four B scales
+/// that hold the tile's.
+pub const SCALE_WORDS: usize = BM + 4;
 /// Promoted accumulators per consumer thread: its share of a 64 x 128 tile.
 #[cfg(target_arch = "nvptx64")]
 const ACC: usize = BN / 2;
@@ -90,9 +107,9 @@ const ACC: usize = BN / 2;
 /// per block, applied at each promotion), and its PTX entry in the FP8
 /// module.
 macro_rules! instance {
-    ($name:ident, $spec:ident, $a:ident, $b:ident, $c:ident, $scaling:ident, $summary:literal) => {
+    ($name:ident, $spec:ident, $a:ident, $b:ident, $c:ident, $scaling:ident, $stages:ident, $summary:literal) => {
         pub const $spec: KernelSpec = {
-            let spec = PARAMS.spec_of(
+            let spec = Params { stages: $stages, bn: BN }.spec_of(
                 stringify!($name),
                 (<$a as Element>::ELEM, <$b as Element>::ELEM, <$c as Element>::ELEM),
                 Math::Fp8,
@@ -100,8 +117,13 @@ macro_rules! instance {
                 $summary,
                 (true, Ops::NT, true),
             );
+            let ring = match Scaling::$scaling {
+                Scaling::Blocks => $stages * SCALE_WORDS * 4,
+                _ => 0,
+            };
             KernelSpec {
                 elems: spec.elems.promoted(BK as u32).with_scaling(Scaling::$scaling),
+                launch: crate::launch::Launch { shared_bytes: spec.launch.shared_bytes + ring, ..spec.launch },
                 ..spec
             }
         };
@@ -109,7 +131,7 @@ macro_rules! instance {
         #[cfg(target_arch = "nvptx64")]
         #[inline(always)]
         pub fn $name(g: Gemm<$a, $b, $c>, maps: TensorMaps, scales: ScaleParams) {
-            block::<Fp8Pair<$a, $b>, $c, { matches!(Scaling::$scaling, Scaling::Blocks) }>(g, maps, scales)
+            block::<Fp8Pair<$a, $b>, $c, { matches!(Scaling::$scaling, Scaling::Blocks) }, $stages>(g, maps, scales)
         }
         #[cfg(any(not(target_arch = "nvptx64"), gemm_module = "wgmma_fp8"))]
         mod $name {
@@ -125,21 +147,21 @@ macro_rules! instance {
 #[rustfmt::skip]
 mod instances {
     use super::*;
-    instance!(wgmma_e4m3_blocks_128x128x128_s6, SPEC_E4M3_BLOCKS_128X128X128_S6, E4m3, E4m3, Bf16, Blocks,
+    instance!(wgmma_e4m3_blocks_128x128x128_s5, SPEC_E4M3_BLOCKS_128X128X128_S5, E4m3, E4m3, Bf16, Blocks, STAGES_BLOCKS,
         "FP8 with block scales (A 1 x 128, B 128 x 128): each K block's wgmma sum promoted to f32 registers, scaled there; 128 x 128 tile");
-    instance!(wgmma_e4m3_blocks_128x128x128_s6_f32, SPEC_E4M3_BLOCKS_128X128X128_S6_F32, E4m3, E4m3, f32, Blocks,
+    instance!(wgmma_e4m3_blocks_128x128x128_s5_f32, SPEC_E4M3_BLOCKS_128X128X128_S5_F32, E4m3, E4m3, f32, Blocks, STAGES_BLOCKS,
         "FP8 with block scales (A 1 x 128, B 128 x 128): each K block's wgmma sum promoted to f32 registers, scaled there; 128 x 128 tile");
-    instance!(wgmma_e4m3_promoted_128x128x128_s6, SPEC_E4M3_PROMOTED_128X128X128_S6, E4m3, E4m3, Bf16, Tensor,
+    instance!(wgmma_e4m3_promoted_128x128x128_s6, SPEC_E4M3_PROMOTED_128X128X128_S6, E4m3, E4m3, Bf16, Tensor, STAGES,
         "FP8 with per-tensor scales, each K block's wgmma sum promoted to f32 registers; 128 x 128 tile");
-    instance!(wgmma_e4m3_promoted_128x128x128_s6_f32, SPEC_E4M3_PROMOTED_128X128X128_S6_F32, E4m3, E4m3, f32, Tensor,
+    instance!(wgmma_e4m3_promoted_128x128x128_s6_f32, SPEC_E4M3_PROMOTED_128X128X128_S6_F32, E4m3, E4m3, f32, Tensor, STAGES,
         "FP8 with per-tensor scales, each K block's wgmma sum promoted to f32 registers; 128 x 128 tile");
 }
 pub use instances::*;
 
 /// Every instance.
 pub const SPECS: &[KernelSpec] = &[
-    SPEC_E4M3_BLOCKS_128X128X128_S6,
-    SPEC_E4M3_BLOCKS_128X128X128_S6_F32,
+    SPEC_E4M3_BLOCKS_128X128X128_S5,
+    SPEC_E4M3_BLOCKS_128X128X128_S5_F32,
     SPEC_E4M3_PROMOTED_128X128X128_S6,
     SPEC_E4M3_PROMOTED_128X128X128_S6_F32,
 ];
@@ -147,11 +169,12 @@ pub const SPECS: &[KernelSpec] = &[
 /// The block: step 20's [`persistent`] block on 128 x 128 tiles, each
 /// computed by [`mainloop`]. With `BLOCKS`, `scales.a` and `scales.b`
 /// are the block scales' addresses ([`Scaling::a_scales`],
-/// [`Scaling::b_scales`]) and only D's scale goes to the epilogue; else
-/// all three are per tensor, step 25's.
+/// [`Scaling::b_scales`]), copied into each stage's scale ring by the
+/// producer ([`ScaleCopies`]), and only D's scale goes to the epilogue;
+/// else all three are per tensor, step 25's.
 #[cfg(target_arch = "nvptx64")]
 #[inline(always)]
-fn block<P: WgmmaFp8, C: Output, const BLOCKS: bool>(
+fn block<P: WgmmaFp8, C: Output, const BLOCKS: bool, const ST: usize>(
     g: Gemm<P::A, P::B, C>,
     maps: TensorMaps,
     scales: ScaleParams,
@@ -166,68 +189,155 @@ fn block<P: WgmmaFp8, C: Output, const BLOCKS: bool>(
     } else {
         scales
     };
-    persistent::<P::A, P::B, C, BN, STAGES, STAGE_WORDS, BK, 0, 0, true, ACC>(
+    persistent::<P::A, P::B, C, BN, ST, STAGE_WORDS, BK, 0, 0, true, ACC, _>(
         g,
         maps,
         Some(epilogue),
         #[inline(always)]
-        |stages, it, k_tiles, tid, row0, col0| {
-            mainloop::<P, BLOCKS>(stages, it, k_tiles, tid, BlockScales::new(scales, m, k, row0, col0, tid))
+        |stages, row0, col0| ScaleCopies::<BLOCKS>::new(scales, m, k, row0, col0, ring(stages)),
+        #[inline(always)]
+        |stages, it, k_tiles, tid, row0, _col0| {
+            mainloop::<P, BLOCKS, ST>(stages, it, k_tiles, tid, BlockScales::new(m, row0, tid, ring(stages)))
         },
     )
 }
 
-/// Where one consumer thread reads its block scales: A's for its two
-/// rows of the tile (`row`, `row + 8`), B's for the tile's 128 columns.
+/// The first word of the scale ring: after the epilogue's staging boxes
+/// (the spec's `shared_bytes` counts `ST * SCALE_WORDS` more words with
+/// block scales).
+#[cfg(target_arch = "nvptx64")]
+#[inline(always)]
+fn ring<const ST: usize>(stages: Stages<BM, ST, STAGE_WORDS, BK>) -> usize {
+    stages.end_aligned() + STAGING_WORDS
+}
+
+/// The producer's copies of one tile's block scales into each stage's
+/// [`SCALE_WORDS`] of the ring (`ON`; nothing for per-tensor scales):
+/// K block `kt`'s A scales of the tile's rows (at most BM, as far as A's
+/// scale rows go: [`Scaling::a_scales_stride`], a multiple of 4) and the
+/// 16 bytes of B's scales of the tile's column block that hold K block
+/// `kt`'s (each column block's padded to a multiple of 4:
+/// [`Scaling::b_scales_stride`]).
+#[cfg(target_arch = "nvptx64")]
+#[derive(Clone, Copy)]
+struct ScaleCopies<const ON: bool> {
+    /// The block scales' addresses (A's, B's): live for every tile
+    /// anyway, so the per-tile parts below are 32-bit offsets (the
+    /// producer has 40 registers).
+    s: ScaleParams,
+    /// A's rows (live for every tile anyway: A's scale stride and how
+    /// many of the tile's rows it has follow from it).
+    m: u32,
+    /// Bytes from A's scales to the tile's first row's in K block 0.
+    a_off: u32,
+    /// Bytes from B's scales to the tile's column block's (K block 0).
+    b_off: u32,
+    /// The ring's first word.
+    ring: u32,
+}
+
+#[cfg(target_arch = "nvptx64")]
+impl<const ON: bool> ScaleCopies<ON> {
+    #[inline(always)]
+    fn new(s: ScaleParams, m: usize, k: usize, row0: usize, col0: usize, ring: usize) -> Self {
+        Self {
+            s,
+            m: m as u32,
+            a_off: 4 * row0 as u32,
+            b_off: 4 * (col0 / SCALE_BLOCK * Scaling::b_scales_stride(k)) as u32,
+            ring: ring as u32,
+        }
+    }
+
+    /// Bytes from one K block's A scales to the next's.
+    #[inline(always)]
+    fn a_step(self) -> u32 {
+        4 * Scaling::a_scales_stride(self.m as usize) as u32
+    }
+
+    /// Bytes of A scales per stage: the tile's rows, as far as A's
+    /// scale rows go (row0 < m <= the stride, both multiples of 4).
+    #[inline(always)]
+    fn a_bytes(self) -> u32 {
+        (self.a_step() - self.a_off).min(4 * BM as u32)
+    }
+}
+
+#[cfg(target_arch = "nvptx64")]
+impl<const ON: bool> StageExtra for ScaleCopies<ON> {
+    #[inline(always)]
+    fn bytes(self) -> u32 {
+        if ON { self.a_bytes() + 16 } else { 0 }
+    }
+
+    #[inline(always)]
+    unsafe fn load(self, s: usize, kt: usize, full: MBarrier) {
+        if ON {
+            let word = self.ring as usize + s * SCALE_WORDS;
+            let a = self.s.a + self.a_off as u64 + kt as u64 * self.a_step() as u64;
+            let b = self.s.b + self.b_off as u64 + 4 * (kt & !3) as u64;
+            // SAFETY: the entry's contract (the host's Scaling::Blocks
+            // buffers, 16-byte aligned: blas::check_scale_alignment): rows
+            // row0 .. row0 + a_bytes / 4 of K block kt lie inside
+            // a_scales(m, k), and the four B scales from kt rounded down
+            // to 4 inside the column block's padded stride of
+            // b_scales(k, n); both addresses and sizes are multiples of
+            // 16, as is the ring's slot (1024-aligned ring, SCALE_WORDS *
+            // 4 = 528 bytes). The stage's consumers read the slot only
+            // between its full phase and their release (mainloop), as for
+            // the tiles.
+            unsafe {
+                bulk_load(word, a, self.a_bytes(), full);
+                bulk_load(word + BM, b, 16, full);
+            }
+        }
+    }
+}
+
+/// Where one consumer thread reads its block scales in the ring: A's for
+/// its two rows of the tile (`local`, `local + 8`), B's at word BM + kt %
+/// 4 of the slot.
 #[cfg(target_arch = "nvptx64")]
 #[derive(Clone, Copy)]
 struct BlockScales {
-    a: GlobalIn<f32>,
-    b: GlobalIn<f32>,
     /// A's rows.
     m: usize,
-    /// Elements from one K block's A scales to the next's.
-    a_stride: usize,
     /// This thread's first row of C.
     row: usize,
-    /// The first of the tile's B scales (its column block's, K block 0).
-    b0: usize,
+    /// Its row within the tile.
+    local: usize,
+    /// The ring's first word.
+    ring: usize,
 }
 
 #[cfg(target_arch = "nvptx64")]
 impl BlockScales {
     #[inline(always)]
-    fn new(s: ScaleParams, m: usize, k: usize, row0: usize, col0: usize, tid: usize) -> Self {
+    fn new(m: usize, row0: usize, tid: usize, ring: usize) -> Self {
         let (wg, warp, lane) = (tid / 128, tid % 128 / 32, tid % 32);
-        Self {
-            // SAFETY: with block scales, the entry's contract (the host's
-            // Scaling::Blocks buffers): a_scales(m, k) and b_scales(k, n)
-            // live f32s at these addresses, read only.
-            a: unsafe { GlobalIn::from_raw(s.a as *const f32) },
-            // SAFETY: as above.
-            b: unsafe { GlobalIn::from_raw(s.b as *const f32) },
-            m,
-            a_stride: Scaling::a_scales_stride(m),
-            row: row0 + 64 * wg + 16 * warp + lane / 4,
-            b0: col0 / SCALE_BLOCK * Scaling::b_scales_stride(k),
-        }
+        let local = 64 * wg + 16 * warp + lane / 4;
+        Self { m, row: row0 + local, local, ring }
     }
 
-    /// K block `kb`'s factors for this thread's two rows: A's row scale
-    /// times B's block scale (0 for a row past A's last, whose values
-    /// TMA filled with zeros).
+    /// K block `kt`'s factors for this thread's two rows, from stage
+    /// `s`'s slot: A's row scale times B's block scale (0 for a row past
+    /// A's last, whose values TMA filled with zeros).
+    ///
+    /// # Safety
+    /// Between the stage's full phase for K block `kt` and this warp's
+    /// release of it.
     #[inline(always)]
-    fn at(self, kb: usize) -> [f32; 2] {
-        // SAFETY: kb < ceil(k / 128) and col0 < n (the caller's tile), so
-        // b0 + kb < b_scales(k, n) (b0 is col0 / 128 b_scales_stride(k));
-        // each row is checked against m.
-        let sb = unsafe { self.b.read(self.b0 + kb) };
+    unsafe fn at(self, s: usize, kt: usize) -> [f32; 2] {
+        let slot = SharedTile::<1, SCALE_WORDS>::at(self.ring + s * SCALE_WORDS);
+        // SAFETY: inside the ring (the spec's shared_bytes), landed (the
+        // caller's full phase) and not yet overwritten (not released).
+        let sb = unsafe { slot.load(0, BM + kt % 4) };
         let mut f = [0.0; 2];
         unroll!(2; 2, |h| {
-            let row = self.row + 8 * h;
-            if row < self.m {
-                // SAFETY: row < m and kb < ceil(k / 128): inside a_scales(m, k).
-                f[h] = unsafe { self.a.read(kb * self.a_stride + row) } * sb;
+            if self.row + 8 * h < self.m {
+                // SAFETY: as above; local + 8 h < BM, and a row below m
+                // is among the a_bytes the producer copied.
+                f[h] = unsafe { slot.load(0, self.local + 8 * h) } * sb;
             }
         });
         f
@@ -237,14 +347,15 @@ impl BlockScales {
 /// One tile of C's main loop for consumer thread `tid`: the pipeline's
 /// tiles `it0..it0 + k_tiles` of K, each one K block of 128. For each:
 /// wait for its stage, issue its four `m64n128k32` into the partial sum
-/// (the first from zero), read the block's scales (`BLOCKS`), retire them,
-/// release the stage, and add the partial sum into the promoted
-/// accumulators, times the scales. Returns the promoted accumulators
-/// (`acc[4j + 2h + e]` in `wgmma`'s D layout, step 19's epilogue's).
+/// (the first from zero), retire them, read the block's scales from the
+/// stage's slot of the ring (`BLOCKS`), release the stage, and add the
+/// partial sum into the promoted accumulators, times the scales. Returns
+/// the promoted accumulators (`acc[4j + 2h + e]` in `wgmma`'s D layout,
+/// step 19's epilogue's).
 #[cfg(target_arch = "nvptx64")]
 #[inline(always)]
-fn mainloop<P: WgmmaFp8, const BLOCKS: bool>(
-    stages: Stages<BM, STAGES, STAGE_WORDS, BK>,
+fn mainloop<P: WgmmaFp8, const BLOCKS: bool, const ST: usize>(
+    stages: Stages<BM, ST, STAGE_WORDS, BK>,
     it0: usize,
     k_tiles: usize,
     tid: usize,
@@ -257,7 +368,7 @@ fn mainloop<P: WgmmaFp8, const BLOCKS: bool>(
     let mut part: [f32; ACC] = unsafe { core::mem::zeroed() };
     for kt in 0..k_tiles {
         let it = it0 + kt;
-        let s = it % STAGES;
+        let s = it % ST;
         stages.wait_full(it);
         // A: this warpgroup's 64 rows; B^T: the tile's 128 rows; 32 bytes
         // (32 values of K) on per step, both K-major.
@@ -270,7 +381,6 @@ fn mainloop<P: WgmmaFp8, const BLOCKS: bool>(
         // descriptors go through the fence, both sums through the wait;
         // both tiles landed (wait_full) and stay until this warp releases
         // the stage, after the wait that retires these.
-        let mut f = [1.0; 2];
         unsafe {
             fence_ss_64(&mut part, &mut desc);
             P::mma_m64n128k32_ss::<0>(&mut part, desc[0], desc[4]);
@@ -278,17 +388,18 @@ fn mainloop<P: WgmmaFp8, const BLOCKS: bool>(
                 P::mma_m64n128k32_ss::<1>(&mut part, desc[1 + step], desc[5 + step]);
             });
             commit_group();
-            // The K block's factors, read while its wgmmas run (before the
-            // fence, a pending load would hold the fence back: `wgmma.fence`
-            // waits for the registers it orders).
-            if BLOCKS {
-                f = scales.at(kt);
-            }
             wait_ss_64x2::<0>(&mut part, &mut acc);
+        }
+        // SAFETY: after the stage's full phase, before this warp's release.
+        let f = if BLOCKS { unsafe { scales.at(s, kt) } } else { [1.0; 2] };
+        if BLOCKS {
+            // Every lane's scale reads before lane 0's release.
+            sync_warp();
         }
         if lane == 0 {
             // SAFETY: once per tile, in order, after the wait that retired
-            // its wgmmas.
+            // its wgmmas and this warp's reads of its scales (the arrive
+            // releases them).
             unsafe { stages.release(it) };
         }
         unroll!(ACC / 4; 16, |j| {

@@ -268,6 +268,22 @@ fn fp8_scales_are_checked_against_the_call() {
     let e = blas::check_scales(&col, Scaling::Blocks, (a, b, None)).expect_err("column-major");
     assert!(matches!(e, GemmError::BlockScalesLayout), "{e}");
     assert!(blas::check_scales(&col, Scaling::Tensor, (1, 1, None)).is_ok());
+    // Block scales start on 16 bytes (step 26 copies them in 16-byte
+    // rows); per-tensor scales may start anywhere an f32 may.
+    assert!(blas::check_scale_alignment(Scaling::Blocks, 0x7000_0100, 0x7000_0210).is_ok());
+    assert!(blas::check_scale_alignment(Scaling::Tensor, 0x7000_0104, 0x7000_0208).is_ok());
+    let e = blas::check_scale_alignment(Scaling::Blocks, 0x7000_0100, 0x7000_0204).expect_err("b");
+    assert!(
+        matches!(
+            e,
+            GemmError::ScalesMisaligned {
+                arg: "scales.b",
+                address: 0x7000_0204
+            }
+        ),
+        "{e}"
+    );
+    assert!(e.to_string().contains("16 bytes"), "{e}");
 }
 
 /// `Auto` on FP8: a kernel that promotes its sums (step 26) unless the

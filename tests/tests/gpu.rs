@@ -883,6 +883,17 @@ fn library_fp8(sgemm: &Sgemm, out: &mut Vec<(String, Result<(), String>)>) {
             "scales.a holds 1 f32s",
         ),
     ));
+    // Block scales one f32 past a 16-byte boundary: a typed error, not a
+    // bulk copy from a misaligned address.
+    let blocks = stream.alloc_zeros::<f32>(256).unwrap();
+    let (sa, sb) = (blocks.slice(1..129), blocks.slice(192..256));
+    out.push((
+        "error_fp8_block_scales_misaligned".into(),
+        says(
+            sgemm.gemm_scaled(&nt, &a, &a, &mut c, &Scales::blocks(&sa, &sb)),
+            "scales.a starts at address",
+        ),
+    ));
 }
 
 /// `host --json` prints one object with a verified, timed entry per kernel

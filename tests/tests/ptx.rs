@@ -633,7 +633,7 @@ fn step_26_promotes_each_k_block_of_its_wgmma_sums() {
     };
     for c in ["", "_f32"] {
         let (blocks, tensor) = (
-            format!("wgmma_e4m3_blocks_128x128x128_s6{c}"),
+            format!("wgmma_e4m3_blocks_128x128x128_s5{c}"),
             format!("wgmma_e4m3_promoted_128x128x128_s6{c}"),
         );
         let fmas = count(&blocks, "fma.rn.f32") - count(&tensor, "fma.rn.f32");

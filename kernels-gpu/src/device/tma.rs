@@ -40,7 +40,7 @@
 //! 6. No other thread writes the part of the matrix the box covers.
 //!
 //! GPU only, like [`super::mbarrier`]; so are the kernels that use it
-//! (steps 12-13, 17-20 and 22).
+//! (steps 12-13, 17-20, 22 and 24-26).
 
 use core::arch::asm;
 
@@ -155,6 +155,31 @@ impl TensorMap {
                 options(nostack),
             );
         }
+    }
+}
+
+/// `cp.async.bulk` (no tensor map): copies `bytes` contiguous bytes of
+/// global memory at `src` into shared memory at word `word`, completing
+/// on `barrier` (step 26's block scales, a slice of a plain array).
+///
+/// # Safety
+/// Rules 2 and 3 for the destination and the barrier (16-byte aligned is
+/// enough here); `src..src + bytes` is live global memory, unchanged for
+/// the launch, `src` and `bytes` multiples of 16.
+#[inline(always)]
+pub unsafe fn bulk_load(word: usize, src: u64, bytes: u32, barrier: MBarrier) {
+    let dst = shared::address(word);
+    // SAFETY: the source is the caller's live global memory, the
+    // destination and the barrier the caller's (rules 2, 3).
+    unsafe {
+        asm!(
+            "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [{dst}], [{src}], {bytes}, [{bar}];",
+            dst = in(reg32) dst,
+            src = in(reg64) src,
+            bytes = in(reg32) bytes,
+            bar = in(reg32) barrier.address(),
+            options(nostack),
+        );
     }
 }
 
