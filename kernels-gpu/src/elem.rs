@@ -76,6 +76,21 @@ impl Elem {
         // 2^-p, built from its exponent bits (no `powi` in `core`).
         f64::from_bits(((1023 - self.precision_bits()) as u64) << 52)
     }
+
+    /// The spacing of this format's subnormals, its smallest positive
+    /// value (2^-149, 2^-133, 2^-24, 2^-9, 2^-16): below the smallest
+    /// normal, rounding to nearest errs by up to half of it, however
+    /// small the value, an absolute error no relative bound covers.
+    pub const fn subnormal_spacing(self) -> f64 {
+        let e: u64 = match self {
+            Elem::F32 => 149,
+            Elem::Bf16 => 133,
+            Elem::F16 => 24,
+            Elem::E4m3 => 9,
+            Elem::E5m2 => 16,
+        };
+        f64::from_bits((1023 - e) << 52)
+    }
 }
 
 /// The arithmetic a kernel's multiply-adds do.

@@ -992,3 +992,19 @@ proptest! {
         emulate_and_check(&cfg, auto_ampere(&cfg, storage));
     }
 }
+
+/// The reference's allowance for results below C's smallest normal: each
+/// format's subnormal spacing is its smallest positive value.
+#[test]
+fn subnormal_spacing_is_each_formats_smallest_positive_value() {
+    let smallest = [
+        (Elem::F32, f32::from_bits(1) as f64),
+        (Elem::Bf16, half::bf16::from_bits(1).to_f64()),
+        (Elem::F16, half::f16::from_bits(1).to_f64()),
+        (Elem::E4m3, float8::F8E4M3::from_bits(1).to_f64()),
+        (Elem::E5m2, float8::F8E5M2::from_bits(1).to_f64()),
+    ];
+    for (elem, want) in smallest {
+        assert_eq!(elem.subnormal_spacing(), want, "{elem:?}");
+    }
+}
