@@ -14,9 +14,11 @@ use kernels_gpu::elem::{Elem, Elems, Math, Scaling};
 use kernels_gpu::launch::KernelSpec;
 use kernels_gpu::registry;
 
-use crate::HostError;
-use crate::gpu::Gpu;
-use crate::runner::{Buffers, Enqueue, Kernel, device_address};
+use crate::runner::{Buffers, Enqueue};
+use rust_gemm::HostError;
+use rust_gemm::gpu::Gpu;
+use rust_gemm::gpu::device_address;
+use rust_gemm::launch::Kernel;
 
 /// The baselines' names in reports.
 pub const CUBLAS_FP32: &str = "cuBLAS SGEMM";
@@ -195,7 +197,7 @@ fn load_source(gpu: &Gpu, src: &TwinSource, names: &[&str]) -> Result<Vec<Kernel
     let module = gpu.ctx.load_module(ptx).map_err(|e| {
         format!(
             "the driver rejected NVRTC's PTX: {}",
-            crate::error::cuda_error_name(&e)
+            rust_gemm::error::cuda_error_name(&e)
         )
     })?;
     specs
@@ -336,12 +338,12 @@ impl Cublas {
     /// `C^T = op(B)^T op(A)^T`: A and B swapped, their operations kept.
     pub fn sgemm(
         &self,
-        cfg: &crate::blas::GemmConfig,
+        cfg: &rust_gemm::blas::GemmConfig,
         a: &CudaSlice<f32>,
         b: &CudaSlice<f32>,
         c: &mut CudaSlice<f32>,
     ) -> Result<(), HostError> {
-        use crate::blas::{Layout, Op};
+        use rust_gemm::blas::{Layout, Op};
         let op = |o: Op| match o {
             Op::N => cublasOperation_t::CUBLAS_OP_N,
             Op::T => cublasOperation_t::CUBLAS_OP_T,

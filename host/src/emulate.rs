@@ -11,13 +11,13 @@
 //! size that fits.
 
 use anyhow::{Result, anyhow, bail};
+use harness::inputs::{self, BlockScales};
+use harness::reference::Reference;
+use harness::runner::Scales;
+use harness::shape::Shape;
 use kernels_gpu::elem::{Scaling, Storage};
 use kernels_gpu::emu;
 use kernels_gpu::launch::KernelSpec;
-use rust_gemm::inputs::{self, BlockScales};
-use rust_gemm::reference::Reference;
-use rust_gemm::runner::Scales;
-use rust_gemm::shape::Shape;
 use serde_json::json;
 
 /// The longest run accepted, as estimated: all its kernels together.

@@ -4,9 +4,9 @@
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
-use crate::HostError;
 use crate::shape::Shape;
 use kernels_gpu::elem::{SCALE_BLOCK, Scaling, Storage};
+use rust_gemm::HostError;
 
 /// How random inputs are drawn.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -1,74 +1,25 @@
-//! The host side: load the kernels' PTX (built from `kernels-gpu` by
-//! `build.rs`), launch them through cudarc, verify every result against an
-//! independent CPU reference, then time them with CUDA events.
+//! The harness: everything the `host` and `bench` programs and the tests
+//! need around the library (`rust_gemm`) to show a kernel is right and how
+//! fast it is: device buffers of random inputs, an independent CPU
+//! reference and its error bounds, launches verified then timed with CUDA
+//! events, the lesson's traffic model, reports, and the CUDA C++ twins and
+//! cuBLAS baselines of the bench.
 //!
-//! Layers, bottom up: [`gpu`] (device, the PTX modules it can run,
-//! errors) -> [`runner`] (one kernel: buffers, launch, verify, time) -> the
-//! `host` binary (flags and printing). [`reference`], [`model`] and [`timing`] are plain Rust with
-//! no GPU, so the tests exercise them anywhere.
+//! Layers, bottom up: `rust_gemm` (device, modules, launch) -> [`runner`]
+//! (one kernel: buffers, launch, verify, time) -> the `host` binary (flags
+//! and printing). [`reference`], [`model`] and [`timing`] are plain Rust
+//! with no GPU, so the tests exercise them anywhere.
 
 pub mod baselines;
-pub mod blas;
 pub mod cli;
-pub mod error;
-pub mod gpu;
 pub mod inputs;
 pub mod matrix;
 pub mod model;
-pub mod quant;
 pub mod reference;
 pub mod report;
 pub mod runner;
 pub mod shape;
 pub mod timing;
-pub mod tma;
-
-pub use error::HostError;
-
-use kernels_gpu::modules::PtxModule;
-
-// `PTX_MODULES`: every module's PTX, built by `build.rs` from `kernels-gpu`.
-include!(concat!(env!("OUT_DIR"), "/ptx_modules.rs"));
-
-/// The PTX text of `module` (built in; `build.rs` builds every module of
-/// `kernels_gpu::modules::MODULES`).
-pub fn ptx(module: &PtxModule) -> &'static str {
-    PTX_MODULES
-        .iter()
-        .find(|(name, _)| *name == module.name)
-        .map(|(_, ptx)| *ptx)
-        .expect("build.rs builds every module in kernels_gpu::modules::MODULES")
-}
-
-/// `ptx` with launch bounds, `.maxntid X, Y, 1` (the block's threads, from
-/// the `KernelSpec`), after the parameter list of every entry whose spec
-/// asks for a register cap (`Launch::register_cap`) and whose PTX is not
-/// bounded already. The CUDA C++ `__launch_bounds__(threads)`: ptxas then
-/// keeps registers x threads within what an SM holds, and `setmaxnreg`
-/// (step 13) has the register cap at entry it needs. rustc has no
-/// attribute for it, so the host adds it to the text it loads (and the
-/// PTX tests to the text they assemble).
-pub fn with_launch_bounds(ptx: &str) -> String {
-    let mut out = String::with_capacity(ptx.len() + 1024);
-    let mut pending: Option<(u32, u32)> = None;
-    for line in ptx.split_inclusive('\n') {
-        let trimmed = line.trim_start();
-        if let Some(rest) = trimmed.split(".entry ").nth(1) {
-            let name = rest.split('(').next().unwrap_or("").trim();
-            pending = kernels_gpu::registry::find(name)
-                .filter(|k| k.launch.register_cap)
-                .map(|k| k.launch.block_threads);
-        } else if trimmed.starts_with(".maxntid") || trimmed.starts_with(".reqntid") {
-            pending = None;
-        } else if trimmed.starts_with('{')
-            && let Some((x, y)) = pending.take()
-        {
-            out.push_str(&format!(".maxntid {x}, {y}, 1\n"));
-        }
-        out.push_str(line);
-    }
-    out
-}
 
 /// The commit this binary was built from (`unknown` outside a git checkout).
 pub const GIT_COMMIT: &str = env!("GEMM_GIT_COMMIT");

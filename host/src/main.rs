@@ -8,15 +8,16 @@ use std::process::ExitCode;
 
 use anyhow::{Result, bail};
 use clap::Parser;
+use harness::reference::Reference;
+use harness::report::{KernelReport, RunReport};
+use harness::runner::{self, Buffers, TimingOptions};
+use harness::shape::Shape;
 use kernels_gpu::elem::{Math, Storage};
 use kernels_gpu::launch::{KernelSpec, Operands, Ops};
 use kernels_gpu::registry::{self, EXPERIMENTS, KERNELS, TRANSPOSED};
 use rust_gemm::HostError;
 use rust_gemm::gpu::Gpu;
-use rust_gemm::reference::Reference;
-use rust_gemm::report::{KernelReport, RunReport};
-use rust_gemm::runner::{self, Buffers, Kernel, TimingOptions};
-use rust_gemm::shape::Shape;
+use rust_gemm::launch::Kernel;
 
 /// Launch the Rust SGEMM kernels on a GPU: verify each against a CPU
 /// reference, then time it.
@@ -73,7 +74,7 @@ fn dimension(s: &str) -> Result<usize, String> {
     s.trim().parse::<usize>().map_err(|_| {
         format!(
             "sizes are whole numbers from 1 to {}",
-            rust_gemm::shape::MAX_DIM
+            harness::shape::MAX_DIM
         )
     })
 }
@@ -92,8 +93,8 @@ fn launches(s: &str) -> Result<usize, String> {
 }
 
 fn main() -> ExitCode {
-    rust_gemm::cli::quiet_broken_pipe();
-    let args = match rust_gemm::cli::parse::<Args>() {
+    harness::cli::quiet_broken_pipe();
+    let args = match harness::cli::parse::<Args>() {
         Ok(args) => args,
         Err(code) => return code,
     };

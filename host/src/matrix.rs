@@ -13,8 +13,8 @@ use cudarc::driver::sys::CUdeviceptr;
 use half::{bf16, f16};
 use kernels_gpu::elem::{Elem, Fp8Format};
 
-use crate::HostError;
-use crate::gpu::Gpu;
+use rust_gemm::HostError;
+use rust_gemm::gpu::Gpu;
 
 /// Rounds `values` to nearest values of `elem` in place (nothing for f32).
 pub fn round_to(elem: Elem, values: &mut [f32]) {
@@ -97,7 +97,7 @@ impl DeviceMatrix {
 
     /// Its device address (read once, outside any timed region).
     pub fn address(&self, gpu: &Gpu) -> CUdeviceptr {
-        use crate::runner::device_address;
+        use rust_gemm::gpu::device_address;
         match self {
             DeviceMatrix::F32(s) => device_address(gpu, s),
             DeviceMatrix::Bf16(s) => device_address(gpu, s),
@@ -130,10 +130,10 @@ impl DeviceMatrix {
     /// an element no thread writes fails verification.
     pub fn poison(&mut self, gpu: &Gpu) -> Result<(), HostError> {
         let poisoned = match self {
-            DeviceMatrix::F32(s) => crate::runner::memset(gpu, s, 0xFF),
-            DeviceMatrix::Bf16(s) => crate::runner::memset(gpu, s, 0xFF),
-            DeviceMatrix::F16(s) => crate::runner::memset(gpu, s, 0xFF),
-            DeviceMatrix::Fp8(_, s) => crate::runner::memset(gpu, s, 0xFF),
+            DeviceMatrix::F32(s) => rust_gemm::gpu::memset(gpu, s, 0xFF),
+            DeviceMatrix::Bf16(s) => rust_gemm::gpu::memset(gpu, s, 0xFF),
+            DeviceMatrix::F16(s) => rust_gemm::gpu::memset(gpu, s, 0xFF),
+            DeviceMatrix::Fp8(_, s) => rust_gemm::gpu::memset(gpu, s, 0xFF),
         };
         poisoned.map_err(HostError::cuda("poisoning C"))
     }

@@ -11,6 +11,7 @@ use kernels_gpu::launch::KernelSpec;
 use serde::Serialize;
 
 use crate::shape::Shape;
+use rust_gemm::gpu::DeviceInfo;
 
 #[derive(Clone, Copy, Debug, Serialize)]
 pub struct ModelEstimate {
@@ -64,6 +65,18 @@ pub struct Peaks {
 }
 
 impl Peaks {
+    /// The ceilings of the GPU `info` describes; None where its FP32 peak
+    /// or DRAM bandwidth is unknown.
+    pub fn of(info: &DeviceInfo) -> Option<Peaks> {
+        Some(Peaks {
+            fp32_gflops: info.peak_fp32_gflops()?,
+            tf32_gflops: info.peak_tf32_gflops(),
+            half_gflops: info.peak_gflops(Math::Bf16),
+            fp8_gflops: info.peak_gflops(Math::Fp8),
+            dram_gbs: info.peak_dram_gbs()?,
+        })
+    }
+
     /// The compute ceiling of `math`.
     pub fn compute_gflops(&self, math: Math) -> Option<f64> {
         match math {

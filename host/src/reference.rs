@@ -359,7 +359,7 @@ impl Reference {
     }
 }
 
-/// Checks a library call (`crate::blas`): `after` is the caller's C
+/// Checks a library call (`rust_gemm::blas`): `after` is the caller's C
 /// buffer after `C = alpha * op(A) * op(B) + beta * C` as `cfg` says, on
 /// `a`, `b` and the C buffer `before` it. Each checked element of each
 /// product is computed in f64 and its error scaled by `|alpha| sum |a *
@@ -370,17 +370,17 @@ impl Reference {
 /// otherwise, with the last row and column always in).
 ///
 /// # Panics
-/// If the buffers are shorter than `cfg` needs (`crate::blas::plan`
+/// If the buffers are shorter than `cfg` needs (`rust_gemm::blas::plan`
 /// checks that first).
 pub fn check_gemm(
-    cfg: &crate::blas::GemmConfig,
+    cfg: &rust_gemm::blas::GemmConfig,
     (a, b): (&[f32], &[f32]),
     (before, after): (&[f32], &[f32]),
     elems: Elems,
     samples: usize,
     seed: u64,
 ) -> Verification {
-    use crate::blas::{Layout, Op};
+    use rust_gemm::blas::{Layout, Op};
     let at = |r: usize, c: usize, ld: usize| match cfg.layout {
         Layout::RowMajor => r * ld + c,
         Layout::ColMajor => c * ld + r,

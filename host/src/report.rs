@@ -3,11 +3,11 @@
 use kernels_gpu::launch::KernelSpec;
 use serde::Serialize;
 
-use crate::gpu::DeviceInfo;
 use crate::model::{self, ModelEstimate};
 use crate::reference::Mode;
 use crate::runner::{Measurement, TimingOptions};
 use crate::shape::Shape;
+use rust_gemm::gpu::DeviceInfo;
 
 /// One kernel's result, with the derived rates.
 #[derive(Clone, Debug, Serialize)]
@@ -38,7 +38,7 @@ impl KernelReport {
         info: &DeviceInfo,
         measurement: Measurement,
     ) -> Self {
-        let model = model::estimate(spec, shape, info.peaks());
+        let model = model::estimate(spec, shape, model::Peaks::of(info));
         let median_s = measurement.timing.as_ref().map(|t| t.median_ms * 1e-3);
         let gflops = median_s.map(|s| shape.flops() / s / 1e9);
         let peak = info.peak_gflops(spec.elems.math);

@@ -7,25 +7,23 @@
 //! the Rust kernels here, and the CUDA C++ and cuBLAS baselines of the bench.
 
 use cudarc::driver::sys::{CUdeviceptr, CUevent_flags};
-use std::sync::Mutex;
 
-use cudarc::driver::{
-    CudaFunction, CudaSlice, DevicePtr, DevicePtrMut, DeviceRepr, DriverError, LaunchConfig,
-    PushKernelArg,
-};
+use cudarc::driver::CudaSlice;
 use kernels_gpu::elem::{Elems, Scaling, Storage};
-use kernels_gpu::gemm::{GemmParams, ScaleParams};
-use kernels_gpu::launch::{KernelSpec, Op, Operands, Ops, c_by_tma};
+use kernels_gpu::gemm::ScaleParams;
+use kernels_gpu::launch::{KernelSpec, Op, Ops};
+use rust_gemm::HostError;
+use rust_gemm::call::GemmCall;
+use rust_gemm::gpu::Gpu;
+use rust_gemm::gpu::{device_address, memset};
+use rust_gemm::launch::{Kernel, grid};
 use serde::Serialize;
 
-use crate::HostError;
-use crate::gpu::Gpu;
 use crate::inputs::BlockScales;
 use crate::matrix::DeviceMatrix;
 use crate::reference::{Reference, Verification};
 use crate::shape::Shape;
 use crate::timing::Timing;
-use crate::tma::{DeviceMaps, Operand, Padded};
 
 /// A, B and C on the device, in the stored types of the kernels that
 /// run on them; with `transposed`, A^T and B^T too, for the kernels that
@@ -316,19 +314,6 @@ impl L2Flush {
     }
 }
 
-pub(crate) fn memset<T>(gpu: &Gpu, buf: &mut CudaSlice<T>, byte: u8) -> Result<(), DriverError> {
-    let bytes = buf.num_bytes();
-    let (ptr, _sync) = buf.device_ptr_mut(&gpu.stream);
-    // SAFETY: writes exactly the buffer's own bytes, on the stream that owns it.
-    unsafe { cudarc::driver::result::memset_d8_async(ptr, byte, bytes, gpu.stream.cu_stream()) }
-}
-
-/// The device address of `buf` (read once, outside any timed region:
-/// cudarc's `device_ptr` may enqueue event waits).
-pub fn device_address<T>(gpu: &Gpu, buf: &CudaSlice<T>) -> CUdeviceptr {
-    buf.device_ptr(&gpu.stream).0
-}
-
 /// Something that enqueues `C = A * B` on the GPU's stream.
 pub trait Enqueue {
     /// Name in reports.
@@ -340,277 +325,9 @@ pub trait Enqueue {
     fn enqueue(&self, gpu: &Gpu, bufs: &mut Buffers) -> Result<(), HostError>;
 }
 
-/// A kernel loaded on the GPU: one of `kernels-gpu`'s, or its CUDA C++
-/// twin (`crate::baselines`), which launches with the Rust kernel's spec.
-pub struct Kernel {
-    pub spec: &'static KernelSpec,
-    /// Its name in reports: the spec's, or `NAME (CUDA C++)` for a twin.
-    label: String,
-    func: CudaFunction,
-    /// Launch-sized shared memory: the spec's, or 0 for a twin that
-    /// declares its tiles `__shared__`.
-    shared_bytes: usize,
-    /// Elements one matrix may have: the Rust kernels' 32-bit offsets
-    /// allow `u32::MAX`, the twins' `int` offsets `i32::MAX`.
-    max_elems: usize,
-    /// A TMA kernel's tensor maps, made for the buffers it last ran on.
-    maps: Mutex<Option<DeviceMaps>>,
-    /// A TMA kernel's padded copies of A and B, for the last shape that
-    /// needed them (`Operands::padded`).
-    padded: Mutex<Option<Padded>>,
-}
-
-impl Kernel {
-    /// The Rust kernel `spec`, from the PTX modules.
-    pub fn load(gpu: &Gpu, spec: &'static KernelSpec) -> Result<Self, HostError> {
-        Ok(Self {
-            spec,
-            label: spec.name.into(),
-            func: gpu.function(spec)?,
-            shared_bytes: spec.launch.shared_bytes,
-            max_elems: kernels_gpu::gemm::MAX_ELEMS,
-            maps: Mutex::new(None),
-            padded: Mutex::new(None),
-        })
-    }
-
-    /// The CUDA C++ twin `func` of the Rust kernel `spec`, launched with
-    /// `shared_bytes` of launch-sized shared memory (0 or the spec's).
-    pub fn cuda_twin(spec: &'static KernelSpec, func: CudaFunction, shared_bytes: usize) -> Self {
-        Self {
-            spec,
-            label: format!("{} (CUDA C++)", spec.name),
-            func,
-            shared_bytes,
-            max_elems: i32::MAX as usize,
-            maps: Mutex::new(None),
-            padded: Mutex::new(None),
-        }
-    }
-
-    /// How many of its blocks one SM runs at once (the driver's occupancy
-    /// calculator, with its block size and shared memory).
-    pub fn blocks_per_sm(&self) -> Result<usize, HostError> {
-        self.func
-            .occupancy_max_active_blocks_per_multiprocessor(
-                self.spec.launch.threads(),
-                self.shared_bytes,
-                None,
-            )
-            .map(|b| b as usize)
-            .map_err(HostError::cuda(format!(
-                "reading {}'s occupancy",
-                self.label
-            )))
-    }
-
-    /// Why this kernel cannot take `batch` products as `p` describes them,
-    /// if it cannot: what its spec refuses, and for a twin (`int` offsets)
-    /// any matrix that spans 2^31 elements or more.
-    pub fn unsupported(&self, p: &GemmParams, batch: usize) -> Option<String> {
-        let largest = (self.spec.stored(p, p.k).iter())
-            .map(|&(rows, cols, ld)| kernels_gpu::gemm::span(rows, cols, ld))
-            .max()
-            .unwrap_or(0);
-        if largest > self.max_elems as u64 {
-            return Some(format!(
-                "a matrix spans {largest} elements, more than its offsets allow ({})",
-                self.max_elems
-            ));
-        }
-        self.spec.unsupported(p, batch)
-    }
-
-    /// Enqueues `call` on the GPU's stream and returns without waiting.
-    /// A TMA kernel first enqueues the padded copies of A and B where TMA
-    /// cannot read them as they are (`Operands::padded`), and makes (or
-    /// reuses) the tensor maps for the operands it reads.
-    ///
-    /// # Safety
-    /// `call`'s addresses hold, for each of its `batch` products, A, B and
-    /// C as `call.params` describes them; no C overlaps an A, a B or
-    /// another product's C; the buffers stay allocated until the launch
-    /// has run.
-    pub unsafe fn launch(&self, gpu: &Gpu, call: &GemmCall) -> Result<(), HostError> {
-        let p = &call.params;
-        if let Some(why) = self.unsupported(p, call.batch) {
-            return Err(HostError::BadShape(format!(
-                "kernel {} cannot take m={} n={} k={}: {why}; choose another kernel",
-                self.label, p.m, p.n, p.k
-            )));
-        }
-        let cfg = launch_config(self.spec, call, self.shared_bytes, gpu.info.sms as usize)?;
-        // An FP8 kernel's entry takes the scales last
-        // (gemm_kernel!(name, scaled)).
-        let scales = self.spec.elems.storage().scaled().then_some(call.scales);
-        let Operands::TensorMaps(boxes) = self.spec.operands else {
-            // SAFETY: gemm_kernel! entries and their twins take (A, B, C,
-            // GemmParams), an FP8 entry its scales after; grid and block come from the kernel's own spec,
-            // shared memory from it too (or none for a twin with static
-            // tiles); offsets fit the kernel's index type (checked above);
-            // the buffers are as this function's contract says.
-            return unsafe { launch_gemm(gpu, &self.func, cfg, call, None, scales, &self.label) };
-        };
-        let aligned16 = (call.a.is_multiple_of(16), call.b.is_multiple_of(16));
-        // A and B as stored in the kernel's layout (A^T is k x m, B^T n x k).
-        let [(a_rows, a_cols, lda), (b_rows, b_cols, ldb), _] = self.spec.stored(p, p.k);
-        let operand = |ptr, elem, rows: u32, cols: u32, ld: u32| Operand {
-            ptr,
-            elem,
-            rows: rows as usize,
-            cols: cols as usize,
-            ld: ld as usize,
-        };
-        let a = operand(call.a, self.spec.elems.a, a_rows, a_cols, lda);
-        let b = operand(call.b, self.spec.elems.b, b_rows, b_cols, ldb);
-        // Where the tensor maps point: the caller's A and B, or padded
-        // copies of them when TMA cannot describe them.
-        let mut padded = self.padded.lock().unwrap_or_else(|e| e.into_inner());
-        let (a_op, b_op, call) = match self.spec.padded(p, aligned16) {
-            None => (a, b, *call),
-            Some(padding) => {
-                let mut pad = Padded::for_problem(
-                    padded.take(),
-                    gpu,
-                    [(a.rows, a.cols), (b.rows, b.cols)],
-                    padding,
-                    boxes.copy,
-                    self.spec.elems.storage(),
-                )?;
-                let copied = pad.copy_in(gpu, call, (a, b));
-                *padded = Some(pad);
-                copied?
-            }
-        };
-        // C's map, for a kernel that stores C by TMA where the call allows
-        // it (the kernel asks `c_by_tma` the same question).
-        let c_bytes = self.spec.elems.c.bytes();
-        let c_op = (boxes.c.is_some()
-            && c_by_tma(p.beta, call.c.is_multiple_of(16), p.ldc as usize, c_bytes))
-        .then(|| operand(call.c, self.spec.elems.c, p.m, p.n, p.ldc));
-        let mut cache = self.maps.lock().unwrap_or_else(|e| e.into_inner());
-        let maps = DeviceMaps::for_operands(cache.take(), gpu, &boxes, (a_op, b_op, c_op))?;
-        // SAFETY: gemm_kernel!(name, tensor_maps) entries and their twins
-        // take (A, B, C, GemmParams, maps); the maps were made for these
-        // operands (or their padded copies, whose extra K columns and rows
-        // are zero, with the params' k the K they describe), with the
-        // kernel's own boxes; C is the caller's; geometry from the spec.
-        let launched = unsafe {
-            launch_gemm(
-                gpu,
-                &self.func,
-                cfg,
-                &call,
-                Some(&maps.maps),
-                scales,
-                &self.label,
-            )
-        };
-        *cache = Some(maps);
-        launched
-    }
-}
-
-/// One call of a GEMM entry: where A, B and C are, what to compute, and
-/// how many products of a batch (block `z` of the grid computes product
-/// `z`).
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct GemmCall {
-    pub a: CUdeviceptr,
-    pub b: CUdeviceptr,
-    pub c: CUdeviceptr,
-    pub params: GemmParams,
-    pub batch: usize,
-    /// An FP8 kernel's scales (its entry's last parameter); ignored by
-    /// the others.
-    pub scales: ScaleParams,
-}
-
-/// [`GemmParams`] as cudarc passes a kernel parameter: its bytes, by value.
-#[repr(transparent)]
-#[derive(Clone, Copy)]
-struct Params(GemmParams);
-
-// SAFETY: GemmParams is #[repr(C)] plain data (u32, f32, u64 fields, no
-// pointers to host memory): the struct the entries declare, byte for byte.
-unsafe impl DeviceRepr for Params {}
-
-/// [`ScaleParams`] as cudarc passes a kernel parameter: by value.
-#[repr(transparent)]
-#[derive(Clone, Copy)]
-struct ScaleArg(ScaleParams);
-
-// SAFETY: ScaleParams is #[repr(C)] plain data (three u64 device
-// addresses): the struct the FP8 entries declare, byte for byte.
-unsafe impl DeviceRepr for ScaleArg {}
-
-/// A kernel's launch configuration for `call`, from its spec, with
-/// `shared_bytes` of launch-sized shared memory, on a GPU of `sms` SMs
-/// (a persistent kernel's grid: `Launch::persistent_grid`).
-pub fn launch_config(
-    spec: &KernelSpec,
-    call: &GemmCall,
-    shared_bytes: usize,
-    sms: usize,
-) -> Result<LaunchConfig, HostError> {
-    let p = &call.params;
-    let (mut gx, mut gy, gz) = grid(spec, p.m as usize, p.n as usize, call.batch)?;
-    if spec.launch.persistent {
-        let (x, y) = spec
-            .launch
-            .persistent_grid(p.m as usize, p.n as usize, sms.max(1));
-        (gx, gy) = (x as u32, y as u32);
-    }
-    let (bx, by) = spec.launch.block_threads;
-    Ok(LaunchConfig {
-        grid_dim: (gx, gy, gz),
-        block_dim: (bx, by, 1),
-        shared_mem_bytes: shared_bytes as u32,
-    })
-}
-
-/// Enqueues `func(A, B, C, params)`: the signature of every GEMM entry,
-/// Rust (`gemm_kernel!`) or CUDA C++ (the twins); with `maps`, `func(A, B,
-/// C, params, maps)` (a TMA kernel, `gemm_kernel!(name, tensor_maps)`),
-/// and with `scales` too, `func(A, B, C, params, maps, scales)` (an FP8
-/// kernel, `gemm_kernel!(name, scaled)`).
-///
-/// # Safety
-/// `func` takes exactly these parameters, `cfg` launches it so that it
-/// stays inside the buffers `call` describes, `maps` holds the tensor
-/// maps the kernel expects, made for these buffers and this problem, and
-/// each non-zero address of `scales` holds an f32.
-pub unsafe fn launch_gemm(
-    gpu: &Gpu,
-    func: &CudaFunction,
-    cfg: LaunchConfig,
-    call: &GemmCall,
-    maps: Option<&CudaSlice<u8>>,
-    scales: Option<ScaleParams>,
-    name: &str,
-) -> Result<(), HostError> {
-    let params = Params(call.params);
-    let scales = scales.map(ScaleArg);
-    let mut launch = gpu.stream.launch_builder(func);
-    launch.arg(&call.a).arg(&call.b).arg(&call.c).arg(&params);
-    if let Some(maps) = maps {
-        launch.arg(maps);
-    }
-    if let Some(scales) = &scales {
-        launch.arg(scales);
-    }
-    // SAFETY: forwarded from this function's contract.
-    unsafe { launch.launch(cfg) }
-        .map(|_| ())
-        .map_err(|source| HostError::LaunchFailed {
-            kernel: name.into(),
-            source,
-        })
-}
-
 impl Enqueue for Kernel {
     fn name(&self) -> &str {
-        &self.label
+        self.label()
     }
 
     fn elems(&self) -> Elems {
@@ -618,7 +335,7 @@ impl Enqueue for Kernel {
     }
 
     fn enqueue(&self, gpu: &Gpu, bufs: &mut Buffers) -> Result<(), HostError> {
-        bufs.check_storage(&self.label, self.spec.elems)?;
+        bufs.check_storage(self.label(), self.spec.elems)?;
         let call = bufs.call(self.spec.ops)?;
         // SAFETY: the buffers hold a dense m x k A, k x n B (or A^T, B^T
         // where the call points at them: Buffers::call) and m x n C
@@ -626,32 +343,6 @@ impl Enqueue for Kernel {
         // (`measure` waits for it before returning them).
         unsafe { self.launch(gpu, &call) }
     }
-}
-
-/// The kernel's grid for `batch` products of `m x n`, or an error when
-/// CUDA cannot launch it (at most 65,535 rows of blocks and 65,535
-/// products). Cheap: call it before allocating.
-pub fn grid(
-    spec: &KernelSpec,
-    m: usize,
-    n: usize,
-    batch: usize,
-) -> Result<(u32, u32, u32), HostError> {
-    let (gx, gy) = spec.launch.grid(m, n);
-    if gy > 65_535 || gx > i32::MAX as usize {
-        return Err(HostError::BadShape(format!(
-            "m={m} n={n} needs a grid of {gx} x {gy} blocks for kernel {}, above CUDA's limit \
-             of 65,535 rows of blocks: choose a smaller m",
-            spec.name
-        )));
-    }
-    if batch > 65_535 {
-        return Err(HostError::BadShape(format!(
-            "a batch of {batch} products is above CUDA's limit of 65,535 (the grid's z): \
-             split it into several calls"
-        )));
-    }
-    Ok((gx as u32, gy as u32, batch.max(1) as u32))
 }
 
 /// [`grid`] for one product of `shape`.

@@ -1,7 +1,7 @@
 //! The problem's shape, checked before anything is allocated.
 
-use crate::HostError;
 use kernels_gpu::launch::Ops;
+use rust_gemm::HostError;
 use serde::Serialize;
 use std::fmt;
 

@@ -135,7 +135,7 @@ pub struct TmaBoxes {
 }
 
 /// What a TMA kernel reads in place of the caller's A and B, which the
-/// host's launch writes before the kernel (`host/src/tma.rs`, `Padded`;
+/// host's launch writes before the kernel (`host/gemm/src/tma.rs`, `Padded`;
 /// the copies are part of what is timed).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TmaCopy {

@@ -84,7 +84,7 @@ pub mod unroll;
 
 /// Declares ladder files and the PTX module (see [`modules`]) their entries
 /// are built into. The host build has every file; a device build, only the
-/// files of the module `host/build.rs` asks for with `--cfg gemm_module`.
+/// files of the module `host/gemm/build.rs` asks for with `--cfg gemm_module`.
 macro_rules! ladder_files {
     ($modules:tt: $($file:ident),+) => {
         $(ladder_files!(@file $modules $file);)+

@@ -1,7 +1,7 @@
 //! The PTX modules: which kernels are compiled for which GPU architecture.
 //!
 //! The kernels are not one PTX file but several. Each module is a separate
-//! device build of this crate (`host/build.rs`: `--cfg gemm_module="NAME"`
+//! device build of this crate (`host/gemm/build.rs`: `--cfg gemm_module="NAME"`
 //! selects the module's files, `-C target-cpu` its architecture), so that
 //!
 //! - kernels that need newer instructions (`mma.sync` and `cp.async` from
@@ -11,7 +11,7 @@
 //! - an edit of one ladder file rebuilds only its module: the modules are
 //!   built in their own target folders and cargo skips the fresh ones.
 //!
-//! This file is plain data with no dependencies, because `host/build.rs`
+//! This file is plain data with no dependencies, because `host/gemm/build.rs`
 //! includes it as well: the one list both the build and the host read.
 
 /// A GPU architecture a module is compiled for.
@@ -174,7 +174,7 @@ pub const WGMMA: PtxModule = PtxModule {
     arch: Arch::SM90A,
     files: "k12_wgmma, k13_wgmma_ws, k17_wgmma_ss, k18_wgmma_tr, k19_wgmma_16bit, k20_wgmma_persistent, k22_wgmma_tma_store, k24_wgmma_3xtf32",
     // `pad::ENTRY`, `pad::ENTRY_16`: the copies that pad A and B for TMA
-    // (host/src/tma.rs), 4- and 2-byte elements, and
+    // (host/gemm/src/tma.rs), 4- and 2-byte elements, and
     // `pad::PAIR_ENTRY_16`: two 2-byte copies in one launch;
     // `pad::TRANSPOSE_ENTRY`: B's transposed copy for step 17;
     // `pad::SPLIT_ENTRY`, `pad::TRANSPOSE_SPLIT_ENTRY`: A's and B^T's

@@ -5,7 +5,7 @@
 //! of 4 for f32, 8 for the 16-bit types, for example K or N odd in a
 //! dense product) the host copies A and B as stored into buffers whose
 //! rows are padded with zeros to 128-byte multiples, which TMA reads
-//! faster than rows only 16 bytes apart (`host/src/tma.rs`, `Padded`;
+//! faster than rows only 16 bytes apart (`host/gemm/src/tma.rs`, `Padded`;
 //! `launch::COPY_ROW_ALIGN_BYTES`), and the tensor maps describe the
 //! copies.
 //! The zeros add nothing to C. One entry per element size: [`ENTRY`]

@@ -5,6 +5,8 @@
 //! f64 reference; property tests over random calls. The same paths on
 //! the GPU: tests/tests/gpu.rs.
 
+use harness::matrix::round_to;
+use harness::reference::check_gemm;
 use kernels_gpu::elem::{Elem, Storage};
 use kernels_gpu::launch::Ops;
 use kernels_gpu::registry;
@@ -13,8 +15,6 @@ use rust_gemm::blas::{
     self, Algorithm, Candidate, Choice, Compute, GemmConfig, GemmError, Layout, Op, Plan,
     QuantConfig, Quantize, choose, choose_with,
 };
-use rust_gemm::matrix::round_to;
-use rust_gemm::reference::check_gemm;
 use tests::values;
 
 /// Floats each buffer needs for `cfg`.

@@ -6,13 +6,14 @@
 use std::process::{Command, ExitCode};
 
 use half::{bf16, f16};
+use harness::reference::check_gemm;
+use harness::runner::{self, TimingOptions};
+use harness::shape::Shape;
 use kernels_gpu::elem::{Math, Storage};
 use kernels_gpu::registry::{KERNELS, TRANSPOSED};
 use rust_gemm::blas::{Algorithm, Compute, GemmConfig, GemmElement, Layout, Op, Quantize, Sgemm};
 use rust_gemm::gpu::{self, Gpu};
-use rust_gemm::reference::check_gemm;
-use rust_gemm::runner::{self, Kernel, TimingOptions};
-use rust_gemm::shape::Shape;
+use rust_gemm::launch::Kernel;
 
 const SQUARE: [usize; 7] = [1, 15, 16, 17, 100, 257, 1000];
 const RECTANGLES: [(usize, usize, usize); 9] = [

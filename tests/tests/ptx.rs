@@ -1,4 +1,4 @@
-//! The PTX modules that `host/build.rs` builds from `kernels-gpu`, checked
+//! The PTX modules that `host/gemm/build.rs` builds from `kernels-gpu`, checked
 //! without a GPU: each exists, targets its architecture, is self-contained
 //! and exports exactly the kernels the registry assigns to it; the lesson's
 //! kernel has its two barriers; the tensor-core kernels use `mma.sync` with

@@ -1,4 +1,4 @@
-//! The CUDA C++ twins (`rust_gemm::baselines::TWINS`), checked without a GPU:
+//! The CUDA C++ twins (`harness::baselines::TWINS`), checked without a GPU:
 //! each twins a registered Rust kernel with the same launch parameters, and
 //! each file compiles (nvcc's front end, the one NVRTC uses) and assembles
 //! with no spills, like the Rust kernels (tests/tests/ptx.rs).
@@ -6,8 +6,8 @@
 use std::path::PathBuf;
 use std::process::Command;
 
+use harness::baselines::TWINS;
 use kernels_gpu::registry;
-use rust_gemm::baselines::TWINS;
 use tests::{find_ptxas, parse_ptxas, ptx_entry};
 
 #[test]

@@ -18,7 +18,7 @@ use crate::modules::{self, MODULES};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// Skip the PTX build (`cargo build -p host`), which can take minutes
+    /// Skip the PTX build (`cargo build -p rust-gemm`), which can take minutes
     /// on a fresh checkout.
     #[arg(long)]
     no_build: bool,
@@ -223,7 +223,7 @@ fn build_checks(r: &mut Report, root: &Path, args: &Args) -> bool {
     if args.no_build {
         r.optional(
             "PTX build",
-            "skipped (--no-build): run `cargo build -p host` to build the PTX",
+            "skipped (--no-build): run `cargo build -p rust-gemm` to build the PTX",
         );
         return toolchain_ok && src_ok;
     }
@@ -250,7 +250,7 @@ fn pinned_channel(root: &Path) -> Option<String> {
     })
 }
 
-/// Builds the host crate, whose build script compiles kernels-gpu to PTX,
+/// Builds the library (`rust-gemm`), whose build script compiles kernels-gpu to PTX,
 /// and says where the PTX is.
 fn ptx_build(r: &mut Report, root: &Path) -> bool {
     let Some(cargo) = locate::cargo() else {
@@ -261,11 +261,11 @@ fn ptx_build(r: &mut Report, root: &Path) -> bool {
         return false;
     };
     eprintln!(
-        "  ...               building the PTX (`cargo build -p host`); the first build takes minutes"
+        "  ...               building the PTX (`cargo build -p rust-gemm`); the first build takes minutes"
     );
     let out = locate::output(
         Command::new(cargo)
-            .args(["build", "--quiet", "-p", "host"])
+            .args(["build", "--quiet", "-p", "rust-gemm"])
             .current_dir(root),
     );
     let Some(out) = out else {
@@ -283,14 +283,14 @@ fn ptx_build(r: &mut Report, root: &Path) -> bool {
             .trim();
         r.build_missing(
             "PTX build",
-            format!("{last} (run `cargo build -p host` for all of it)"),
+            format!("{last} (run `cargo build -p rust-gemm` for all of it)"),
         );
         return false;
     }
     let Some(out_dir) = newest_out_dir(&locate::target_dir(root).join("debug/build")) else {
         r.build_missing(
             "PTX build",
-            "cargo succeeded but no host-*/out/ptx_modules.rs was found",
+            "cargo succeeded but no rust-gemm-*/out/ptx_modules.rs was found",
         );
         return false;
     };
@@ -324,13 +324,13 @@ fn ptx_build(r: &mut Report, root: &Path) -> bool {
     ok
 }
 
-/// The `host-*/out` folder of the most recent build of `host` under
+/// The `rust-gemm-*/out` folder of the most recent build of `rust-gemm` under
 /// `build_dir`: where build.rs writes each module's PTX.
 fn newest_out_dir(build_dir: &Path) -> Option<PathBuf> {
     fs::read_dir(build_dir)
         .ok()?
         .filter_map(|e| e.ok())
-        .filter(|e| e.file_name().to_string_lossy().starts_with("host-"))
+        .filter(|e| e.file_name().to_string_lossy().starts_with("rust-gemm-"))
         .map(|e| e.path().join("out"))
         .filter(|p| p.join("ptx_modules.rs").is_file())
         .max_by_key(|p| {

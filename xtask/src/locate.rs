@@ -107,22 +107,22 @@ pub fn release_binary(name: &str) -> anyhow::Result<PathBuf> {
     })
 }
 
-/// The library's example `name` (`host/examples/<name>.rs`): a fresh
-/// `cargo build --release -p host --example <name>`, else the one next to
+/// The library's example `name` (`host/gemm/examples/<name>.rs`): a fresh
+/// `cargo build --release -p rust-gemm --example <name>`, else the one next to
 /// this executable.
 pub fn release_example(name: &str) -> anyhow::Result<PathBuf> {
     use anyhow::{Context, bail};
     if let (Some(cargo), Some(root)) = (cargo(), workspace_root()) {
         eprintln!(
-            "xtask: building the example `{name}` (cargo build --release -p host --example {name})"
+            "xtask: building the example `{name}` (cargo build --release -p rust-gemm --example {name})"
         );
         let status = Command::new(cargo)
-            .args(["build", "--release", "-p", "host", "--example", name])
+            .args(["build", "--release", "-p", "rust-gemm", "--example", name])
             .current_dir(&root)
             .status()
             .context("cannot start cargo")?;
         if !status.success() {
-            bail!("`cargo build --release -p host --example {name}` failed (errors above)");
+            bail!("`cargo build --release -p rust-gemm --example {name}` failed (errors above)");
         }
         let path = target_dir(&root)
             .join("release")

@@ -13,7 +13,7 @@ use clap::{Parser, Subcommand};
 
 mod bench;
 mod cuda;
-// The PTX modules and their architectures: the same list host/build.rs
+// The PTX modules and their architectures: the same list host/gemm/build.rs
 // builds from (plain data; xtask does not depend on the kernels crate).
 mod doctor;
 mod locate;
@@ -45,7 +45,7 @@ enum Task {
 
 fn main() -> ExitCode {
     // Output piped into `head` ends quietly (the Rust runtime ignores
-    // SIGPIPE, and println! would panic); rust_gemm::cli does the same.
+    // SIGPIPE, and println! would panic); harness::cli does the same.
     #[cfg(unix)]
     // SAFETY: before any other thread exists; SIG_DFL is valid for SIGPIPE.
     unsafe {

@@ -7,7 +7,7 @@
 //! summary names the kernel at fault.
 //!
 //! A whole run (no `--kernel`, or `--example`) also runs the library's
-//! examples (`host/examples/sgemm.rs` and `fp8.rs`) under each tool: the
+//! examples (`host/gemm/examples/sgemm.rs` and `fp8.rs`) under each tool: the
 //! entries `host` does not launch by name (the transposed instances of
 //! step 10, split-K's `reduce_slices`, the FP8 quantizer) run there,
 //! through the library.

@@ -1,7 +1,7 @@
 //! `bench --accuracy`: the 3xTF32 kernels' error next to cuBLAS SGEMM's
 //! and cuBLAS TF32's on the same inputs, at K = 1024, 4096 and 16384, on
 //! inputs uniform in [-1, 1) and on inputs spread over 16 binades
-//! (`rust_gemm::inputs::Inputs`), where a split into two TF32 parts loses
+//! (`harness::inputs::Inputs`), where a split into two TF32 parts loses
 //! the most. Errors only (each variant verified against the f64
 //! reference, as the bench does): the speed lives in the bench's tables.
 //! `--update-readme` writes the table into README.md; the library's rule
@@ -9,14 +9,14 @@
 
 use anyhow::Result;
 use comfy_table::{Table, presets::ASCII_MARKDOWN};
+use harness::baselines::{self, Cublas};
+use harness::inputs::{Inputs, random_inputs_of};
+use harness::reference::Reference;
+use harness::runner::{self, Buffers, Enqueue};
+use harness::shape::Shape;
 use kernels_gpu::elem::{Elems, Math, Storage};
 use kernels_gpu::registry::{EXPERIMENTS, KERNELS};
-use rust_gemm::baselines::{self, Cublas};
 use rust_gemm::gpu::Gpu;
-use rust_gemm::inputs::{Inputs, random_inputs_of};
-use rust_gemm::reference::Reference;
-use rust_gemm::runner::{self, Buffers, Enqueue};
-use rust_gemm::shape::Shape;
 use serde::{Deserialize, Serialize};
 
 /// Rows and columns of C.
@@ -106,7 +106,7 @@ pub fn run(
     Ok(AccuracyResults {
         gpu: gpu.info.name.clone(),
         date: crate::utc_now(),
-        git_commit: rust_gemm::GIT_COMMIT.into(),
+        git_commit: harness::GIT_COMMIT.into(),
         m: MN,
         n: MN,
         seed,

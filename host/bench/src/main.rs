@@ -16,18 +16,19 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result, bail};
 use clap::Parser;
+use harness::baselines::{self, Cublas};
+use harness::model;
+use harness::reference::Verification;
+use harness::runner::{self, Buffers, Enqueue, TimingOptions};
+use harness::shape::Shape;
+use harness::timing::Timing;
 use indicatif::{ProgressBar, ProgressStyle};
 use kernels_gpu::elem::{Elem, Elems, Math, Scaling, Storage};
 use kernels_gpu::launch::KernelSpec;
 use kernels_gpu::launch::Ops;
 use kernels_gpu::registry::{EXPERIMENTS, KERNELS, TRANSPOSED};
-use rust_gemm::baselines::{self, Cublas};
 use rust_gemm::gpu::Gpu;
-use rust_gemm::model;
-use rust_gemm::reference::Verification;
-use rust_gemm::runner::{self, Buffers, Enqueue, Kernel, TimingOptions};
-use rust_gemm::shape::Shape;
-use rust_gemm::timing::Timing;
+use rust_gemm::launch::Kernel;
 
 use results::{Kind, Meta, Results, Row, Settings};
 
@@ -86,7 +87,7 @@ struct Args {
     suite: bool,
     /// With --suite: write Auto's measured table for this GPU (the
     /// fastest registered choice per call) to this file
-    /// (host/data/auto-<gpu>.json is the one the library reads).
+    /// (host/gemm/data/auto-<gpu>.json is the one the library reads).
     #[arg(long, value_name = "JSON", requires = "suite")]
     write_auto: Option<PathBuf>,
     /// With --suite: only the calls of these names (as in the table).
@@ -122,8 +123,8 @@ struct Args {
 }
 
 fn main() -> ExitCode {
-    rust_gemm::cli::quiet_broken_pipe();
-    let args = match rust_gemm::cli::parse::<Args>() {
+    harness::cli::quiet_broken_pipe();
+    let args = match harness::cli::parse::<Args>() {
         Ok(args) => args,
         Err(code) => return code,
     };
@@ -616,7 +617,7 @@ fn measure_all(args: &Args) -> Result<Results> {
             ),
             gpu: info,
             sm_clocks_seen_mhz: clocks,
-            git_commit: rust_gemm::GIT_COMMIT.into(),
+            git_commit: harness::GIT_COMMIT.into(),
             date: utc_now(),
             ptx,
             settings: Settings {
@@ -663,7 +664,7 @@ fn row(
     timing: Option<Timing>,
 ) -> Row {
     let (shape, v, kind, spec, twin) = (*shape, e.v, e.kind, e.spec, e.twin);
-    let model = spec.map(|s| model::estimate(s, &shape, gpu.info.peaks()));
+    let model = spec.map(|s| model::estimate(s, &shape, model::Peaks::of(&gpu.info)));
     let t = timing.as_ref();
     let gflops = t.map(|t| t.gflops(shape.flops()));
     let peak = gpu.info.peak_gflops(v.elems().math);

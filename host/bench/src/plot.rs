@@ -72,12 +72,12 @@ pub fn write_svg(results: &Results, path: &std::path::Path) -> anyhow::Result<()
         // cuBLAS in black (SGEMM) and greys (TF32, then the 16-bit
         // types); the kernels in colours (the palette's black skipped).
         let color = match kind {
-            Kind::Cublas if variant.as_str() == rust_gemm::baselines::CUBLAS_TF32 => {
+            Kind::Cublas if variant.as_str() == harness::baselines::CUBLAS_TF32 => {
                 RGBColor(140, 140, 140).to_rgba()
             }
             Kind::Cublas
-                if variant.as_str() == rust_gemm::baselines::CUBLAS_BF16
-                    || variant.as_str() == rust_gemm::baselines::CUBLAS_FP16 =>
+                if variant.as_str() == harness::baselines::CUBLAS_BF16
+                    || variant.as_str() == harness::baselines::CUBLAS_FP16 =>
             {
                 RGBColor(90, 90, 90).to_rgba()
             }

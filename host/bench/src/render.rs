@@ -2,7 +2,7 @@
 
 use comfy_table::presets::UTF8_FULL_CONDENSED;
 use comfy_table::{CellAlignment, Table};
-use rust_gemm::report::thousands;
+use harness::report::thousands;
 
 use crate::results::{Kind, Results, Row, f32_storage};
 

@@ -14,14 +14,14 @@ use std::time::Instant;
 use anyhow::{Context, Result, bail};
 use comfy_table::{Table, presets::ASCII_MARKDOWN};
 use cudarc::driver::CudaSlice;
+use harness::baselines::Cublas;
+use harness::reference::check_gemm;
+use harness::runner::{self, L2Flush, TimingOptions};
 use kernels_gpu::elem::{Elems, Math};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
-use rust_gemm::baselines::Cublas;
 use rust_gemm::blas::{self, Algorithm, AutoEntry, Choice, GemmConfig, Op, Sgemm};
 use rust_gemm::gpu::Gpu;
-use rust_gemm::reference::check_gemm;
-use rust_gemm::runner::{self, L2Flush, TimingOptions};
 use serde::{Deserialize, Serialize};
 
 /// One call of the suite.
@@ -237,7 +237,7 @@ pub fn run(gpu: &Gpu, budget: &Budget, only: Option<&[String]>) -> Result<SuiteR
     let (call_overhead_us, plan_and_choose_us) = overhead(gpu, &sgemm)?;
     Ok(SuiteResults {
         gpu: gpu.info.name.clone(),
-        git_commit: rust_gemm::GIT_COMMIT.into(),
+        git_commit: harness::GIT_COMMIT.into(),
         date: crate::utc_now(),
         cases: results,
         call_overhead_us,

@@ -31,7 +31,7 @@
 //! 2. The algorithm: [`Algorithm::Auto`] ([`choose`], the rule is in its
 //!    docs and the README) or a kernel the caller names, with K split or
 //!    not (split-K: `kernels_gpu::k14_split_k`).
-//! 3. One launch through `runner::Kernel::launch`, the launch path the
+//! 3. One launch through `launch::Kernel::launch`, the launch path the
 //!    `host` and `bench` programs use too (two launches with split-K, the
 //!    second the reduction). Nothing waits: the call returns when the work
 //!    is enqueued on the stream.
@@ -92,8 +92,9 @@ use kernels_gpu::registry;
 pub use kernels_gpu::launch::Op;
 
 use crate::HostError;
+use crate::call::GemmCall;
 use crate::gpu::Gpu;
-use crate::runner::{GemmCall, Kernel};
+use crate::launch::Kernel;
 
 /// How a matrix is stored: rows contiguous (C's convention, and this
 /// project's) or columns contiguous (Fortran's, and BLAS's).
@@ -1051,7 +1052,7 @@ pub struct AutoEntry {
 }
 
 /// Measured choices per GPU model (by the name the driver gives), kept
-/// in the repository (`host/data/`). A GPU without a table uses the
+/// in the repository (`host/gemm/data/`). A GPU without a table uses the
 /// model alone.
 const TABLES: &[(&str, &str)] = &[("NVIDIA H200", include_str!("../data/auto-nvidia-h200.json"))];
 
@@ -1189,7 +1190,7 @@ pub fn choose(plan: &Plan, candidates: &[Candidate], sms: usize, dram_gbs: f64) 
             && (!plan.storage.scaled() || plan.fast_accumulation || c.spec.elems.promote_every > 0)
             && plan.compute.allows(c.spec.elems.math)
             && c.spec.unsupported(p, plan.batch).is_none()
-            && crate::runner::grid(c.spec, p.m as usize, p.n as usize, 1).is_ok()
+            && crate::launch::grid(c.spec, p.m as usize, p.n as usize, 1).is_ok()
     };
     let listed = |c: &&Candidate| FULL_RATE.iter().find(|r| r.0 == c.spec.name).map(|r| r.1);
     let slowest = (candidates.iter().filter(of_the_call))

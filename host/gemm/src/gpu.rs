@@ -8,15 +8,17 @@
 use kernels_gpu::elem::Math;
 use std::sync::{Arc, Mutex};
 
-use cudarc::driver::sys::{CUdevice_attribute, CUfunction_attribute};
-use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream};
+use cudarc::driver::sys::{CUdevice_attribute, CUdeviceptr, CUfunction_attribute};
+use cudarc::driver::{
+    CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, DevicePtr, DevicePtrMut,
+    DriverError,
+};
 use cudarc::nvrtc::Ptx;
 use kernels_gpu::launch::KernelSpec;
 use kernels_gpu::modules::{MODULES, PtxModule};
 use serde::{Deserialize, Serialize};
 
 use crate::HostError;
-use crate::model::Peaks;
 
 /// What the host reports about the GPU, read from the device itself.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -122,16 +124,6 @@ impl DeviceInfo {
             (Some(mhz), Some(bits)) => Some(2.0 * mhz * 1e6 * (bits as f64 / 8.0) / 1e9),
             _ => None,
         }
-    }
-
-    pub fn peaks(&self) -> Option<Peaks> {
-        Some(Peaks {
-            fp32_gflops: self.peak_fp32_gflops()?,
-            tf32_gflops: self.peak_tf32_gflops(),
-            half_gflops: self.peak_gflops(Math::Bf16),
-            fp8_gflops: self.peak_gflops(Math::Fp8),
-            dram_gbs: self.peak_dram_gbs()?,
-        })
     }
 }
 
@@ -475,6 +467,20 @@ fn device_info(ctx: &Arc<CudaContext>, ordinal: usize) -> Result<DeviceInfo, Hos
         total_memory,
         driver_cuda_version: driver,
     })
+}
+
+/// Sets every byte of `buf` to `byte`, enqueued on the GPU's stream.
+pub fn memset<T>(gpu: &Gpu, buf: &mut CudaSlice<T>, byte: u8) -> Result<(), DriverError> {
+    let bytes = buf.num_bytes();
+    let (ptr, _sync) = buf.device_ptr_mut(&gpu.stream);
+    // SAFETY: writes exactly the buffer's own bytes, on the stream that owns it.
+    unsafe { cudarc::driver::result::memset_d8_async(ptr, byte, bytes, gpu.stream.cu_stream()) }
+}
+
+/// The device address of `buf` (read once, outside any timed region:
+/// cudarc's `device_ptr` may enqueue event waits).
+pub fn device_address<T>(gpu: &Gpu, buf: &CudaSlice<T>) -> CUdeviceptr {
+    buf.device_ptr(&gpu.stream).0
 }
 
 #[cfg(test)]

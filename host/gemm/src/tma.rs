@@ -17,8 +17,8 @@ use kernels_gpu::elem::Elem;
 use kernels_gpu::launch::{Padding, TENSOR_MAP_BYTES, TmaBoxes, TmaCopy};
 
 use crate::HostError;
+use crate::call::GemmCall;
 use crate::gpu::Gpu;
-use crate::runner::GemmCall;
 use kernels_gpu::gemm::GemmParams;
 
 /// A row-major matrix in device memory, as a tensor map describes it (an
@@ -232,7 +232,7 @@ fn zeros(gpu: &Gpu, elem: Elem, (rows, ld): (usize, usize), what: &str) -> Resul
             "allocating the padded copy of {what} ({len} {} elements) for TMA",
             elem.name()
         )))?;
-    let ptr = crate::runner::device_address(gpu, &buffer);
+    let ptr = crate::gpu::device_address(gpu, &buffer);
     Ok(Copy {
         _buffer: buffer,
         ptr,

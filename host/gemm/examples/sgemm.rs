@@ -1,5 +1,5 @@
 //! Multiplies matrices on the GPU through the library, as another Rust
-//! program would: `cargo run --release -p host --example sgemm`.
+//! program would: `cargo run --release -p rust-gemm --example sgemm`.
 //!
 //! Six f32 calls on the same handle: a plain product, one with B
 //! transposed and alpha/beta, one with A transposed, one with both, a

@@ -1,0 +1,233 @@
+//! Builds `kernels-gpu` for `nvptx64-nvidia-cuda`, once per PTX module
+//! (`kernels-gpu/src/modules.rs`), and hands the PTX to the library (`rust_gemm::ptx`):
+//! `$OUT_DIR/<module>.ptx`, listed in `$OUT_DIR/ptx_modules.rs`. This is
+//! the job Rust-CUDA's `cuda_builder` does; here it is rustc's own NVPTX
+//! backend, per module:
+//!
+//! cargo rustc -p kernels-gpu --profile ptx --target nvptx64-nvidia-cuda
+//!     -Zbuild-std=core --crate-type cdylib --target-dir $OUT_DIR/ptx-<module>
+//!     -- --emit=asm -Zno-link -C target-cpu=<arch> --cfg gemm_module="<module>"
+//!
+//! The `.s` file that command writes is the PTX. Each module has its own
+//! target folder, so cargo finds the modules an edit did not touch fresh
+//! (a ladder file is compiled into one module only); the modules build in
+//! parallel. Every failure prints one line saying what to do
+//! (`cargo::error=`), never a backtrace.
+
+use std::env;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::{Command, exit};
+use std::thread;
+
+#[allow(dead_code)] // the host crate uses the rest of the list
+#[path = "../../kernels-gpu/src/modules.rs"]
+mod modules;
+
+use modules::{MODULES, PtxModule};
+
+const DEVICE_TARGET: &str = "nvptx64-nvidia-cuda";
+
+fn fail(message: &str) -> ! {
+    println!("cargo::error={message}");
+    exit(1)
+}
+
+fn main() {
+    let manifest_dir = PathBuf::from(env::var("CARGO_MANIFEST_DIR").unwrap());
+    let root = manifest_dir.ancestors().nth(2).unwrap().to_path_buf();
+    let kernels = root.join("kernels-gpu");
+    let out_dir = PathBuf::from(env::var("OUT_DIR").unwrap());
+    for input in [
+        kernels.join("src"),
+        kernels.join("Cargo.toml"),
+        root.join("rust-toolchain.toml"),
+    ] {
+        println!("cargo::rerun-if-changed={}", input.display());
+    }
+
+    let rustc = env::var("RUSTC").unwrap_or_else(|_| "rustc".into());
+    check_toolchain(&rustc);
+
+    // One thread per module; each runs its own cargo in its own target
+    // folder (the outer cargo holds the lock on ours).
+    let ptx_dir = ptx_target_root(&out_dir);
+    let results: Vec<Result<String, String>> = thread::scope(|scope| {
+        let builds: Vec<_> = MODULES
+            .iter()
+            .map(|module| scope.spawn(|| build_module(&root, &ptx_dir, module)))
+            .collect();
+        builds
+            .into_iter()
+            .map(|b| {
+                b.join()
+                    .unwrap_or_else(|_| Err("the build thread panicked".into()))
+            })
+            .collect()
+    });
+    let mut list = String::from(
+        "/// `(module name, PTX text)` for every module of `kernels_gpu::modules::MODULES`, in order.\n\
+         pub const PTX_MODULES: &[(&str, &str)] = &[\n",
+    );
+    for (module, result) in MODULES.iter().zip(results) {
+        let ptx = result.unwrap_or_else(|e| fail(&e));
+        let file = out_dir.join(format!("{}.ptx", module.name));
+        write_if_changed(&file, &ptx);
+        writeln!(
+            list,
+            "    ({:?}, include_str!({:?})),",
+            module.name,
+            file.display().to_string()
+        )
+        .unwrap();
+    }
+    list.push_str("];\n");
+    write_if_changed(&out_dir.join("ptx_modules.rs"), &list);
+}
+
+/// Where the modules' own target folders go: `<target>/ptx/`, shared by
+/// the debug, release and test builds of `host` (whose `OUT_DIR`s differ:
+/// the device build does not depend on the host profile, so build it
+/// once). `OUT_DIR` is `<target>/[<triple>/]<profile>/build/<host-hash>/out`.
+fn ptx_target_root(out_dir: &Path) -> PathBuf {
+    out_dir
+        .ancestors()
+        .find(|dir| dir.file_name().is_some_and(|n| n == "build"))
+        .and_then(|build| build.parent()?.parent())
+        .map_or_else(|| out_dir.join("ptx"), |target| target.join("ptx"))
+}
+
+/// Builds one module; its PTX text, or the one-line reason it failed.
+fn build_module(root: &Path, ptx_dir: &Path, module: &PtxModule) -> Result<String, String> {
+    let target_dir = ptx_dir.join(module.name);
+    let cargo = env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let mut cmd = Command::new(cargo);
+    cmd.current_dir(root)
+        .args(["rustc", "--quiet", "--package", "kernels-gpu"])
+        .args(["--profile", "ptx", "--target", DEVICE_TARGET])
+        .args(["-Zbuild-std=core", "--crate-type", "cdylib"])
+        .arg("--target-dir")
+        .arg(&target_dir)
+        .args(["--", "--emit=asm", "-Zno-link"])
+        .arg(format!("-Ctarget-cpu={}", module.arch.target_cpu))
+        .arg(format!("--cfg=gemm_module={:?}", module.name));
+    if !module.arch.target_features.is_empty() {
+        cmd.arg(format!("-Ctarget-feature={}", module.arch.target_features));
+    }
+    // The host's flags (and a host linker or wrapper) mean nothing to the
+    // device build.
+    for var in [
+        "RUSTFLAGS",
+        "CARGO_ENCODED_RUSTFLAGS",
+        "CARGO_BUILD_RUSTFLAGS",
+        "RUSTC_WRAPPER",
+        "RUSTC_WORKSPACE_WRAPPER",
+        "CARGO_BUILD_TARGET",
+        "CARGO_TARGET_DIR",
+        "CARGO_PROFILE_RELEASE_LTO",
+    ] {
+        cmd.env_remove(var);
+    }
+    let output = cmd.output().map_err(|e| {
+        format!(
+            "could not run cargo to build the kernels' PTX module {}: {e}",
+            module.name
+        )
+    })?;
+    if !output.status.success() {
+        // The device build's own diagnostics, then one line that sums up.
+        eprintln!("{}", String::from_utf8_lossy(&output.stderr));
+        return Err(format!(
+            "building kernels-gpu's PTX module `{}` for {} failed (compiler errors above)",
+            module.name, module.arch.target_cpu
+        ));
+    }
+    let deps = target_dir.join(DEVICE_TARGET).join("ptx").join("deps");
+    let asm = deps.join("kernels_gpu.s");
+    let ptx = std::fs::read_to_string(&asm).map_err(|e| {
+        format!(
+            "the device build of module {} wrote no PTX at {}: {e}",
+            module.name,
+            asm.display()
+        )
+    })?;
+    check_ptx(module, &ptx)?;
+    // Cargo expects a cdylib for nvptx64 to produce `kernels_gpu.ptx`,
+    // which `-Zno-link` never writes, and without it calls the module
+    // dirty and rebuilds it on every run. Give it that file (the same PTX),
+    // rewritten after every run: newer than the sources, a module no edit
+    // touched then stays fresh.
+    std::fs::write(deps.join("kernels_gpu.ptx"), &ptx).map_err(|e| {
+        format!(
+            "cannot write {}: {e}",
+            deps.join("kernels_gpu.ptx").display()
+        )
+    })?;
+    Ok(ptx)
+}
+
+/// Writes `text` unless the file already holds it (no needless rebuilds).
+fn write_if_changed(path: &Path, text: &str) {
+    if std::fs::read_to_string(path).is_ok_and(|old| old == text) {
+        return;
+    }
+    std::fs::write(path, text)
+        .unwrap_or_else(|e| fail(&format!("cannot write {}: {e}", path.display())));
+}
+
+/// The device build needs nightly (`-Zbuild-std`, `abi_ptx`) and the
+/// standard library's source (rust-src) to build `core` for nvptx64.
+fn check_toolchain(rustc: &str) {
+    let version = Command::new(rustc).arg("-V").output();
+    let version = match version {
+        Ok(o) if o.status.success() => String::from_utf8_lossy(&o.stdout).trim().to_string(),
+        _ => fail(&format!(
+            "cannot run `{rustc} -V`; install Rust with rustup (https://rustup.rs)"
+        )),
+    };
+    if !version.contains("nightly") {
+        fail(&format!(
+            "the kernels need the nightly toolchain pinned in rust-toolchain.toml, but {version} is in use; \
+             build from the repository root without a `+toolchain` override"
+        ));
+    }
+    let sysroot = Command::new(rustc).args(["--print", "sysroot"]).output();
+    let sysroot = match sysroot {
+        Ok(o) if o.status.success() => PathBuf::from(String::from_utf8_lossy(&o.stdout).trim()),
+        _ => fail(&format!("cannot run `{rustc} --print sysroot`")),
+    };
+    let core_src = sysroot.join("lib/rustlib/src/rust/library/core/Cargo.toml");
+    if !Path::new(&core_src).exists() {
+        fail(
+            "the kernels need the rust-src component to build `core` for nvptx64: \
+             run `rustup component add rust-src` in the repository root",
+        );
+    }
+}
+
+/// A PTX module the driver can load: self-contained, for its architecture,
+/// with at least one entry.
+fn check_ptx(module: &PtxModule, ptx: &str) -> Result<(), String> {
+    if let Some(line) = ptx.lines().find(|l| l.starts_with(".extern .func")) {
+        return Err(format!(
+            "the PTX module {} calls a function it does not define ({}); \
+             the `ptx` profile must keep lto = \"fat\"",
+            module.name,
+            line.trim_end_matches(['(', ' '])
+        ));
+    }
+    if !ptx.contains(".entry") {
+        return Err(format!(
+            "the PTX module {} has no kernel entry point (`.entry`): give its files a gemm_kernel!",
+            module.name
+        ));
+    }
+    let target = format!(".target {}", module.arch.target_cpu);
+    if !ptx.lines().any(|l| l.trim() == target) {
+        return Err(format!(
+            "the PTX module {} does not say `{target}`",
+            module.name
+        ));
+    }
+    Ok(())
+}

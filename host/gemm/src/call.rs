@@ -1,0 +1,22 @@
+//! [`GemmCall`]: what one launch of a GEMM entry is given, the plain data
+//! between planning a call (`crate::blas`), the padded copies and tensor
+//! maps of the Hopper kernels (`crate::tma`) and the launch
+//! (`crate::launch`).
+
+use cudarc::driver::sys::CUdeviceptr;
+use kernels_gpu::gemm::{GemmParams, ScaleParams};
+
+/// One call of a GEMM entry: where A, B and C are, what to compute, and
+/// how many products of a batch (block `z` of the grid computes product
+/// `z`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct GemmCall {
+    pub a: CUdeviceptr,
+    pub b: CUdeviceptr,
+    pub c: CUdeviceptr,
+    pub params: GemmParams,
+    pub batch: usize,
+    /// An FP8 kernel's scales (its entry's last parameter); ignored by
+    /// the others.
+    pub scales: ScaleParams,
+}
