@@ -76,6 +76,7 @@ use crate::elem::Elems;
 use crate::launch::{KernelSpec, Launch, Body, Operands, Ops};
 use crate::modules;
 use crate::unroll::unroll;
+use crate::unroll::inline_always;
 
 /// Step along K: 32 floats, four m16n8k8 steps; A's swizzle needs rows
 /// of at least 8 chunks.
@@ -345,14 +346,13 @@ fn body<
     let threads = p.threads();
     let tid = thread_idx_x();
     // Stage `s`: A's tile `[BM][BK]` (swizzled), then B's `[BK][BN + B_PAD]`.
-    let stage = #[inline(always)]
-    |s: usize| {
+    let stage = inline_always!(|s: usize| {
         let base = s * p.stage_words();
         (
             SharedTile::<BM, BK>::at(base),
             SharedTile::<BK, B_LD>::at(base + SharedTile::<BM, BK>::WORDS),
         )
-    };
+    });
 
     // Copy roles, fixed for the kernel: this thread's chunk i of A's tile
     // is row a_r + i * a_pass, columns a_c..a_c + 4 (all threads together
@@ -371,8 +371,7 @@ fn body<
     // Starts the copies of tile `kt` of K into stage `s`, zero-filled
     // outside A and B. The caller guarantees no thread reads or writes
     // stage `s` until the barrier after the `wait_group` that retires them.
-    let load_tile = #[inline(always)]
-    |kt: usize, s: usize| {
+    let load_tile = inline_always!(|kt: usize, s: usize| {
         let (a_tile, b_tile) = stage(s);
         let k0 = kt * BK;
         let a_base = a_first + k0;
@@ -429,7 +428,7 @@ fn body<
                 }
             }
         });
-    };
+    });
 
     // This lane's place in its warp's tile and in the mma fragments: g and
     // t of device::mma, and the row and column of A's m16 x k8 tile whose
@@ -445,8 +444,7 @@ fn body<
     // for the warp's mma rows mi, `b[ni]` for its mma columns ni. Callers
     // guarantee the stage's copies have landed and are visible (wait and
     // barrier) and that no thread writes it before the next barrier.
-    let fragments = #[inline(always)]
-    |s: usize, step: usize| {
+    let fragments = inline_always!(|s: usize, step: usize| {
         let (a_tile, b_tile) = stage(s);
         let k0 = 8 * step;
         let mut a = [[0u32; 4]; MI];
@@ -474,7 +472,7 @@ fn body<
             b[ni] = [to_tf32(b0), to_tf32(b1)];
         });
         (a, b)
-    };
+    });
 
     let mut acc = [[[0.0f32; 4]; NI]; MI];
     let k_tiles = g.k.div_ceil(BK);

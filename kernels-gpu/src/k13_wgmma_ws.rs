@@ -57,6 +57,8 @@ use crate::launch::{Body, KernelSpec, Launch, Operands, Ops, TmaBoxes, TmaCopy};
 use crate::modules;
 #[cfg(target_arch = "nvptx64")]
 use crate::unroll::unroll;
+#[cfg_attr(not(target_arch = "nvptx64"), allow(unused_imports))] // GPU-only body
+use crate::unroll::inline_always;
 
 /// Consumer threads: two warpgroups (warps 0-7), which compute.
 pub(crate) const CONSUMERS: usize = 256;
@@ -449,8 +451,7 @@ pub(crate) unsafe fn warp_specialized<
         warp_specialized_ab::<BM, BM, BN, BK, STAGES, STAGE_WORDS>(
             k,
             maps,
-            #[inline(always)]
-            |word, k0, full, row0| maps.a().load_2d(word, k0, row0 as u32, full),
+            inline_always!(|word, k0, full, row0| maps.a().load_2d(word, k0, row0 as u32, full)),
             load_b,
             consume,
         )
@@ -523,15 +524,13 @@ fn ws<const BM: usize, const STAGES: usize, const STAGE_WORDS: usize>(g: Gemm, m
         warp_specialized::<BM, BN, BK, STAGES, STAGE_WORDS>(
             g.k,
             maps,
-            #[inline(always)]
-            |word, k0, full, col0| {
+            inline_always!(|word, k0, full, col0| {
                 unroll!(BN / B_BOX_COLS; 16, |j| {
                     // SAFETY: as warp_specialized's contract, above.
                     unsafe { maps.b().load_2d(word + j * BK * B_BOX_COLS, (col0 + j * B_BOX_COLS) as u32, k0, full) };
                 });
-            },
-            #[inline(always)]
-            |stages, row0, col0, tid, k_tiles| consume(stages, g, row0, col0, tid, k_tiles),
+            }),
+            inline_always!(|stages, row0, col0, tid, k_tiles| consume(stages, g, row0, col0, tid, k_tiles)),
         );
     }
 }

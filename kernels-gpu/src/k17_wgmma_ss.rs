@@ -52,6 +52,8 @@ use crate::k13_wgmma_ws::{Params, wgmma_instance};
 use crate::launch::KernelSpec;
 #[cfg(target_arch = "nvptx64")]
 use crate::unroll::unroll;
+#[cfg_attr(not(target_arch = "nvptx64"), allow(unused_imports))] // GPU-only body
+use crate::unroll::inline_always;
 
 /// One parameter set: step 13's (`BM`, stages; the same stage and
 /// barrier layout, B's tile `[BN][BK]` in place of its boxes).
@@ -88,10 +90,8 @@ fn ss<const BM: usize, const STAGES: usize, const STAGE_WORDS: usize>(g: Gemm, m
             g.k,
             maps,
             // SAFETY: as warp_specialized's contract, above.
-            #[inline(always)]
-            |word, k0, full, col0| unsafe { maps.b().load_2d(word, k0, col0 as u32, full) },
-            #[inline(always)]
-            |stages, row0, col0, tid, k_tiles| consume_ss(stages, g, row0, col0, tid, k_tiles, |_| {}),
+            inline_always!(|word, k0, full, col0| unsafe { maps.b().load_2d(word, k0, col0 as u32, full) }),
+            inline_always!(|stages, row0, col0, tid, k_tiles| consume_ss(stages, g, row0, col0, tid, k_tiles, |_| {})),
         );
     }
 }

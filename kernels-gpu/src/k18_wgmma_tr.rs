@@ -65,6 +65,8 @@ use crate::k13_wgmma_ws::{Params, wgmma_instance};
 use crate::launch::KernelSpec;
 #[cfg(target_arch = "nvptx64")]
 use crate::unroll::unroll;
+#[cfg_attr(not(target_arch = "nvptx64"), allow(unused_imports))] // GPU-only body
+use crate::unroll::inline_always;
 
 /// Columns of B in one box, and rows (BK = 32): a 32 x 32 array of 128-byte
 /// rows, 4 KB, the 128-byte swizzle's widest row.
@@ -108,15 +110,13 @@ fn tr<const BM: usize, const STAGES: usize, const STAGE_WORDS: usize>(g: Gemm, m
         warp_specialized::<BM, BN, BK, STAGES, STAGE_WORDS>(
             g.k,
             maps,
-            #[inline(always)]
-            |word, k0, full, col0| {
+            inline_always!(|word, k0, full, col0| {
                 unroll!(BN / BOX; 4, |j| {
                     // SAFETY: as warp_specialized's contract, above.
                     unsafe { maps.b().load_2d(word + j * BK * BOX, (col0 + j * BOX) as u32, k0, full) };
                 });
-            },
-            #[inline(always)]
-            |stages, row0, col0, tid, k_tiles| {
+            }),
+            inline_always!(|stages, row0, col0, tid, k_tiles| {
                 let b_box = |s: usize, j: usize| stages.b_tile(s) + j * BK * BOX;
                 let (wg, warp, lane) = (tid / 128, tid % 128 / 32, tid % 32);
                 // Step 17's loop; before each tile's wgmmas this warpgroup
@@ -132,7 +132,7 @@ fn tr<const BM: usize, const STAGES: usize, const STAGE_WORDS: usize>(g: Gemm, m
                     fence_proxy_async();
                     sync_warps::<128>(1 + wg as u32);
                 });
-            },
+            }),
         );
     }
 }

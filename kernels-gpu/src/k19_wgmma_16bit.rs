@@ -61,6 +61,8 @@ use crate::modules;
 use crate::device::barrier::sync_warp;
 #[cfg(target_arch = "nvptx64")]
 use crate::unroll::unroll;
+#[cfg_attr(not(target_arch = "nvptx64"), allow(unused_imports))] // GPU-only body
+use crate::unroll::inline_always;
 
 /// Rows of C per block: two consumer warpgroups of 64 (the `wgmma` M).
 pub const BM: usize = 128;
@@ -250,15 +252,13 @@ fn block<T: Wgmma16, C: Output, const STAGES: usize, const STAGE_WORDS: usize>(
         warp_specialized::<BM, BN, BK, STAGES, STAGE_WORDS>(
             g.k,
             maps,
-            #[inline(always)]
-            |word, k0, full, col0| load_b::<1>(maps, word, k0, full, col0),
-            #[inline(always)]
-            |stages, row0, col0, tid, k_tiles| {
+            inline_always!(|word, k0, full, col0| load_b::<1>(maps, word, k0, full, col0)),
+            inline_always!(|stages, row0, col0, tid, k_tiles| {
                 let acc = mainloop::<T, STAGES, STAGE_WORDS, BK, 0, 1>(stages, 0, k_tiles, tid);
                 // SAFETY: the staging tiles follow the stages (SPEC's
                 // shared_bytes counts them); only the epilogue uses them.
                 unsafe { store_tile(g, &acc, row0, col0, tid, stages.end()) };
-            },
+            }),
         );
     }
 }

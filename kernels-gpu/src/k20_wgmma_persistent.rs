@@ -60,6 +60,8 @@ use crate::k22_wgmma_tma_store::store_tile_tma;
 #[cfg(target_arch = "nvptx64")]
 use crate::launch::{Op, c_by_tma};
 use crate::launch::{KernelSpec, Ops};
+#[cfg_attr(not(target_arch = "nvptx64"), allow(unused_imports))] // GPU-only body
+use crate::unroll::inline_always;
 
 /// Rows of tiles in a band of the tile order.
 pub const GROUP: usize = 8;
@@ -210,10 +212,8 @@ pub(crate) fn block<
         g,
         maps,
         scales,
-        #[inline(always)]
-        |_, _, _| (),
-        #[inline(always)]
-        |stages, it, k_tiles, tid, _row0, _col0| mainloop::<P, STAGES, STAGE_WORDS, BK, A_MN, B_MN>(stages, it, k_tiles, tid),
+        inline_always!(|_, _, _| ()),
+        inline_always!(|stages, it, k_tiles, tid, _row0, _col0| mainloop::<P, STAGES, STAGE_WORDS, BK, A_MN, B_MN>(stages, it, k_tiles, tid)),
     )
 }
 
@@ -276,10 +276,8 @@ pub(crate) fn persistent<
                         it,
                         k_tiles,
                         extra(stages, row0, col0),
-                        #[inline(always)]
-                        |word, k0, full| load_a::<A_MN>(maps, word, k0, full, row0),
-                        #[inline(always)]
-                        |word, k0, full| load_b::<B_MN>(maps, word, k0, full, col0),
+                        inline_always!(|word, k0, full| load_a::<A_MN>(maps, word, k0, full, row0)),
+                        inline_always!(|word, k0, full| load_b::<B_MN>(maps, word, k0, full, col0)),
                     )
                 };
                 t += stride;

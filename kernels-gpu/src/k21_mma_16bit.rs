@@ -54,6 +54,7 @@ use crate::gemm::{Gemm, Output, store_mma_tiles};
 use crate::launch::{Body, KernelSpec, Launch, Op, Operands, Ops};
 use crate::modules;
 use crate::unroll::unroll;
+use crate::unroll::inline_always;
 
 /// Step along K: 64 16-bit values (a 128-byte row of a K-major tile),
 /// four `m16n8k16` steps.
@@ -552,17 +553,14 @@ fn body<
     let (a_n, b_n) = (TA == N, TB == N);
     let tid = thread_idx_x();
     let (a_base, b_base) = (
-        #[inline(always)]
-        |s: usize| s * p.stage_words(),
-        #[inline(always)]
-        |s: usize| s * p.stage_words() + p.a_words(),
+        inline_always!(|s: usize| s * p.stage_words()),
+        inline_always!(|s: usize| s * p.stage_words() + p.a_words()),
     );
 
     // Starts the copies of tile `kt` of K into stage `s`. The caller
     // guarantees no thread reads or writes stage `s` until the barrier
     // after the `wait_group` that retires them.
-    let load_tile = #[inline(always)]
-    |kt: usize, s: usize| {
+    let load_tile = inline_always!(|kt: usize, s: usize| {
         let k0 = kt * BK;
         // A (m x k) as it is, or its transpose stored (k x m).
         let a = if a_n {
@@ -592,7 +590,7 @@ fn body<
                 copy_tile::<T, BN, BK, THREADS, ALIGNED, GUARD>(g.b, b);
             }
         }
-    };
+    });
 
     let (warp, lane) = (tid / 32, tid % 32);
     let warp_row = warp / (BN / WN) * WM;
@@ -602,8 +600,7 @@ fn body<
     // for the warp's m16 tiles, `b[ni]` for its n8 tiles. Callers
     // guarantee the stage has landed and is visible (wait and barrier) and
     // that no thread writes it before the next barrier.
-    let fragments = #[inline(always)]
-    |s: usize, step: usize| {
+    let fragments = inline_always!(|s: usize, step: usize| {
         let k = 16 * step;
         let mut a = [[0u32; 4]; MI];
         let mut b = [[0u32; 2]; NI];
@@ -642,7 +639,7 @@ fn body<
             b[2 * pair + 1] = [raw[2], raw[3]];
         });
         (a, b)
-    };
+    });
 
     let mut acc = [[[0.0f32; 4]; NI]; MI];
     let k_tiles = g.k.div_ceil(BK);

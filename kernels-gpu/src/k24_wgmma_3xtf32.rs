@@ -71,6 +71,8 @@ use crate::launch::{Body, KernelSpec, Launch, Operands, Ops, TmaBoxes, TmaCopy};
 use crate::modules;
 #[cfg(target_arch = "nvptx64")]
 use crate::unroll::unroll;
+#[cfg_attr(not(target_arch = "nvptx64"), allow(unused_imports))] // GPU-only body
+use crate::unroll::inline_always;
 
 /// `ACC`: all three products of each k-step into one accumulator.
 pub const ONE: u8 = 0;
@@ -182,24 +184,21 @@ fn block<const ACC: u8, const STAGES: usize>(g: Gemm, maps: TensorMaps) {
         warp_specialized_ab::<BM, { 2 * BM }, BN, BK, STAGES, STAGE_WORDS>(
             g.k,
             maps,
-            #[inline(always)]
-            |word, k0, full, row0| {
+            inline_always!(|word, k0, full, row0| {
                 // SAFETY: as the contract above.
                 unsafe {
                     maps.a().load_2d(word, 2 * k0, row0 as u32, full);
                     maps.a().load_2d(word + BM * BK, 2 * k0 + part, row0 as u32, full);
                 }
-            },
-            #[inline(always)]
-            |word, k0, full, col0| {
+            }),
+            inline_always!(|word, k0, full, col0| {
                 // SAFETY: as the contract above.
                 unsafe {
                     maps.b().load_2d(word, 2 * k0, col0 as u32, full);
                     maps.b().load_2d(word + BN * BK, 2 * k0 + part, col0 as u32, full);
                 }
-            },
-            #[inline(always)]
-            |stages, row0, col0, tid, k_tiles| consume::<ACC, STAGES>(stages, g, row0, col0, tid, k_tiles),
+            }),
+            inline_always!(|stages, row0, col0, tid, k_tiles| consume::<ACC, STAGES>(stages, g, row0, col0, tid, k_tiles)),
         );
     }
 }
@@ -222,8 +221,7 @@ fn consume<const ACC: u8, const STAGES: usize>(
     // Stage s's descriptors, per k-step: B^T's big and small parts (this
     // warpgroup's 64 rows: the wgmma's "A"), A's big and small (the
     // wgmma's "B", 128 rows).
-    let descriptors = #[inline(always)]
-    |s: usize| {
+    let descriptors = inline_always!(|s: usize| {
         let mut d = [0u64; 16];
         unroll!(BK / 8; 4, |step| {
             let bt = stages.b_tile(s) + 64 * wg * BK + 8 * step;
@@ -234,7 +232,7 @@ fn consume<const ACC: u8, const STAGES: usize>(
             d[4 * step + 3] = descriptor_k_major_sw128(a + BM * BK);
         });
         d
-    };
+    });
     // SAFETY (of the blocks below): both warpgroups run every call; the
     // accumulators and descriptors go through the fence, the
     // accumulators through the wait; the stage landed (wait_full) and

@@ -81,6 +81,8 @@ use crate::k22_wgmma_tma_store::STAGING_WORDS;
 use crate::launch::{KernelSpec, Ops};
 #[cfg(target_arch = "nvptx64")]
 use crate::unroll::unroll;
+#[cfg_attr(not(target_arch = "nvptx64"), allow(unused_imports))] // GPU-only body
+use crate::unroll::inline_always;
 
 /// Columns of C per block: one B block (the `wgmma` N).
 pub const BN: usize = SCALE_BLOCK;
@@ -193,12 +195,10 @@ fn block<P: WgmmaFp8, C: Output, const BLOCKS: bool, const ST: usize>(
         g,
         maps,
         Some(epilogue),
-        #[inline(always)]
-        |stages, row0, col0| ScaleCopies::<BLOCKS>::new(scales, m, k, row0, col0, ring(stages)),
-        #[inline(always)]
-        |stages, it, k_tiles, tid, row0, _col0| {
+        inline_always!(|stages, row0, col0| ScaleCopies::<BLOCKS>::new(scales, m, k, row0, col0, ring(stages))),
+        inline_always!(|stages, it, k_tiles, tid, row0, _col0| {
             mainloop::<P, BLOCKS, ST>(stages, it, k_tiles, tid, BlockScales::new(m, row0, tid, ring(stages)))
-        },
+        }),
     )
 }
 

@@ -57,6 +57,7 @@ use crate::k21_mma_16bit::{Window, copy_tile, load_x4};
 use crate::launch::{Body, KernelSpec, Launch, Operands, Ops};
 use crate::modules;
 use crate::unroll::unroll;
+use crate::unroll::inline_always;
 
 /// Rows of C per block (64: two sets of accumulators, the promoted sums
 /// and the K block's, fit in registers with room for Hopper's FP8
@@ -237,17 +238,14 @@ fn body<A: Fp8, B: Fp8, C: Output, const BLOCKS: bool, const ALIGNED: bool, cons
 ) {
     let tid = thread_idx_x();
     let (a_base, b_base) = (
-        #[inline(always)]
-        |s: usize| s * STAGE_WORDS,
-        #[inline(always)]
-        |s: usize| s * STAGE_WORDS + A_WORDS,
+        inline_always!(|s: usize| s * STAGE_WORDS),
+        inline_always!(|s: usize| s * STAGE_WORDS + A_WORDS),
     );
 
     // Starts the copies of K block `kt` into stage `s`. The caller
     // guarantees no thread reads or writes stage `s` until the barrier
     // after the `wait_group` that retires them.
-    let load_tile = #[inline(always)]
-    |kt: usize, s: usize| {
+    let load_tile = inline_always!(|kt: usize, s: usize| {
         let k0 = kt * BK;
         let a = Window { base: a_base(s), row: row0, col: k0, height: g.m, width: g.k, ld: g.lda };
         // B^T: n x k, K contiguous.
@@ -260,7 +258,7 @@ fn body<A: Fp8, B: Fp8, C: Output, const BLOCKS: bool, const ALIGNED: bool, cons
             copy_tile::<A, BM, BK, THREADS, ALIGNED, GUARD>(g.a, a);
             copy_tile::<B, BN, BK, THREADS, ALIGNED, GUARD>(g.b, b);
         }
-    };
+    });
 
     let (warp, lane) = (tid / 32, tid % 32);
     let warp_row = warp / (BN / WN) * WM;

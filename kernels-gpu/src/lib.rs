@@ -43,22 +43,25 @@
 //! Only [`device`] touches `core::arch::nvptx` and shared memory.
 #![cfg_attr(target_arch = "nvptx64", no_std)]
 // `#[inline(always)]` on the closures of step 11's body and of the
-// Hopper steps' blocks (the modules without them would call the feature
-// unused).
+// Hopper steps' blocks (`unroll::inline_always`; the modules without them
+// would call the feature unused). The device build only: the host build
+// is stable Rust.
 #![cfg_attr(
-    any(
-        not(target_arch = "nvptx64"),
-        gemm_module = "mma",
-        gemm_module = "mma16",
-        gemm_module = "mma16_tn",
-        gemm_module = "mma16_nt",
-        gemm_module = "mma16_tt",
-        gemm_module = "wgmma",
-        gemm_module = "wgmma_tn",
-        gemm_module = "wgmma_nt",
-        gemm_module = "wgmma_tt",
-        gemm_module = "wgmma_fp8",
-        gemm_module = "mma_fp8"
+    all(
+        target_arch = "nvptx64",
+        any(
+            gemm_module = "mma",
+            gemm_module = "mma16",
+            gemm_module = "mma16_tn",
+            gemm_module = "mma16_nt",
+            gemm_module = "mma16_tt",
+            gemm_module = "wgmma",
+            gemm_module = "wgmma_tn",
+            gemm_module = "wgmma_nt",
+            gemm_module = "wgmma_tt",
+            gemm_module = "wgmma_fp8",
+            gemm_module = "mma_fp8"
+        )
     ),
     feature(stmt_expr_attributes)
 )]

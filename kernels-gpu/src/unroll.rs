@@ -1,4 +1,5 @@
-//! Compile-time unrolling for register-tiled kernels.
+//! Compile-time unrolling for register-tiled kernels, and closures the
+//! device build must inline.
 
 /// `unroll!(n; MAX, |i| { body })` repeats `body` for `i = 0, 1, .., n - 1`,
 /// where `n` is a constant expression (a const generic parameter is fine)
@@ -71,3 +72,26 @@ pub fn pipelined<R>(rounds: u32, load: impl Fn(u32) -> R, mut work: impl FnMut(&
     }
     work(&cur);
 }
+
+/// `inline_always!(|args| body)`: the closure `#[inline(always)] |args|
+/// body` in the device build, where steps 11-13 and 17-27 hand their
+/// blocks closures that must not become calls (a call keeps its arguments
+/// in local memory, and `wgmma`'s accumulators must stay in registers),
+/// and the plain closure on the host. An attribute on a closure needs the
+/// nightly feature `stmt_expr_attributes`; without it there the host build
+/// of this crate (the specs, the registry, the emulator, which the
+/// library depends on) is stable Rust.
+#[cfg(target_arch = "nvptx64")]
+macro_rules! inline_always {
+    ($($closure:tt)*) => {
+        #[inline(always)]
+        $($closure)*
+    };
+}
+#[cfg(not(target_arch = "nvptx64"))]
+macro_rules! inline_always {
+    ($($closure:tt)*) => {
+        $($closure)*
+    };
+}
+pub(crate) use inline_always;
