@@ -1,8 +1,18 @@
-//! Builds `kernels-gpu` for `nvptx64-nvidia-cuda`, once per PTX module
-//! (`kernels-gpu/src/modules.rs`), and hands the PTX to the library (`rust_gemm::ptx`):
-//! `$OUT_DIR/<module>.ptx`, listed in `$OUT_DIR/ptx_modules.rs`. This is
-//! the job Rust-CUDA's `cuda_builder` does; here it is rustc's own NVPTX
-//! backend, per module:
+//! Hands the library (`rust_gemm::ptx`) one PTX text per module of
+//! `kernels-gpu/src/modules.rs`: `$OUT_DIR/<module>.ptx`, listed in
+//! `$OUT_DIR/ptx_modules.rs`. Two sources:
+//!
+//! - Shipped (the default, what a program that depends on the library
+//!   gets): `ptx/<module>.ptx.gz` in this package, so that its build needs
+//!   no nightly and no kernel build, only a stable Rust.
+//! - From source, with `RUST_GEMM_BUILD_PTX=1` (set for every build inside
+//!   this repository by its `.cargo/config.toml`): `kernels-gpu` built
+//!   for `nvptx64-nvidia-cuda` with the pinned nightly. A test
+//!   (`tests/tests/ptx.rs`) fails while the shipped modules differ from
+//!   these.
+//!
+//! Building from source is the job Rust-CUDA's `cuda_builder` does; here
+//! it is rustc's own NVPTX backend, per module:
 //!
 //! cargo rustc -p kernels-gpu --profile ptx --target nvptx64-nvidia-cuda
 //!     -Zbuild-std=core --crate-type cdylib --target-dir $OUT_DIR/ptx-<module>
@@ -16,6 +26,7 @@
 
 use std::env;
 use std::fmt::Write as _;
+use std::io::Read as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, exit};
 use std::thread;
@@ -33,38 +44,24 @@ fn fail(message: &str) -> ! {
     exit(1)
 }
 
+/// Set to `1` to build the PTX from the kernels' source (the pinned
+/// nightly and rust-src needed); this repository's `.cargo/config.toml`
+/// sets it for every build in the checkout. Unset, the build takes the
+/// modules shipped in `ptx/`, and any Rust toolchain will do.
+const FROM_SOURCE: &str = "RUST_GEMM_BUILD_PTX";
+
 fn main() {
     let manifest_dir = PathBuf::from(env::var("CARGO_MANIFEST_DIR").unwrap());
-    let root = manifest_dir.ancestors().nth(2).unwrap().to_path_buf();
-    let kernels = root.join("kernels-gpu");
     let out_dir = PathBuf::from(env::var("OUT_DIR").unwrap());
-    for input in [
-        kernels.join("src"),
-        kernels.join("Cargo.toml"),
-        root.join("rust-toolchain.toml"),
-    ] {
-        println!("cargo::rerun-if-changed={}", input.display());
-    }
-
-    let rustc = env::var("RUSTC").unwrap_or_else(|_| "rustc".into());
-    check_toolchain(&rustc);
-
-    // One thread per module; each runs its own cargo in its own target
-    // folder (the outer cargo holds the lock on ours).
-    let ptx_dir = ptx_target_root(&out_dir);
-    let results: Vec<Result<String, String>> = thread::scope(|scope| {
-        let builds: Vec<_> = MODULES
+    println!("cargo::rerun-if-env-changed={FROM_SOURCE}");
+    let results = if env::var(FROM_SOURCE).is_ok_and(|v| v == "1") {
+        build_all(&manifest_dir, &out_dir)
+    } else {
+        MODULES
             .iter()
-            .map(|module| scope.spawn(|| build_module(&root, &ptx_dir, module)))
-            .collect();
-        builds
-            .into_iter()
-            .map(|b| {
-                b.join()
-                    .unwrap_or_else(|_| Err("the build thread panicked".into()))
-            })
+            .map(|module| shipped(&manifest_dir, module))
             .collect()
-    });
+    };
     let mut list = String::from(
         "/// `(module name, PTX text)` for every module of `kernels_gpu::modules::MODULES`, in order.\n\
          pub const PTX_MODULES: &[(&str, &str)] = &[\n",
@@ -85,6 +82,78 @@ fn main() {
     write_if_changed(&out_dir.join("ptx_modules.rs"), &list);
 }
 
+/// Every module built from `kernels-gpu`'s source, in parallel.
+fn build_all(manifest_dir: &Path, out_dir: &Path) -> Vec<Result<String, String>> {
+    let root = manifest_dir.ancestors().nth(2).unwrap().to_path_buf();
+    let kernels = root.join("kernels-gpu");
+    for input in [
+        kernels.join("src"),
+        kernels.join("Cargo.toml"),
+        root.join("rust-toolchain.toml"),
+    ] {
+        println!("cargo::rerun-if-changed={}", input.display());
+    }
+    if !kernels.join("src").is_dir() {
+        fail(&format!(
+            "{FROM_SOURCE}=1 builds the PTX from the kernels' source, but {} is not there: \
+             unset {FROM_SOURCE} to use the shipped PTX, or build from a checkout of the repository",
+            kernels.display()
+        ));
+    }
+
+    let rustc = env::var("RUSTC").unwrap_or_else(|_| "rustc".into());
+    check_toolchain(&rustc);
+
+    // One thread per module; each runs its own cargo in its own target
+    // folder (the outer cargo holds the lock on ours).
+    let ptx_dir = ptx_target_root(out_dir);
+    thread::scope(|scope| {
+        let builds: Vec<_> = MODULES
+            .iter()
+            .map(|module| scope.spawn(|| build_module(&root, &ptx_dir, module)))
+            .collect();
+        builds
+            .into_iter()
+            .map(|b| {
+                b.join()
+                    .unwrap_or_else(|_| Err("the build thread panicked".into()))
+            })
+            .collect()
+    })
+}
+
+/// The shipped PTX of `module`: `ptx/<module>.ptx.gz` in this package,
+/// made from the kernels' source by the nightly build (`UPDATE_PTX=1
+/// cargo test -p tests --test ptx shipped`, which also fails while they
+/// differ).
+fn shipped(manifest_dir: &Path, module: &PtxModule) -> Result<String, String> {
+    let path = manifest_dir
+        .join("ptx")
+        .join(format!("{}.ptx.gz", module.name));
+    println!("cargo::rerun-if-changed={}", path.display());
+    let file = std::fs::File::open(&path).map_err(|e| {
+        format!(
+            "the shipped PTX module {} is missing ({}: {e}): restore it from the repository, \
+             or build the modules from source with {FROM_SOURCE}=1 and the pinned nightly",
+            module.name,
+            path.display()
+        )
+    })?;
+    let mut ptx = String::new();
+    flate2::read::GzDecoder::new(file)
+        .read_to_string(&mut ptx)
+        .map_err(|e| {
+            format!(
+                "the shipped PTX module {} ({}) is not gzip-compressed text: {e}; \
+                 restore it from the repository",
+                module.name,
+                path.display()
+            )
+        })?;
+    check_ptx(module, &ptx)?;
+    Ok(ptx)
+}
+
 /// Where the modules' own target folders go: `<target>/ptx/`, shared by
 /// the debug, release and test builds of `host` (whose `OUT_DIR`s differ:
 /// the device build does not depend on the host profile, so build it
@@ -103,7 +172,13 @@ fn build_module(root: &Path, ptx_dir: &Path, module: &PtxModule) -> Result<Strin
     let cargo = env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let mut cmd = Command::new(cargo);
     cmd.current_dir(root)
-        .args(["rustc", "--quiet", "--package", "kernels-gpu"])
+        .args([
+            "rustc",
+            "--quiet",
+            "--package",
+            "kernels-gpu",
+            "--no-default-features",
+        ])
         .args(["--profile", "ptx", "--target", DEVICE_TARGET])
         .args(["-Zbuild-std=core", "--crate-type", "cdylib"])
         .arg("--target-dir")

@@ -26,7 +26,7 @@
 use crate::device::{block_idx_x, block_idx_y, fma, thread_idx_x, thread_idx_y};
 use crate::gemm::Gemm;
 use crate::elem::Elems;
-use crate::launch::{KernelSpec, Launch, Body, Operands, Ops};
+use crate::launch::{KernelSpec, Launch, Operands, Ops, emulated};
 use crate::modules;
 
 /// Threads per block along x and y; each block covers a BLOCK x BLOCK tile of C.
@@ -46,7 +46,7 @@ pub const SPEC: KernelSpec = KernelSpec {
         persistent: false,
     },
     model_reuse: (1, 1),
-    body: Body::Emulated(naive),
+    body: emulated!(naive),
     operands: Operands::Pointers,
     ops: Ops::NN,
     batches: true,

@@ -28,7 +28,7 @@ use crate::device::{
 };
 use crate::gemm::Gemm;
 use crate::elem::Elems;
-use crate::launch::{KernelSpec, Launch, Body, Operands, Ops};
+use crate::launch::{KernelSpec, Launch, Operands, Ops, emulated};
 use crate::modules;
 
 /// Tile edge: blocks are T x T threads, tiles T x T floats, K steps by T.
@@ -60,7 +60,7 @@ pub const SPEC: KernelSpec = KernelSpec {
         persistent: false,
     },
     model_reuse: (T, T),
-    body: Body::Emulated(tiled16),
+    body: emulated!(tiled16),
     operands: Operands::Pointers,
     ops: Ops::NN,
     batches: true,
@@ -189,7 +189,7 @@ pub const SPEC_NOPAD: KernelSpec = KernelSpec {
         persistent: false,
     },
     model_reuse: (T, T),
-    body: Body::Emulated(tiled16_nopad),
+    body: emulated!(tiled16_nopad),
     operands: Operands::Pointers,
     ops: Ops::NN,
     batches: true,

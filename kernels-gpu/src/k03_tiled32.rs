@@ -28,7 +28,7 @@ use crate::device::{
 };
 use crate::gemm::Gemm;
 use crate::elem::Elems;
-use crate::launch::{KernelSpec, Launch, Body, Operands, Ops};
+use crate::launch::{KernelSpec, Launch, Operands, Ops, emulated};
 use crate::modules;
 
 /// Tile edge: blocks are T x T threads, tiles T x T floats, K steps by T.
@@ -56,7 +56,7 @@ pub const SPEC: KernelSpec = KernelSpec {
         persistent: false,
     },
     model_reuse: (T, T),
-    body: Body::Emulated(tiled32),
+    body: emulated!(tiled32),
     operands: Operands::Pointers,
     ops: Ops::NN,
     batches: true,

@@ -25,7 +25,7 @@
 use crate::device::{SharedTile, block_idx_x, block_idx_y, fma, sync_threads, thread_idx_x};
 use crate::gemm::Gemm;
 use crate::elem::Elems;
-use crate::launch::{KernelSpec, Launch, Body, Operands, Ops};
+use crate::launch::{KernelSpec, Launch, Operands, Ops, emulated};
 use crate::modules;
 use crate::unroll::unroll;
 
@@ -73,7 +73,7 @@ pub const SPEC: KernelSpec = KernelSpec {
         persistent: false,
     },
     model_reuse: (BM, BN),
-    body: Body::Emulated(blocktile_2d),
+    body: emulated!(blocktile_2d),
     operands: Operands::Pointers,
     ops: Ops::NN,
     batches: true,

@@ -33,7 +33,7 @@ use crate::device::{SharedTile, block_idx_x, block_idx_y, fma, sync_threads, thr
 use crate::gemm::Gemm;
 use crate::unroll::unroll;
 use crate::elem::Elems;
-use crate::launch::{KernelSpec, Launch, Body, Operands, Ops};
+use crate::launch::{KernelSpec, Launch, Operands, Ops, emulated};
 use crate::modules;
 
 /// Rows of C per block.
@@ -83,7 +83,7 @@ pub const SPEC: KernelSpec = KernelSpec {
         persistent: false,
     },
     model_reuse: (BM, BN),
-    body: Body::Emulated(vectorized),
+    body: emulated!(vectorized),
     operands: Operands::Pointers,
     ops: Ops::NN,
     batches: true,

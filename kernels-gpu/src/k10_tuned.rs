@@ -83,7 +83,7 @@ use crate::device::{SharedTile, block_idx_x, block_idx_y, fma, sync_threads, thr
 use crate::gemm::Gemm;
 use crate::unroll::unroll;
 use crate::elem::Elems;
-use crate::launch::{Body, KernelSpec, Launch, Op, Operands, Ops};
+use crate::launch::{KernelSpec, Launch, Op, Operands, Ops, emulated};
 use crate::modules::{self, PtxModule};
 
 /// A warp's 32 lanes as a LANE_ROWS x LANE_COLS grid.
@@ -198,7 +198,7 @@ impl Params {
                 persistent: false,
             },
             model_reuse: (self.bm, self.bn),
-            body: Body::Emulated(body),
+            body: emulated!(body),
             operands: Operands::Pointers,
             ops,
             batches: true,

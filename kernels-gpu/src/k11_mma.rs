@@ -73,7 +73,7 @@ use crate::device::mma::{mma_m16n8k8_tf32, split_tf32, to_tf32};
 use crate::device::{SharedTile, block_idx_x, block_idx_y, sync_threads, thread_idx_x};
 use crate::gemm::Gemm;
 use crate::elem::Elems;
-use crate::launch::{KernelSpec, Launch, Body, Operands, Ops};
+use crate::launch::{KernelSpec, Launch, Operands, Ops, emulated};
 use crate::modules;
 use crate::unroll::unroll;
 use crate::unroll::inline_always;
@@ -165,7 +165,7 @@ impl Params {
                 persistent: false,
             },
             model_reuse: (self.bm, self.bn),
-            body: Body::Emulated(body),
+            body: emulated!(body),
             operands: Operands::Pointers,
             ops: Ops::NN,
             batches: false,

@@ -29,7 +29,7 @@
 use crate::device::{block_idx_x, block_idx_y, thread_idx_x};
 use crate::gemm::Gemm;
 use crate::elem::Elems;
-use crate::launch::{Body, KernelSpec, Launch, Operands, Ops};
+use crate::launch::{KernelSpec, Launch, Operands, Ops, emulated};
 use crate::modules;
 
 /// Threads per block: consecutive columns of C.
@@ -57,7 +57,7 @@ pub const REDUCE: KernelSpec = KernelSpec {
         persistent: false,
     },
     model_reuse: (1, 1),
-    body: Body::Emulated(reduce_slices),
+    body: emulated!(reduce_slices),
     operands: Operands::Pointers,
     ops: Ops::NN,
     batches: true,

@@ -30,7 +30,7 @@
 use crate::device::{block_idx_x, block_idx_y, fma, thread_idx_x};
 use crate::gemm::Gemm;
 use crate::elem::Elems;
-use crate::launch::{Body, KernelSpec, Launch, Operands, Ops};
+use crate::launch::{KernelSpec, Launch, Operands, Ops, emulated};
 use crate::modules;
 use crate::unroll::{pipelined, unroll};
 
@@ -55,7 +55,7 @@ const fn spec(name: &'static str, threads: usize, vec: usize, body: fn(Gemm)) ->
             persistent: false,
         },
         model_reuse: (1, 1),
-        body: Body::Emulated(body),
+        body: emulated!(body),
         operands: Operands::Pointers,
         ops: Ops::NN,
         batches: true,

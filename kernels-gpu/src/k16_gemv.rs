@@ -30,7 +30,7 @@ use crate::device::warp::{WARP, lane, warp_idx, warp_sum};
 use crate::device::{block_idx_x, block_idx_y, fma};
 use crate::gemm::Gemm;
 use crate::elem::Elems;
-use crate::launch::{Body, KernelSpec, Launch, Operands, Ops};
+use crate::launch::{KernelSpec, Launch, Operands, Ops, emulated};
 use crate::modules;
 use crate::unroll::{pipelined, unroll};
 
@@ -59,7 +59,7 @@ pub const SPEC: KernelSpec = KernelSpec {
         persistent: false,
     },
     model_reuse: (1, 1),
-    body: Body::Emulated(gemv_warp_8x1),
+    body: emulated!(gemv_warp_8x1),
     operands: Operands::Pointers,
     ops: Ops::NN,
     batches: true,

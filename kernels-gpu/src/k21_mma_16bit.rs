@@ -51,7 +51,7 @@ use crate::device::mma::mma_m16n8k16;
 use crate::device::{GlobalIn, SharedTile, block_idx_x, block_idx_y, sync_threads, thread_idx_x};
 use crate::elem::{Bf16, Elem, Element, Elems, F16, Math};
 use crate::gemm::{Gemm, Output, store_mma_tiles};
-use crate::launch::{Body, KernelSpec, Launch, Op, Operands, Ops};
+use crate::launch::{Body, KernelSpec, Launch, Op, Operands, Ops, emulated};
 use crate::modules;
 use crate::unroll::unroll;
 use crate::unroll::inline_always;
@@ -180,7 +180,7 @@ macro_rules! instance {
     ($module:ident = $cfg:literal, $kind:ident, $name:ident, $spec:ident, $t:ident, $c:ty, $ops:ident, $bm:literal, $bn:literal, $wm:literal, $wn:literal, $s:literal) => {
         #[cfg(not(target_arch = "nvptx64"))]
         pub const $spec: KernelSpec = Params { bm: $bm, bn: $bn, wm: $wm, wn: $wn, stages: $s, ops: Ops::$ops }
-            .spec(stringify!($name), <$t as Element>::ELEM, <$c as Element>::ELEM, Body::Emulated($name),
+            .spec(stringify!($name), <$t as Element>::ELEM, <$c as Element>::ELEM, emulated!($name),
                 &modules::$module, Kind::$kind.batches());
         /// The body of the PTX entry of the same name (inlined into it).
         #[cfg(target_arch = "nvptx64")]

@@ -54,7 +54,7 @@ use crate::elem::{Bf16, E4m3, E5m2, Element, Elems, F16, Fp8, Math, SCALE_BLOCK,
 use crate::gemm::Gemm as EmulatedGemm;
 use crate::gemm::{Gemm, Output, Scales, store_mma_tiles};
 use crate::k21_mma_16bit::{Window, copy_tile, load_x4};
-use crate::launch::{Body, KernelSpec, Launch, Operands, Ops};
+use crate::launch::{KernelSpec, Launch, Operands, Ops, emulated};
 use crate::modules;
 use crate::unroll::unroll;
 use crate::unroll::inline_always;
@@ -111,7 +111,7 @@ const fn spec(
             persistent: false,
         },
         model_reuse: (BM, BN),
-        body: Body::Emulated(body),
+        body: emulated!(body),
         operands: Operands::Pointers,
         ops: Ops::NT,
         batches: false,

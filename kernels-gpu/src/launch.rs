@@ -62,6 +62,30 @@ pub enum Body {
     GpuOnly(&'static str),
 }
 
+/// A spec's `body` for a kernel the emulator runs: `Body::Emulated(body)`
+/// with the `emulator` feature (the default). Without it, a program that
+/// only launches the kernels (the library built for a program outside
+/// this repository) does not compile the bodies' host instances, which
+/// are most of this crate's host build time; the body is named, so that
+/// it counts as used, but never turned into a function pointer, and the
+/// spec says the emulator was left out.
+#[cfg(feature = "emulator")]
+macro_rules! emulated {
+    ($body:expr) => {
+        $crate::launch::Body::Emulated($body)
+    };
+}
+#[cfg(not(feature = "emulator"))]
+macro_rules! emulated {
+    ($body:expr) => {{
+        let _ = $body;
+        $crate::launch::Body::GpuOnly(
+            "this build left the emulator out (the `emulator` feature of kernels-gpu)",
+        )
+    }};
+}
+pub(crate) use emulated;
+
 /// How a kernel receives A and B.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Operands {

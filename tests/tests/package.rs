@@ -73,3 +73,98 @@ fn rand_only_through_half() {
         "rand is used by {users:?}"
     );
 }
+
+/// A crate outside the workspace, built with stable Rust (`rustup run
+/// stable`), with the library as its only dependency: it builds from the
+/// shipped PTX, with no nightly and no kernel build, and runs
+/// (`tests/fixtures/stable-user/main.rs`: it plans a call, and runs and
+/// checks it where there is a GPU). Skipped, loudly, where rustup has no
+/// stable toolchain, unless `REQUIRE_STABLE=1` (CI) makes that a failure.
+#[test]
+fn a_stable_crate_outside_the_workspace_builds_and_runs() {
+    let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .canonicalize()
+        .unwrap();
+    // Only what rustup and cargo need to find themselves and the registry:
+    // nothing of the cargo that runs this test (its toolchain, flags,
+    // target folder, or RUST_GEMM_BUILD_PTX from the repository's config).
+    let clean = |cmd: &mut Command| {
+        cmd.env_clear();
+        for var in ["PATH", "HOME", "RUSTUP_HOME", "CARGO_HOME", "TMPDIR"] {
+            if let Some(v) = std::env::var_os(var) {
+                cmd.env(var, v);
+            }
+        }
+    };
+    let mut probe = Command::new("rustup");
+    clean(&mut probe);
+    let stable = probe
+        .args(["run", "stable", "rustc", "--version"])
+        .output()
+        .ok()
+        .filter(|o| o.status.success());
+    let Some(stable) = stable else {
+        assert!(
+            std::env::var("REQUIRE_STABLE").is_err(),
+            "REQUIRE_STABLE is set but rustup has no stable toolchain: \
+             run `rustup toolchain install stable --profile minimal`"
+        );
+        eprintln!(
+            "SKIPPED a_stable_crate_outside_the_workspace_builds_and_runs: no stable toolchain \
+             (`rustup toolchain install stable --profile minimal`)"
+        );
+        return;
+    };
+    let dir = std::env::temp_dir().join(format!("rust-gemm-stable-user-{}", std::process::id()));
+    std::fs::create_dir_all(dir.join("src")).unwrap();
+    std::fs::write(
+        dir.join("Cargo.toml"),
+        format!(
+            "[package]\nname = \"stable-user\"\nversion = \"0.1.0\"\nedition = \"2024\"\n\n\
+             [dependencies]\nrust-gemm = {{ path = {:?} }}\n\n[workspace]\n",
+            repo.join("host/gemm").display().to_string()
+        ),
+    )
+    .unwrap();
+    std::fs::copy(
+        repo.join("tests/fixtures/stable-user/main.rs"),
+        dir.join("src/main.rs"),
+    )
+    .unwrap();
+    // The workspace's lock file: the same versions, all in the local
+    // registry already (the workspace's build fetched them).
+    std::fs::copy(repo.join("Cargo.lock"), dir.join("Cargo.lock")).unwrap();
+    let target = repo.join("target/stable-user");
+    let started = std::time::Instant::now();
+    let mut build = Command::new("rustup");
+    clean(&mut build);
+    let out = build
+        .args(["run", "stable", "cargo", "build", "--offline", "--quiet"])
+        .env("CARGO_TARGET_DIR", &target)
+        .current_dir(&dir)
+        .output()
+        .expect("rustup runs");
+    eprintln!(
+        "{} built the outside crate in {:.1} s",
+        String::from_utf8_lossy(&stable.stdout).trim(),
+        started.elapsed().as_secs_f64()
+    );
+    assert!(
+        out.status.success(),
+        "the outside crate did not build on stable:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let run = Command::new(target.join("debug/stable-user"))
+        .output()
+        .expect("the outside crate's program runs");
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    eprintln!("{stdout}");
+    assert!(
+        run.status.success() && (stdout.starts_with("ok:") || stdout.starts_with("planned")),
+        "the outside crate's program failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}

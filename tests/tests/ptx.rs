@@ -25,6 +25,45 @@ fn kernels_of(module: &PtxModule) -> Vec<&'static KernelSpec> {
     registry::all().filter(|k| k.module == module).collect()
 }
 
+/// The PTX the library ships (`host/gemm/ptx/<module>.ptx.gz`, what a
+/// program outside this repository builds with) is the PTX the kernels'
+/// source makes now (`rust_gemm::ptx`: inside the repository the build
+/// compiles it from source). `UPDATE_PTX=1` rewrites the shipped files
+/// that differ instead of failing.
+#[test]
+fn shipped_ptx_is_the_kernels_ptx() {
+    use std::io::{Read as _, Write as _};
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../host/gemm/ptx");
+    let update = std::env::var("UPDATE_PTX").is_ok_and(|v| v == "1");
+    let mut stale = Vec::new();
+    for module in MODULES {
+        let built = rust_gemm::ptx(module);
+        let path = dir.join(format!("{}.ptx.gz", module.name));
+        let mut shipped = String::new();
+        let read = std::fs::File::open(&path)
+            .map(flate2::read::GzDecoder::new)
+            .and_then(|mut gz| gz.read_to_string(&mut shipped));
+        if read.is_ok() && shipped == built {
+            continue;
+        }
+        if update {
+            std::fs::create_dir_all(&dir).unwrap();
+            let file = std::fs::File::create(&path).unwrap();
+            let mut gz = flate2::write::GzEncoder::new(file, flate2::Compression::best());
+            gz.write_all(built.as_bytes()).unwrap();
+            gz.finish().unwrap();
+            eprintln!("rewrote {}", path.display());
+        } else {
+            stale.push(module.name);
+        }
+    }
+    assert!(
+        stale.is_empty(),
+        "the shipped PTX of {stale:?} (host/gemm/ptx/) differs from what the kernels' source builds: \
+         run `UPDATE_PTX=1 cargo test -p tests --test ptx shipped` and commit host/gemm/ptx/"
+    );
+}
+
 #[test]
 fn every_module_exports_its_kernels_and_nothing_unresolved() {
     for module in MODULES {

@@ -1994,7 +1994,9 @@ fn reduce_params(p: GemmParams, slices: usize) -> GemmParams {
 /// held as f32 (a 16-bit kernel reads each rounded to its type, and
 /// writes a 16-bit C's values rounded). Returns C after the call, and the first launch whose checks
 /// found something (races, bad accesses, ...), as text. For tests and
-/// small sizes: the emulator runs every GPU thread as an OS thread.
+/// small sizes: the emulator runs every GPU thread as an OS thread. Built
+/// without the `emulator` feature, every kernel is refused
+/// ([`GemmError::KernelUnsupported`], saying so).
 pub fn emulate(
     cfg: &GemmConfig,
     choice: Choice,

@@ -23,6 +23,10 @@ pub use blas::{
     Algorithm, Compute, GemmConfig, GemmElement, GemmError, Layout, Op, QuantConfig, Quantize,
     Scales, Sgemm,
 };
+/// The cudarc this library is built with: a program can take its
+/// `CudaContext`, streams and buffers from here and be sure the versions
+/// match.
+pub use cudarc;
 pub use error::HostError;
 
 use kernels_gpu::modules::PtxModule;
