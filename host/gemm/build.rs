@@ -54,7 +54,8 @@ fn main() {
     let manifest_dir = PathBuf::from(env::var("CARGO_MANIFEST_DIR").unwrap());
     let out_dir = PathBuf::from(env::var("OUT_DIR").unwrap());
     println!("cargo::rerun-if-env-changed={FROM_SOURCE}");
-    let results = if env::var(FROM_SOURCE).is_ok_and(|v| v == "1") {
+    let from_source = env::var(FROM_SOURCE).is_ok_and(|v| v == "1");
+    let results = if from_source {
         build_all(&manifest_dir, &out_dir)
     } else {
         MODULES
@@ -65,6 +66,11 @@ fn main() {
     let mut list = String::from(
         "/// `(module name, PTX text)` for every module of `kernels_gpu::modules::MODULES`, in order.\n\
          pub const PTX_MODULES: &[(&str, &str)] = &[\n",
+    );
+    let mut sass = String::from(
+        "/// `(module name, architecture, cubin)`: the SASS shipped for each module\n\
+         /// (`Arch::sass`), where it was assembled from this PTX.\n\
+         pub const SASS_MODULES: &[(&str, &str, &[u8])] = &[\n",
     );
     for (module, result) in MODULES.iter().zip(results) {
         let ptx = result.unwrap_or_else(|e| fail(&e));
@@ -77,9 +83,36 @@ fn main() {
             file.display().to_string()
         )
         .unwrap();
+        // The shipped cubins were assembled from the shipped PTX: built
+        // from source, a module whose PTX differs (a kernel being edited)
+        // has none, and the driver compiles its PTX.
+        if from_source && shipped(&manifest_dir, module).ok().as_deref() != Some(ptx.as_str()) {
+            continue;
+        }
+        for arch in module.arch.sass {
+            let gz = manifest_dir
+                .join("sass")
+                .join(format!("{}.{arch}.cubin.gz", module.name));
+            println!("cargo::rerun-if-changed={}", gz.display());
+            if !gz.exists() {
+                continue;
+            }
+            let cubin = read_gz(&gz).unwrap_or_else(|e| fail(&e));
+            let file = out_dir.join(format!("{}.{arch}.cubin", module.name));
+            write_if_changed(&file, &cubin);
+            writeln!(
+                sass,
+                "    ({:?}, {arch:?}, include_bytes!({:?})),",
+                module.name,
+                file.display().to_string()
+            )
+            .unwrap();
+        }
     }
     list.push_str("];\n");
-    write_if_changed(&out_dir.join("ptx_modules.rs"), &list);
+    sass.push_str("];\n");
+    list.push_str(&sass);
+    write_if_changed(&out_dir.join("ptx_modules.rs"), list.as_bytes());
 }
 
 /// Every module built from `kernels-gpu`'s source, in parallel.
@@ -131,25 +164,16 @@ fn shipped(manifest_dir: &Path, module: &PtxModule) -> Result<String, String> {
         .join("ptx")
         .join(format!("{}.ptx.gz", module.name));
     println!("cargo::rerun-if-changed={}", path.display());
-    let file = std::fs::File::open(&path).map_err(|e| {
-        format!(
-            "the shipped PTX module {} is missing ({}: {e}): restore it from the repository, \
+    if !path.exists() {
+        return Err(format!(
+            "the shipped PTX module {} is missing ({}): restore it from the repository, \
              or build the modules from source with {FROM_SOURCE}=1 and the pinned nightly",
             module.name,
             path.display()
-        )
-    })?;
-    let mut ptx = String::new();
-    flate2::read::GzDecoder::new(file)
-        .read_to_string(&mut ptx)
-        .map_err(|e| {
-            format!(
-                "the shipped PTX module {} ({}) is not gzip-compressed text: {e}; \
-                 restore it from the repository",
-                module.name,
-                path.display()
-            )
-        })?;
+        ));
+    }
+    let ptx = String::from_utf8(read_gz(&path)?)
+        .map_err(|_| format!("the shipped PTX module {} is not text", path.display()))?;
     check_ptx(module, &ptx)?;
     Ok(ptx)
 }
@@ -241,9 +265,26 @@ fn build_module(root: &Path, ptx_dir: &Path, module: &PtxModule) -> Result<Strin
     Ok(ptx)
 }
 
+/// The bytes of a gzip file, or a one-line reason.
+fn read_gz(path: &Path) -> Result<Vec<u8>, String> {
+    let file =
+        std::fs::File::open(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let mut bytes = Vec::new();
+    flate2::read::GzDecoder::new(file)
+        .read_to_end(&mut bytes)
+        .map_err(|e| {
+            format!(
+                "{} is not gzip-compressed: {e}; restore it from the repository",
+                path.display()
+            )
+        })?;
+    Ok(bytes)
+}
+
 /// Writes `text` unless the file already holds it (no needless rebuilds).
-fn write_if_changed(path: &Path, text: &str) {
-    if std::fs::read_to_string(path).is_ok_and(|old| old == text) {
+fn write_if_changed(path: &Path, text: impl AsRef<[u8]>) {
+    let text = text.as_ref();
+    if std::fs::read(path).is_ok_and(|old| old == text) {
         return;
     }
     std::fs::write(path, text)

@@ -118,7 +118,7 @@ impl RunReport {
         let t = &self.timing;
         format!(
             "GPU      {} (sm_{major}{minor}, {} SMs at {clock}{peak}{dram}; driver CUDA {}.{})\n\
-             PTX      rustc nvptx64, modules {} (JIT-compiled by the driver for sm_{major}{minor})\n\
+             Kernels  rustc nvptx64, modules {} (SASS: shipped for this GPU; PTX JIT: compiled by the driver)\n\
              Problem  C[{m}x{n}] = A[{m}x{k}] * B[{k}x{n}], {} row-major, inputs uniform in [-1, 1) from seed {}\n\
              Timing   {} warm-up + {} timed launches per kernel, CUDA events, median; L2 {}\n",
             g.name,

@@ -28,6 +28,11 @@ pub struct Arch {
     pub exact: bool,
     /// What the architecture adds that the module's kernels use.
     pub adds: &'static str,
+    /// The GPU architectures the library ships SASS for, for the modules
+    /// of this architecture (`ptxas -arch=...` of the PTX, as cubins in
+    /// `host/gemm/sass/`): loading SASS costs no JIT compilation. Other
+    /// GPUs JIT-compile the PTX.
+    pub sass: &'static [&'static str],
 }
 
 impl Arch {
@@ -39,6 +44,7 @@ impl Arch {
         capability: (7, 0),
         exact: false,
         adds: "FP32 FMA, shared memory, bar.sync",
+        sass: &["sm_80", "sm_90"],
     };
     /// Ampere: TF32, BF16 and FP16 tensor cores through `mma.sync`, `cp.async`.
     pub const SM80: Arch = Arch {
@@ -47,6 +53,7 @@ impl Arch {
         capability: (8, 0),
         exact: false,
         adds: "mma.sync tensor cores (TF32, BF16, FP16), cp.async",
+        sass: &["sm_80", "sm_90"],
     };
     /// Ada and newer: FP8 conversions (`cvt.rn.satfinite.e4m3x2.f32`,
     /// `e5m2x2`), which need PTX ISA 8.4 for `sm_89` (ptxas refuses them
@@ -57,6 +64,7 @@ impl Arch {
         capability: (8, 9),
         exact: false,
         adds: "FP8 conversions (cvt.rn.satfinite to E4M3 and E5M2), FP8 mma.sync (m16n8k32)",
+        sass: &["sm_89", "sm_90"],
     };
     /// Hopper only: `wgmma`, TMA (`cp.async.bulk.tensor`), `setmaxnreg`.
     pub const SM90A: Arch = Arch {
@@ -65,7 +73,26 @@ impl Arch {
         capability: (9, 0),
         exact: true,
         adds: "wgmma, TMA, mbarrier",
+        sass: &["sm_90a"],
     };
+
+    /// Whether a GPU of compute capability `(major, minor)` runs SASS
+    /// assembled for `sass` (`sm_90a`: exactly 9.0; `sm_80`: 8.0 and
+    /// every later 8.x, as SASS runs on the minor versions after its own).
+    pub fn sass_runs_on(sass: &str, (major, minor): (u32, u32)) -> bool {
+        let Some(digits) = sass.strip_prefix("sm_") else {
+            return false;
+        };
+        let (digits, exact) = match digits.strip_suffix('a') {
+            Some(d) => (d, true),
+            None => (digits, false),
+        };
+        let Ok(number) = digits.parse::<u32>() else {
+            return false;
+        };
+        let (want_major, want_minor) = (number / 10, number % 10);
+        major == want_major && (minor == want_minor || (!exact && minor > want_minor))
+    }
 
     /// Whether a GPU of compute capability `(major, minor)` can load PTX
     /// built for this architecture.

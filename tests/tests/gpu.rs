@@ -396,7 +396,7 @@ fn library(gpu: &Gpu) -> Vec<(String, Result<(), String>)> {
         }
     }
     // Every candidate by name, unsplit and split in 5.
-    for cand in sgemm.candidates() {
+    for cand in sgemm.candidates().expect("the f32 candidates load") {
         let ops = cand.spec.ops;
         let cfg = GemmConfig::new(300, 200, 700)
             .op_a(ops.a)

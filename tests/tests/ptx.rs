@@ -64,6 +64,37 @@ fn shipped_ptx_is_the_kernels_ptx() {
     );
 }
 
+/// Which GPUs load which shipped SASS (`Arch::sass_runs_on`, SASS's own
+/// rule: the same major version, the same or a later minor one, and an
+/// `a` architecture exactly its own), and that the library has SASS for
+/// every module on an H100/H200 and for the sm_70 and sm_80 modules on
+/// Ampere and Ada (the shipped PTX is the source's: the test above).
+#[test]
+fn shipped_sass_is_chosen_by_compute_capability() {
+    use kernels_gpu::modules::Arch;
+    assert!(Arch::sass_runs_on("sm_80", (8, 0)));
+    assert!(Arch::sass_runs_on("sm_80", (8, 6)));
+    assert!(Arch::sass_runs_on("sm_80", (8, 9)));
+    assert!(!Arch::sass_runs_on("sm_80", (9, 0)));
+    assert!(!Arch::sass_runs_on("sm_89", (8, 6)));
+    assert!(Arch::sass_runs_on("sm_90", (9, 0)));
+    assert!(Arch::sass_runs_on("sm_90a", (9, 0)));
+    assert!(!Arch::sass_runs_on("sm_90a", (10, 0)));
+    assert!(!Arch::sass_runs_on("sm_90", (10, 0)));
+    assert!(!Arch::sass_runs_on("sm_9x", (9, 0)));
+    for module in MODULES {
+        let hopper = rust_gemm::sass(module, (9, 0));
+        let want = if module.arch.exact { "sm_90a" } else { "sm_90" };
+        assert_eq!(hopper.map(|(arch, _)| arch), Some(want), "{}", module.name);
+        let ampere = rust_gemm::sass(module, (8, 6)).map(|(arch, _)| arch);
+        let want = (module.arch.target_cpu == "sm_70" || module.arch.target_cpu == "sm_80")
+            .then_some("sm_80");
+        assert_eq!(ampere, want, "{}", module.name);
+        assert_eq!(rust_gemm::sass(module, (7, 5)), None, "{}", module.name);
+        assert_eq!(rust_gemm::sass(module, (12, 0)), None, "{}", module.name);
+    }
+}
+
 #[test]
 fn every_module_exports_its_kernels_and_nothing_unresolved() {
     for module in MODULES {
@@ -801,10 +832,11 @@ fn launch_constants_are_consistent() {
 }
 
 /// The architectures each module is assembled for: its own target (or
-/// Turing for sm_70, see the module docs) and Hopper.
+/// Turing for sm_70, see the module docs), Hopper, and every architecture
+/// the library ships SASS for (`Arch::sass`).
 fn ptxas_archs(module: &PtxModule) -> &'static [&'static str] {
     match module.arch.target_cpu {
-        "sm_70" => &["sm_75", "sm_90"],
+        "sm_70" => &["sm_75", "sm_80", "sm_90"],
         "sm_80" => &["sm_80", "sm_90"],
         "sm_89" => &["sm_89", "sm_90"],
         // Architecture-specific PTX assembles for its own target only.
@@ -815,7 +847,10 @@ fn ptxas_archs(module: &PtxModule) -> &'static [&'static str] {
 
 /// `ptxas -v` for each module and architecture: every entry assembles with
 /// no spills and no stack frame (a stack frame means a register array went
-/// to local memory).
+/// to local memory). Where the library ships SASS for the architecture
+/// (`host/gemm/sass/<module>.<arch>.cubin.gz`), the cubin ptxas makes is
+/// the shipped one, byte for byte; `UPDATE_PTX=1` rewrites those that
+/// differ instead of failing (with the shipped PTX: `shipped_ptx_is_the_kernels_ptx`).
 #[test]
 fn ptxas_assembles_every_module_without_spills() {
     let Some(ptxas) = find_ptxas() else {
@@ -831,15 +866,20 @@ fn ptxas_assembles_every_module_without_spills() {
     };
     let dir = std::env::temp_dir().join(format!("gemm-ptxas-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
+    let sass_dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../host/gemm/sass");
+    let update = std::env::var("UPDATE_PTX").is_ok_and(|v| v == "1");
+    let mut stale = Vec::new();
     for module in MODULES {
         let file = dir.join(format!("{}.ptx", module.name));
         // With each entry's launch bounds, as the host loads it.
         std::fs::write(&file, rust_gemm::with_launch_bounds(rust_gemm::ptx(module))).unwrap();
         for &arch in ptxas_archs(module) {
+            let cubin = dir.join(format!("{}.{arch}.cubin", module.name));
             let out = Command::new(&ptxas)
                 .args(["-v", &format!("-arch={arch}")])
                 .arg(&file)
-                .args(["-o", "/dev/null"])
+                .arg("-o")
+                .arg(&cubin)
                 .output()
                 .expect("run ptxas");
             let log = String::from_utf8_lossy(&out.stderr);
@@ -903,9 +943,51 @@ fn ptxas_assembles_every_module_without_spills() {
                     k.launch.threads()
                 );
             }
+            if module.arch.sass.contains(&arch)
+                && let Some(name) = check_shipped_sass(&sass_dir, &cubin, update)
+            {
+                stale.push(name);
+            }
         }
     }
     std::fs::remove_dir_all(&dir).ok();
+    assert!(
+        stale.is_empty(),
+        "the shipped SASS {stale:?} (host/gemm/sass/) is not what ptxas makes of the PTX: \
+         run `UPDATE_PTX=1 cargo test -p tests --test ptx` and commit host/gemm/"
+    );
+}
+
+/// Compares `cubin` with its shipped copy (`<sass_dir>/<file name>.gz`);
+/// its name if they differ, after rewriting the copy when `update`.
+fn check_shipped_sass(
+    sass_dir: &std::path::Path,
+    cubin: &std::path::Path,
+    update: bool,
+) -> Option<String> {
+    use std::io::{Read as _, Write as _};
+    let made = std::fs::read(cubin).unwrap();
+    let name = cubin.file_name().unwrap().to_string_lossy().into_owned();
+    let path = sass_dir.join(format!("{name}.gz"));
+    let mut shipped = Vec::new();
+    let read = std::fs::File::open(&path)
+        .map(flate2::read::GzDecoder::new)
+        .and_then(|mut gz| gz.read_to_end(&mut shipped));
+    if read.is_ok() && shipped == made {
+        return None;
+    }
+    if !update {
+        return Some(name);
+    }
+    std::fs::create_dir_all(sass_dir).unwrap();
+    let mut gz = flate2::write::GzEncoder::new(
+        std::fs::File::create(&path).unwrap(),
+        flate2::Compression::best(),
+    );
+    gz.write_all(&made).unwrap();
+    gz.finish().unwrap();
+    eprintln!("rewrote {}", path.display());
+    None
 }
 
 #[test]

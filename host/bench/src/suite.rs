@@ -291,7 +291,11 @@ fn run_case(
         ("Auto".to_string(), Variant::Auto),
         ("cuBLAS SGEMM".to_string(), Variant::Cublas),
     ];
-    for cand in sgemm.candidates().iter().filter(|c| c.spec.ops == plan.ops) {
+    for cand in sgemm
+        .candidates()?
+        .iter()
+        .filter(|c| c.spec.ops == plan.ops)
+    {
         for split in splits(cfg, cand.spec.launch.block_tile, sms) {
             let choice = Choice {
                 kernel: cand.spec,

@@ -1384,13 +1384,10 @@ pub struct Sgemm {
     kernels: Mutex<HashMap<&'static str, Arc<Loaded>>>,
     /// The quantizer's entries, found on first use.
     quantizers: Mutex<HashMap<&'static str, CudaFunction>>,
-    /// `Auto`'s f32 candidates with their occupancy.
-    candidates: Candidates,
-    /// `Auto`'s candidates for the other stored types, per layout, and
-    /// for f32 calls in the other compute modes, loaded by the first call
-    /// of each (the driver compiles a module's PTX when it is first
-    /// loaded).
-    others: Mutex<HashMap<(Storage, Ops, Compute), Candidates>>,
+    /// `Auto`'s candidates with their occupancy, per stored types, layout
+    /// and compute mode, loaded by the first call of each (loading a
+    /// kernel loads its module: SASS, or PTX the driver compiles).
+    candidates: Mutex<HashMap<(Storage, Ops, Compute), Candidates>>,
     /// `Auto`'s measured choices for this GPU model, if the repository
     /// has them.
     table: Option<Vec<AutoEntry>>,
@@ -1398,30 +1395,25 @@ pub struct Sgemm {
 }
 
 impl Sgemm {
-    /// A handle that enqueues on `stream`. Loads the PTX modules of
-    /// `Auto`'s f32 kernels into the stream's context (the driver
-    /// compiles them; the first time on a machine this takes seconds,
-    /// later the driver's cache has them); the first call of 16-bit types
-    /// in a layout loads the kernels of those types and that layout, and
-    /// a kernel named in a call loads its module then.
+    /// A handle that enqueues on `stream`. Loads no kernel: the first call
+    /// of a kind (stored types, layout, compute mode) loads the kernels
+    /// `Auto` chooses among for it, and a kernel named in a call loads its
+    /// module then. A module loads its shipped SASS where the GPU has one
+    /// (milliseconds), else its PTX, which the driver compiles (seconds
+    /// the first time on a machine, then from the driver's cache).
     pub fn new(stream: Arc<CudaStream>) -> Result<Self, GemmError> {
         let gpu = Gpu::for_stream(stream)?;
         let table = table_for(&gpu.info.name);
-        let mut me = Self {
+        // Nothing is loaded here: each call loads the kernels it may choose
+        // among the first time one of its kind comes.
+        Ok(Self {
             gpu,
             kernels: Mutex::new(HashMap::new()),
             quantizers: Mutex::new(HashMap::new()),
-            candidates: Arc::new(Vec::new()),
-            others: Mutex::new(HashMap::new()),
+            candidates: Mutex::new(HashMap::new()),
             table,
             workspace: Mutex::new(None),
-        };
-        me.candidates = Arc::new(me.load_candidates(
-            Storage::F32,
-            &[Ops::NN, Ops::TN, Ops::NT, Ops::TT],
-            Compute::Fp32,
-        )?);
-        Ok(me)
+        })
     }
 
     /// `Auto`'s candidates for `storage` and these layouts that this GPU
@@ -1459,15 +1451,12 @@ impl Sgemm {
         } else {
             Compute::Fp32
         };
-        if storage == Storage::F32 && compute == Compute::Fp32 {
-            return Ok(self.candidates.clone());
-        }
-        let mut others = self.others.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(c) = others.get(&(storage, ops, compute)) {
+        let mut candidates = self.candidates.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(c) = candidates.get(&(storage, ops, compute)) {
             return Ok(c.clone());
         }
         let loaded = Arc::new(self.load_candidates(storage, &[ops], compute)?);
-        others.insert((storage, ops, compute), loaded.clone());
+        candidates.insert((storage, ops, compute), loaded.clone());
         Ok(loaded)
     }
 
@@ -1481,9 +1470,17 @@ impl Sgemm {
         &self.gpu.info
     }
 
-    /// `Auto`'s f32 candidates and their occupancy on this GPU.
-    pub fn candidates(&self) -> &[Candidate] {
-        &self.candidates
+    /// `Auto`'s f32 candidates (FP32 mode, every layout) and their
+    /// occupancy on this GPU, loaded now if no call has loaded them.
+    pub fn candidates(&self) -> Result<Vec<Candidate>, GemmError> {
+        let mut all = Vec::new();
+        for ops in [Ops::NN, Ops::TN, Ops::NT, Ops::TT] {
+            all.extend(
+                self.candidates_for(Storage::F32, ops, Compute::Fp32)?
+                    .iter(),
+            );
+        }
+        Ok(all)
     }
 
     /// Whether `Auto` has measured choices for this GPU model.

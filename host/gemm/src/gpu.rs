@@ -140,13 +140,29 @@ pub struct Gpu {
 /// Where the kernels' entries come from.
 enum Modules {
     /// The built-in modules, each loaded the first time one of its entries
-    /// is asked for (the driver compiles a module's PTX when it is loaded,
-    /// seconds for the large ones the first time on a machine: a program
-    /// pays only for the modules it uses). Only those this GPU can run.
-    BuiltIn(Mutex<Vec<(&'static str, Arc<CudaModule>)>>),
+    /// is asked for: its shipped SASS where there is one for this GPU
+    /// (`crate::sass`, milliseconds), else its PTX, which the driver
+    /// compiles when it is loaded (seconds for the large ones the first
+    /// time on a machine: a program pays only for the modules it uses).
+    /// Only those this GPU can run; each with what it was loaded from.
+    BuiltIn(Mutex<Vec<(&'static str, Arc<CudaModule>, Loaded)>>),
     /// One PTX file given by the user, for every kernel (`--ptx`).
     File(Arc<CudaModule>),
 }
+
+/// What a built-in module was loaded from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Loaded {
+    /// Shipped SASS for this architecture: no JIT compilation.
+    Sass(&'static str),
+    /// PTX, compiled by the driver's JIT (or taken from its cache).
+    Ptx,
+}
+
+/// Set to `1` to load every module from its PTX even where SASS is
+/// shipped (to compare, or to work around a driver that refuses the SASS,
+/// which the library also does by itself).
+pub const NO_SASS: &str = "RUST_GEMM_NO_SASS";
 
 /// Whether the NVIDIA driver library can be loaded (no panic when it cannot).
 pub fn driver_present() -> bool {
@@ -200,11 +216,24 @@ impl Gpu {
             unreachable!("only called for built-in modules");
         };
         let mut loaded = loaded.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some((_, m)) = loaded.iter().find(|(name, _)| *name == module.name) {
+        if let Some((_, m, _)) = loaded.iter().find(|(name, _, _)| *name == module.name) {
             return Ok(m.clone());
         }
-        let m = self.load(crate::ptx(module))?;
-        loaded.push((module.name, m.clone()));
+        let sass = self.sass_for(module);
+        // A driver older than the ptxas that made the SASS may refuse it:
+        // the PTX then, as for a GPU without SASS.
+        let from_sass = sass.and_then(|(arch, cubin)| {
+            let m = self
+                .ctx
+                .load_module(Ptx::from_binary(cubin.to_vec()))
+                .ok()?;
+            Some((m, Loaded::Sass(arch)))
+        });
+        let (m, how) = match from_sass {
+            Some(found) => found,
+            None => (self.load(crate::ptx(module))?, Loaded::Ptx),
+        };
+        loaded.push((module.name, m.clone(), how));
         Ok(m)
     }
 
@@ -265,6 +294,13 @@ impl Gpu {
             })
     }
 
+    /// The shipped SASS this GPU loads for `module`, unless [`NO_SASS`] is
+    /// set.
+    fn sass_for(&self, module: &PtxModule) -> Option<(&'static str, &'static [u8])> {
+        let no_sass = std::env::var(NO_SASS).is_ok_and(|v| v == "1");
+        crate::sass(module, self.capability()).filter(|_| !no_sass)
+    }
+
     /// The GPU's compute capability, as the modules' architectures state theirs.
     fn capability(&self) -> (u32, u32) {
         let (major, minor) = self.info.compute_capability;
@@ -302,10 +338,20 @@ impl Gpu {
     pub fn ptx_description(&self) -> String {
         match &self.ptx {
             Modules::File(_) => "a PTX file (--ptx)".into(),
-            Modules::BuiltIn(_) => {
+            Modules::BuiltIn(loaded) => {
+                let loaded = loaded.lock().unwrap_or_else(|e| e.into_inner());
                 let mut parts: Vec<String> = Vec::new();
                 for module in MODULES.iter().filter(|m| self.runs_module(m)) {
-                    parts.push(format!("{} ({})", module.name, module.arch.target_cpu));
+                    let how = match loaded.iter().find(|(name, _, _)| *name == module.name) {
+                        Some((_, _, Loaded::Sass(arch))) => format!(", SASS {arch}"),
+                        Some((_, _, Loaded::Ptx)) => ", PTX JIT".into(),
+                        // Not loaded yet: what it will be loaded from.
+                        None => match self.sass_for(module) {
+                            Some((arch, _)) => format!(", SASS {arch}"),
+                            None => ", PTX JIT".into(),
+                        },
+                    };
+                    parts.push(format!("{} ({}{how})", module.name, module.arch.target_cpu));
                 }
                 parts.join(", ")
             }

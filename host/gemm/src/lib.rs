@@ -44,6 +44,21 @@ pub fn ptx(module: &PtxModule) -> &'static str {
         .expect("build.rs builds every module in kernels_gpu::modules::MODULES")
 }
 
+/// The SASS shipped for `module` that a GPU of compute capability
+/// `(major, minor)` runs, if any: `(architecture, cubin)`, assembled by
+/// `ptxas` from [`with_launch_bounds`] of its PTX (`tests/tests/ptx.rs`
+/// checks they match). A module without one for the GPU is JIT-compiled
+/// from its PTX by the driver.
+pub fn sass(module: &PtxModule, capability: (u32, u32)) -> Option<(&'static str, &'static [u8])> {
+    SASS_MODULES
+        .iter()
+        .filter(|(name, arch, _)| {
+            *name == module.name && kernels_gpu::modules::Arch::sass_runs_on(arch, capability)
+        })
+        .map(|(_, arch, cubin)| (*arch, *cubin))
+        .next()
+}
+
 /// `ptx` with launch bounds, `.maxntid X, Y, 1` (the block's threads, from
 /// the `KernelSpec`), after the parameter list of every entry whose spec
 /// asks for a register cap (`Launch::register_cap`) and whose PTX is not
