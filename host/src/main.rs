@@ -102,7 +102,8 @@ fn main() -> ExitCode {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => ExitCode::FAILURE,
         Err(e) => {
-            eprintln!("error: {e}");
+            let hint = e.downcast_ref::<HostError>().map(harness::cli::hint);
+            eprintln!("error: {e}{}", hint.unwrap_or_default());
             ExitCode::FAILURE
         }
     }

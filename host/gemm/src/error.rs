@@ -1,5 +1,7 @@
 //! Every way the host can fail, each with a one-line message that names the
-//! cause and what to do about it.
+//! cause and what to do about it. The messages are the library's: they
+//! name no command-line flag; the `host` program adds its own hints
+//! (`harness::cli::hint`).
 
 use cudarc::driver::DriverError;
 
@@ -16,17 +18,11 @@ pub fn cuda_error_name(e: &DriverError) -> String {
 
 #[derive(Debug, thiserror::Error)]
 pub enum HostError {
-    #[error(
-        "no NVIDIA driver found (libcuda.so.1 could not be loaded): install the NVIDIA driver, \
-         or run the kernels on the CPU emulator with `host --n 64 --emulate`"
-    )]
+    #[error("no NVIDIA driver found (libcuda.so.1 could not be loaded): install the NVIDIA driver")]
     NoDriver,
-    #[error(
-        "the NVIDIA driver found no GPU: check `nvidia-smi` and CUDA_VISIBLE_DEVICES, \
-         or run the kernels on the CPU emulator with `host --n 64 --emulate`"
-    )]
+    #[error("the NVIDIA driver found no GPU: check `nvidia-smi` and CUDA_VISIBLE_DEVICES")]
     NoGpu,
-    #[error("GPU {ordinal} does not exist: this machine has {count} (choose --device 0..{})", count - 1)]
+    #[error("GPU {ordinal} does not exist: this machine has {count}")]
     NoSuchDevice { ordinal: usize, count: usize },
     #[error("CUDA failed while {doing}: {}", cuda_error_name(.source))]
     Cuda {
@@ -58,7 +54,7 @@ pub enum HostError {
     NotPtx(String),
     #[error("GPU is compute capability {major}.{minor}; the kernels need 7.0 or newer")]
     GpuTooOld { major: i32, minor: i32 },
-    #[error("kernel {kernel} needs {needs}, but {gpu}: choose another kernel (see --list-kernels)")]
+    #[error("kernel {kernel} needs {needs}, but {gpu}: choose another kernel")]
     NeedsNewerGpu {
         kernel: String,
         needs: String,
@@ -66,7 +62,7 @@ pub enum HostError {
     },
     #[error(
         "kernel {kernel} needs {} KB of shared memory per block, but this GPU allows {} KB: \
-         choose a kernel with smaller tiles (see --list-kernels)",
+         choose a kernel with smaller tiles",
         .need / 1024,
         .limit / 1024
     )]
@@ -77,10 +73,10 @@ pub enum HostError {
     },
     #[error(
         "kernel {kernel} cannot run on the CPU emulator ({why}): run it on a GPU, or emulate \
-         another kernel (see --list-kernels)"
+         another kernel"
     )]
     NotEmulated { kernel: String, why: String },
-    #[error("unknown kernel '{name}': choose one of {available} (see --list-kernels)")]
+    #[error("unknown kernel '{name}': choose one of {available}")]
     UnknownKernel { name: String, available: String },
     #[error("{0}")]
     BadShape(String),
@@ -124,6 +120,8 @@ mod tests {
 
     /// docs/faults.md rows 23 and 24: the messages, without the GPUs that
     /// produce them (a GPU older than sm_80; one with less shared memory).
+    /// The `host` program prints them with ` (see --list-kernels)` after
+    /// (`harness::cli::hint`).
     #[test]
     fn a_kernel_the_gpu_cannot_run_names_what_it_needs() {
         let spec = &kernels_gpu::k11_mma::SPEC_128X128X32_W64X64_S2;
@@ -132,7 +130,7 @@ mod tests {
             e.to_string(),
             "kernel mma_128x128x32_w64x64_s2 needs compute capability 8.0 or newer \
              (sm_80, mma.sync tensor cores (TF32, BF16, FP16), cp.async), but NVIDIA T4 is compute \
-             capability 7.5: choose another kernel (see --list-kernels)"
+             capability 7.5: choose another kernel"
         );
         let e = HostError::TooMuchShared {
             kernel: "mma_256x128x32_w64x64_s3".into(),
@@ -142,7 +140,7 @@ mod tests {
         assert_eq!(
             e.to_string(),
             "kernel mma_256x128x32_w64x64_s3 needs 145 KB of shared memory per block, \
-             but this GPU allows 99 KB: choose a kernel with smaller tiles (see --list-kernels)"
+             but this GPU allows 99 KB: choose a kernel with smaller tiles"
         );
     }
 }
