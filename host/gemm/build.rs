@@ -31,7 +31,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, exit};
 use std::thread;
 
-#[allow(dead_code)] // the host crate uses the rest of the list
+#[allow(dead_code)] // the library uses the rest of the list
 #[path = "../../kernels-gpu/src/modules.rs"]
 mod modules;
 
@@ -179,9 +179,9 @@ fn shipped(manifest_dir: &Path, module: &PtxModule) -> Result<String, String> {
 }
 
 /// Where the modules' own target folders go: `<target>/ptx/`, shared by
-/// the debug, release and test builds of `host` (whose `OUT_DIR`s differ:
+/// the debug, release and test builds of the library (whose `OUT_DIR`s differ:
 /// the device build does not depend on the host profile, so build it
-/// once). `OUT_DIR` is `<target>/[<triple>/]<profile>/build/<host-hash>/out`.
+/// once). `OUT_DIR` is `<target>/[<triple>/]<profile>/build/rust-gemm-<hash>/out`.
 fn ptx_target_root(out_dir: &Path) -> PathBuf {
     out_dir
         .ancestors()

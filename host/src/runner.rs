@@ -4,7 +4,8 @@
 //! data on chip).
 //!
 //! Anything that can enqueue a GEMM on the GPU's stream is an [`Enqueue`]:
-//! the Rust kernels here, and the CUDA C++ and cuBLAS baselines of the bench.
+//! the library's kernels (`rust_gemm::launch::Kernel`, the Rust ones and
+//! their CUDA C++ twins), and the cuBLAS baselines of the bench.
 
 use cudarc::driver::sys::{CUdeviceptr, CUevent_flags};
 

@@ -75,8 +75,7 @@ use crate::gemm::Gemm;
 use crate::elem::Elems;
 use crate::launch::{KernelSpec, Launch, Operands, Ops, emulated};
 use crate::modules;
-use crate::unroll::unroll;
-use crate::unroll::inline_always;
+use crate::unroll::{inline_always, unroll};
 
 /// Step along K: 32 floats, four m16n8k8 steps; A's swizzle needs rows
 /// of at least 8 chunks.

@@ -56,9 +56,7 @@ use crate::elem::Elems;
 use crate::launch::{Body, KernelSpec, Launch, Operands, Ops, TmaBoxes, TmaCopy};
 use crate::modules;
 #[cfg(target_arch = "nvptx64")]
-use crate::unroll::unroll;
-#[cfg_attr(not(target_arch = "nvptx64"), allow(unused_imports))] // GPU-only body
-use crate::unroll::inline_always;
+use crate::unroll::{inline_always, unroll};
 
 /// Consumer threads: two warpgroups (warps 0-7), which compute.
 pub(crate) const CONSUMERS: usize = 256;

@@ -51,9 +51,7 @@ use crate::k13_wgmma_ws::{Stages, warp_specialized};
 use crate::k13_wgmma_ws::{Params, wgmma_instance};
 use crate::launch::KernelSpec;
 #[cfg(target_arch = "nvptx64")]
-use crate::unroll::unroll;
-#[cfg_attr(not(target_arch = "nvptx64"), allow(unused_imports))] // GPU-only body
-use crate::unroll::inline_always;
+use crate::unroll::{inline_always, unroll};
 
 /// One parameter set: step 13's (`BM`, stages; the same stage and
 /// barrier layout, B's tile `[BN][BK]` in place of its boxes).

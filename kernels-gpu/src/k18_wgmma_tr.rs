@@ -64,9 +64,7 @@ use crate::k17_wgmma_ss::consume_ss;
 use crate::k13_wgmma_ws::{Params, wgmma_instance};
 use crate::launch::KernelSpec;
 #[cfg(target_arch = "nvptx64")]
-use crate::unroll::unroll;
-#[cfg_attr(not(target_arch = "nvptx64"), allow(unused_imports))] // GPU-only body
-use crate::unroll::inline_always;
+use crate::unroll::{inline_always, unroll};
 
 /// Columns of B in one box, and rows (BK = 32): a 32 x 32 array of 128-byte
 /// rows, 4 KB, the 128-byte swizzle's widest row.

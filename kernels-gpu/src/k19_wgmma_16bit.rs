@@ -60,9 +60,7 @@ use crate::modules;
 #[cfg(target_arch = "nvptx64")]
 use crate::device::barrier::sync_warp;
 #[cfg(target_arch = "nvptx64")]
-use crate::unroll::unroll;
-#[cfg_attr(not(target_arch = "nvptx64"), allow(unused_imports))] // GPU-only body
-use crate::unroll::inline_always;
+use crate::unroll::{inline_always, unroll};
 
 /// Rows of C per block: two consumer warpgroups of 64 (the `wgmma` M).
 pub const BM: usize = 128;

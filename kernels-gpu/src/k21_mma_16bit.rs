@@ -53,8 +53,7 @@ use crate::elem::{Bf16, Elem, Element, Elems, F16, Math};
 use crate::gemm::{Gemm, Output, store_mma_tiles};
 use crate::launch::{Body, KernelSpec, Launch, Op, Operands, Ops, emulated};
 use crate::modules;
-use crate::unroll::unroll;
-use crate::unroll::inline_always;
+use crate::unroll::{inline_always, unroll};
 
 /// Step along K: 64 16-bit values (a 128-byte row of a K-major tile),
 /// four `m16n8k16` steps.

@@ -70,9 +70,7 @@ use crate::k13_wgmma_ws::{Stages, warp_specialized_ab};
 use crate::launch::{Body, KernelSpec, Launch, Operands, Ops, TmaBoxes, TmaCopy};
 use crate::modules;
 #[cfg(target_arch = "nvptx64")]
-use crate::unroll::unroll;
-#[cfg_attr(not(target_arch = "nvptx64"), allow(unused_imports))] // GPU-only body
-use crate::unroll::inline_always;
+use crate::unroll::{inline_always, unroll};
 
 /// `ACC`: all three products of each k-step into one accumulator.
 pub const ONE: u8 = 0;

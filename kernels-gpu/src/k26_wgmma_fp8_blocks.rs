@@ -80,9 +80,7 @@ use crate::k20_wgmma_persistent::persistent;
 use crate::k22_wgmma_tma_store::STAGING_WORDS;
 use crate::launch::{KernelSpec, Ops};
 #[cfg(target_arch = "nvptx64")]
-use crate::unroll::unroll;
-#[cfg_attr(not(target_arch = "nvptx64"), allow(unused_imports))] // GPU-only body
-use crate::unroll::inline_always;
+use crate::unroll::{inline_always, unroll};
 
 /// Columns of C per block: one B block (the `wgmma` N).
 pub const BN: usize = SCALE_BLOCK;

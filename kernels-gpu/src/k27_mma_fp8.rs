@@ -56,8 +56,7 @@ use crate::gemm::{Gemm, Output, Scales, store_mma_tiles};
 use crate::k21_mma_16bit::{Window, copy_tile, load_x4};
 use crate::launch::{KernelSpec, Launch, Operands, Ops, emulated};
 use crate::modules;
-use crate::unroll::unroll;
-use crate::unroll::inline_always;
+use crate::unroll::{inline_always, unroll};
 
 /// Rows of C per block (64: two sets of accumulators, the promoted sums
 /// and the K block's, fit in registers with room for Hopper's FP8

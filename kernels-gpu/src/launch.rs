@@ -80,7 +80,7 @@ macro_rules! emulated {
     ($body:expr) => {{
         let _ = $body;
         $crate::launch::Body::GpuOnly(
-            "this build left the emulator out (the `emulator` feature of kernels-gpu)",
+            "this build left the emulator out (the `emulator` feature of rust-gemm, or of kernels-gpu)",
         )
     }};
 }

@@ -60,8 +60,14 @@ fn rand_only_through_half() {
         .output()
         .expect("cargo runs");
     let text = String::from_utf8_lossy(&out.stdout);
-    if !out.status.success() || text.trim().is_empty() {
-        return; // no rand at all
+    if !out.status.success() {
+        // `-i rand` names no package when rand is not in the tree at all.
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains("did not match any packages"),
+            "cargo tree failed: {stderr}"
+        );
+        return;
     }
     let users: Vec<&str> = text
         .lines()

@@ -1416,25 +1416,23 @@ impl Sgemm {
         })
     }
 
-    /// `Auto`'s candidates for `storage` and these layouts that this GPU
-    /// can run, loaded.
+    /// `Auto`'s candidates for `storage` in layouts `ops` and mode
+    /// `compute` that this GPU can run, loaded.
     fn load_candidates(
         &self,
         storage: Storage,
-        layouts: &[Ops],
+        ops: Ops,
         compute: Compute,
     ) -> Result<Vec<Candidate>, GemmError> {
-        let mut candidates = Vec::new();
-        for &ops in layouts {
-            for spec in auto_candidates(ops, storage, compute).filter(|k| self.gpu.runs(k)) {
-                let loaded = self.loaded(spec)?;
-                candidates.push(Candidate {
+        auto_candidates(ops, storage, compute)
+            .filter(|k| self.gpu.runs(k))
+            .map(|spec| {
+                Ok(Candidate {
                     spec,
-                    blocks_per_sm: loaded.blocks_per_sm,
-                });
-            }
-        }
-        Ok(candidates)
+                    blocks_per_sm: self.loaded(spec)?.blocks_per_sm,
+                })
+            })
+            .collect()
     }
 
     /// `Auto`'s candidates for a call of `storage` (a checked mix) and
@@ -1455,7 +1453,7 @@ impl Sgemm {
         if let Some(c) = candidates.get(&(storage, ops, compute)) {
             return Ok(c.clone());
         }
-        let loaded = Arc::new(self.load_candidates(storage, &[ops], compute)?);
+        let loaded = Arc::new(self.load_candidates(storage, ops, compute)?);
         candidates.insert((storage, ops, compute), loaded.clone());
         Ok(loaded)
     }
