@@ -66,12 +66,13 @@ fn main() -> ExitCode {
             gpu.check_runs(spec).unwrap_err()
         );
     }
-    // GPU_TESTS=library runs the library's tests alone, GPU_TESTS=kernels=PAT
+    // GPU_TESTS=library runs the library's tests alone (GPU_TESTS=streams
+    // its streams-and-graphs tests alone), GPU_TESTS=kernels=PAT
     // the kernels whose names contain PAT and then the library's (a run
     // after a change to those kernels); either says what it skipped.
     let selected = std::env::var("GPU_TESTS").unwrap_or_default();
     let pattern = selected.strip_prefix("kernels=");
-    let library_only = selected == "library";
+    let library_only = selected == "library" || selected == "streams";
     if library_only || pattern.is_some() {
         eprintln!(
             "*** SKIPPED: kernels not selected by GPU_TESTS={selected} (every kernel at every shape otherwise) ***"
@@ -125,7 +126,13 @@ fn main() -> ExitCode {
         "gpu::host_json_output_parses".into(),
         json_output(KERNELS.iter().filter(|k| gpu.runs(k)).count()),
     );
-    for (name, result) in library(&gpu) {
+    // GPU_TESTS=streams: the library's streams-and-graphs tests alone.
+    let library = match selected.as_str() {
+        "streams" => Named::new(),
+        _ => library(&gpu),
+    };
+    let library = library.into_iter();
+    for (name, result) in library.chain(library_streams()).chain(library_graph()) {
         check(format!("gpu::blas::{name}"), result);
     }
     println!("\ngpu: {passed} passed, {failed} failed");
@@ -167,7 +174,7 @@ fn library_call(
 }
 
 /// A stored type of the 16-bit calls: how a value converts.
-trait Convert: GemmElement {
+trait Convert: GemmElement + cudarc::driver::ValidAsZeroBits {
     fn from(x: f32) -> Self;
     fn to(self) -> f32;
 }
@@ -209,68 +216,135 @@ fn library_call_typed<T: Convert, C: Convert>(
     offset: usize,
     seed: u64,
 ) -> Result<String, String> {
-    let (la, lb, lc) = lens(cfg);
-    let stream = sgemm.stream();
-    let stored_t = |v: Vec<f32>| -> (Vec<T>, Vec<f32>) {
-        let t: Vec<T> = v.into_iter().map(T::from).collect();
-        let f = t.iter().map(|&x| x.to()).collect();
-        (t, f)
-    };
-    let (a_t, a) = stored_t(values(la + offset, seed));
-    let (b_t, b) = stored_t(values(lb + offset, seed + 1));
-    let c_t: Vec<C> = if cfg.beta == 0.0 {
-        vec![C::from(f32::NAN); lc + offset]
-    } else {
-        values(lc + offset, seed + 2)
-            .into_iter()
-            .map(C::from)
-            .collect()
-    };
-    let c0: Vec<f32> = c_t.iter().map(|&x| x.to()).collect();
-    let e = |e: cudarc::driver::DriverError| e.to_string();
-    let a_dev = stream.clone_htod(&a_t).map_err(e)?;
-    let b_dev = stream.clone_htod(&b_t).map_err(e)?;
-    let mut c_dev = stream.clone_htod(&c_t).map_err(e)?;
-    let choice = {
-        let a_view = a_dev.slice(offset..);
-        let b_view = b_dev.slice(offset..);
-        let mut c_view = c_dev.slice_mut(offset..);
-        sgemm
-            .gemm(cfg, &a_view, &b_view, &mut c_view)
-            .map_err(|e| e.to_string())?
-    };
-    let after: Vec<f32> = stream
-        .clone_dtoh(&c_dev)
-        .map_err(e)?
-        .into_iter()
-        .map(C::to)
-        .collect();
-    if choice.kernel.elems.storage() != Storage::new(T::ELEM, T::ELEM, C::ELEM) && cfg.alpha != 0.0
-    {
-        return Err(format!("{choice} does not store the call's types"));
-    }
-    let v = check_gemm(
-        cfg,
-        (&a[offset..], &b[offset..]),
-        (&c0[offset..], &after[offset..]),
-        kernels_gpu::elem::Elems::new(T::ELEM, T::ELEM, C::ELEM, choice.kernel.elems.math),
-        usize::MAX,
-        seed,
-    );
-    if !v.passed {
-        return Err(format!(
-            "{choice}: max error {:e}, {} non-finite, worst {:?}",
-            v.max_error, v.nonfinite, v.worst
-        ));
-    }
-    if after[..offset]
-        .iter()
-        .zip(&c0[..offset])
-        .any(|(x, y)| x.to_bits() != y.to_bits())
-    {
-        return Err(format!("{choice} wrote before C's view"));
-    }
+    let mut call = Resident::<T, C>::new(sgemm.stream(), cfg, offset, seed)?;
+    let choice = call.run(sgemm).map_err(|e| e.to_string())?;
+    call.check(sgemm.stream(), choice)?;
     Ok(choice.to_string())
+}
+
+/// A call's operands on the GPU, kept between calls (a graph's replays
+/// read them): A and B of type `T`, C of type `C`, as views `offset`
+/// elements into their buffers, with the values as stored for the check.
+struct Resident<T: Convert, C: Convert> {
+    cfg: GemmConfig,
+    offset: usize,
+    seed: u64,
+    /// A, B and C before the call, as stored, in f32.
+    a: Vec<f32>,
+    b: Vec<f32>,
+    c0: Vec<f32>,
+    a_dev: cudarc::driver::CudaSlice<T>,
+    b_dev: cudarc::driver::CudaSlice<T>,
+    c_dev: cudarc::driver::CudaSlice<C>,
+}
+
+impl<T: Convert, C: Convert> Resident<T, C> {
+    /// Buffers for `cfg` holding values from `seed` (C NaN where beta is 0).
+    fn new(
+        stream: &std::sync::Arc<cudarc::driver::CudaStream>,
+        cfg: &GemmConfig,
+        offset: usize,
+        seed: u64,
+    ) -> Result<Self, String> {
+        let (la, lb, lc) = lens(cfg);
+        let e = |e: cudarc::driver::DriverError| e.to_string();
+        let mut call = Self {
+            cfg: cfg.clone(),
+            offset,
+            seed,
+            a: Vec::new(),
+            b: Vec::new(),
+            c0: Vec::new(),
+            a_dev: stream.alloc_zeros(la + offset).map_err(e)?,
+            b_dev: stream.alloc_zeros(lb + offset).map_err(e)?,
+            c_dev: stream.alloc_zeros(lc + offset).map_err(e)?,
+        };
+        call.refill(stream, seed)?;
+        Ok(call)
+    }
+
+    /// New values from `seed` copied into the same buffers.
+    fn refill(
+        &mut self,
+        stream: &std::sync::Arc<cudarc::driver::CudaStream>,
+        seed: u64,
+    ) -> Result<(), String> {
+        let stored_t = |v: Vec<f32>| -> (Vec<T>, Vec<f32>) {
+            let t: Vec<T> = v.into_iter().map(T::from).collect();
+            let f = t.iter().map(|&x| x.to()).collect();
+            (t, f)
+        };
+        let (a_t, a) = stored_t(values(self.a_dev.len(), seed));
+        let (b_t, b) = stored_t(values(self.b_dev.len(), seed + 1));
+        let c_t: Vec<C> = if self.cfg.beta == 0.0 {
+            vec![C::from(f32::NAN); self.c_dev.len()]
+        } else {
+            values(self.c_dev.len(), seed + 2)
+                .into_iter()
+                .map(C::from)
+                .collect()
+        };
+        let e = |e: cudarc::driver::DriverError| e.to_string();
+        stream.memcpy_htod(&a_t, &mut self.a_dev).map_err(e)?;
+        stream.memcpy_htod(&b_t, &mut self.b_dev).map_err(e)?;
+        stream.memcpy_htod(&c_t, &mut self.c_dev).map_err(e)?;
+        (self.a, self.b, self.seed) = (a, b, seed);
+        self.c0 = c_t.iter().map(|&x| x.to()).collect();
+        Ok(())
+    }
+
+    /// The call through `sgemm`, enqueued.
+    fn run(&mut self, sgemm: &Sgemm) -> Result<rust_gemm::blas::Choice, rust_gemm::GemmError> {
+        let offset = self.offset;
+        let a_view = self.a_dev.slice(offset..);
+        let b_view = self.b_dev.slice(offset..);
+        let mut c_view = self.c_dev.slice_mut(offset..);
+        sgemm.gemm(&self.cfg, &a_view, &b_view, &mut c_view)
+    }
+
+    /// Waits for `stream` and checks C against the reference of the
+    /// values last filled in, as `choice` computed it (the tolerance of
+    /// its math), and that nothing before C's view changed.
+    fn check(
+        &self,
+        stream: &std::sync::Arc<cudarc::driver::CudaStream>,
+        choice: rust_gemm::blas::Choice,
+    ) -> Result<(), String> {
+        let (cfg, offset) = (&self.cfg, self.offset);
+        let after: Vec<f32> = stream
+            .clone_dtoh(&self.c_dev)
+            .map_err(|e| e.to_string())?
+            .into_iter()
+            .map(C::to)
+            .collect();
+        if choice.kernel.elems.storage() != Storage::new(T::ELEM, T::ELEM, C::ELEM)
+            && cfg.alpha != 0.0
+        {
+            return Err(format!("{choice} does not store the call's types"));
+        }
+        let v = check_gemm(
+            cfg,
+            (&self.a[offset..], &self.b[offset..]),
+            (&self.c0[offset..], &after[offset..]),
+            kernels_gpu::elem::Elems::new(T::ELEM, T::ELEM, C::ELEM, choice.kernel.elems.math),
+            usize::MAX,
+            self.seed,
+        );
+        if !v.passed {
+            return Err(format!(
+                "{choice}: max error {:e}, {} non-finite, worst {:?}",
+                v.max_error, v.nonfinite, v.worst
+            ));
+        }
+        if after[..offset]
+            .iter()
+            .zip(&self.c0[..offset])
+            .any(|(x, y)| x.to_bits() != y.to_bits())
+        {
+            return Err(format!("{choice} wrote before C's view"));
+        }
+        Ok(())
+    }
 }
 
 /// The 16-bit calls on the GPU for A and B of type `T`, C of type `C`:
@@ -355,7 +429,7 @@ fn library_16<T: Convert, C: Convert>(sgemm: &Sgemm, out: &mut Vec<(String, Resu
 /// The library on the GPU: every op x layout x scalar pair, padded
 /// leading dimensions and strided batches, misaligned views, every
 /// candidate kernel by name, split-K, and the errors only a GPU can give.
-fn library(gpu: &Gpu) -> Vec<(String, Result<(), String>)> {
+fn library(gpu: &Gpu) -> Named {
     let mut out = Vec::new();
     let sgemm = match Sgemm::new(gpu.stream.clone()) {
         Ok(s) => s,
@@ -933,4 +1007,228 @@ fn json_output(expected: usize) -> Result<(), String> {
         return Err(format!("bad header: {}", v["shape"]));
     }
     Ok(())
+}
+
+/// Results of a group of library calls, each named.
+type Named = Vec<(String, Result<(), String>)>;
+
+/// One handle shared by 8 threads calling on 2 streams (a handle and its
+/// [`Sgemm::on_stream`] twin; cudarc's event tracking on, its default):
+/// each thread enqueues a call of each kind a handle keeps state for
+/// (split-K's workspace; a 16-bit call, on Hopper a TMA kernel with
+/// tensor maps; one at a shape that takes padded copies; a plain f32
+/// call), then checks every C, twice over with new values.
+fn library_streams() -> Named {
+    let setup = || -> Result<_, String> {
+        let ctx = cudarc::driver::CudaContext::new(0).map_err(|e| e.to_string())?;
+        let streams = [
+            ctx.new_stream().map_err(|e| e.to_string())?,
+            ctx.new_stream().map_err(|e| e.to_string())?,
+        ];
+        let first = Sgemm::new(streams[0].clone()).map_err(|e| e.to_string())?;
+        let second = first
+            .on_stream(streams[1].clone())
+            .map_err(|e| e.to_string())?;
+        Ok((first, second))
+    };
+    let (first, second) = match setup() {
+        Ok(handles) => handles,
+        Err(e) => return vec![("streams_setup".into(), Err(e))],
+    };
+    let handles = [&first, &second];
+    std::thread::scope(|scope| {
+        let threads: Vec<_> = (0..8u64)
+            .map(|t| {
+                scope.spawn(move || -> Result<(), String> {
+                    let sgemm = handles[t as usize % 2];
+                    let stream = sgemm.stream();
+                    let seed = 5000 + 100 * t;
+                    let mut split = Resident::<f32, f32>::new(
+                        stream,
+                        &GemmConfig::new(256, 256, 8192),
+                        0,
+                        seed,
+                    )?;
+                    let plain = GemmConfig::new(300, 200, 700).scalars(0.5, -2.0);
+                    let mut plain = Resident::<f32, f32>::new(stream, &plain, 0, seed + 10)?;
+                    let aligned = GemmConfig::new(256, 256, 256).scalars(1.5, 0.5);
+                    let mut aligned = Resident::<bf16, f32>::new(stream, &aligned, 0, seed + 20)?;
+                    let odd = GemmConfig::new(257, 260, 36);
+                    let mut odd = Resident::<bf16, bf16>::new(stream, &odd, 0, seed + 30)?;
+                    for round in 0..2 {
+                        if round > 0 {
+                            split.refill(stream, seed + 40)?;
+                            plain.refill(stream, seed + 50)?;
+                            aligned.refill(stream, seed + 60)?;
+                            odd.refill(stream, seed + 70)?;
+                        }
+                        let e = |e: rust_gemm::GemmError| e.to_string();
+                        let choices = [
+                            split.run(sgemm).map_err(e)?,
+                            plain.run(sgemm).map_err(e)?,
+                            aligned.run(sgemm).map_err(e)?,
+                            odd.run(sgemm).map_err(e)?,
+                        ];
+                        if !choices[0].to_string().contains("split-K") {
+                            return Err(format!("Auto ran {} on 256x256x8192", choices[0]));
+                        }
+                        split.check(stream, choices[0])?;
+                        plain.check(stream, choices[1])?;
+                        aligned.check(stream, choices[2])?;
+                        odd.check(stream, choices[3])?;
+                    }
+                    Ok(())
+                })
+            })
+            .collect();
+        threads
+            .into_iter()
+            .enumerate()
+            .map(|(t, thread)| {
+                let result = thread
+                    .join()
+                    .unwrap_or_else(|_| Err("the thread panicked".into()));
+                (format!("streams_8_threads_2_streams_thread{t}"), result)
+            })
+            .collect()
+    })
+}
+
+/// Calls captured into a CUDA graph and replayed: a split-K call (its
+/// workspace reserved by the documented call, after a capture without it
+/// fails with the typed error and enqueues nothing), a 16-bit call (on
+/// Hopper a TMA kernel: its tensor maps made by a call before the
+/// capture) and one that takes padded copies. The graph holds kernel
+/// launches only (no allocation, copy or synchronization); each replay
+/// on new values in the same buffers gives every C right.
+fn library_graph() -> Named {
+    use cudarc::driver::sys;
+    let mut out = Named::new();
+    let run = || -> Result<Named, String> {
+        let e = |e: cudarc::driver::DriverError| e.to_string();
+        let g = |e: rust_gemm::GemmError| e.to_string();
+        let ctx = cudarc::driver::CudaContext::new(0).map_err(e)?;
+        // SAFETY: this context's buffers are used on one stream only.
+        unsafe { ctx.disable_event_tracking() };
+        let stream = ctx.new_stream().map_err(e)?;
+        let sgemm = Sgemm::new(stream.clone()).map_err(g)?;
+        let mode = sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL;
+        let flags = sys::CUgraphInstantiate_flags(0);
+        let deep = GemmConfig::new(256, 256, 8192);
+        let mut split = Resident::<f32, f32>::new(&stream, &deep, 0, 11)?;
+        let mut named = Named::new();
+        // What the split needs, and what a capture does without it.
+        let need = sgemm
+            .workspace_for(&deep, lens(&deep), Storage::F32)
+            .map_err(g)?;
+        stream.begin_capture(mode).map_err(e)?;
+        let unprepared = split.run(&sgemm);
+        let empty = stream.end_capture(flags).map_err(e)?;
+        let want = "capturing a CUDA graph";
+        named.push((
+            "graph_capture_without_workspace_is_refused".into(),
+            match (unprepared, need) {
+                (_, 0) => Err("Auto does not split 256x256x8192".into()),
+                (Ok(choice), _) => Err(format!("{choice} was captured without a workspace")),
+                (Err(e), _) if !e.to_string().contains(want) => {
+                    Err(format!("'{e}' does not say '{want}'"))
+                }
+                (Err(_), _) => match empty.map(|graph| graph_nodes(&graph)).transpose()? {
+                    Some(nodes) if !nodes.is_empty() => {
+                        Err(format!("the refused call enqueued {nodes:?}"))
+                    }
+                    _ => Ok(()),
+                },
+            },
+        ));
+        sgemm.reserve_workspace(need).map_err(g)?;
+        // The 16-bit calls once before the capture: tensor maps, copies.
+        let aligned = GemmConfig::new(256, 256, 256).scalars(1.5, 0.5);
+        let mut aligned = Resident::<bf16, f32>::new(&stream, &aligned, 0, 12)?;
+        let mut odd = Resident::<bf16, bf16>::new(&stream, &GemmConfig::new(257, 260, 36), 0, 13)?;
+        for call in [aligned.run(&sgemm), odd.run(&sgemm)] {
+            call.map_err(g)?;
+        }
+        stream.synchronize().map_err(e)?;
+        stream.begin_capture(mode).map_err(e)?;
+        let captured = [split.run(&sgemm), aligned.run(&sgemm), odd.run(&sgemm)];
+        let graph = stream.end_capture(flags).map_err(e)?;
+        let choices = captured
+            .into_iter()
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| format!("a capture after the warm-up failed: {e}"))?;
+        let graph = graph.ok_or("the capture made no graph")?;
+        let nodes = graph_nodes(&graph)?;
+        named.push((
+            "graph_holds_kernel_launches_only".into(),
+            if nodes.is_empty() || nodes.iter().any(|t| *t != "kernel") {
+                Err(format!("the graph's nodes: {nodes:?}"))
+            } else {
+                Ok(())
+            },
+        ));
+        for replay in 0..3u64 {
+            split.refill(&stream, 20 + replay)?;
+            aligned.refill(&stream, 30 + replay)?;
+            odd.refill(&stream, 40 + replay)?;
+            graph.launch().map_err(e)?;
+            let checked = split
+                .check(&stream, choices[0])
+                .and_then(|()| aligned.check(&stream, choices[1]))
+                .and_then(|()| odd.check(&stream, choices[2]));
+            named.push((
+                format!(
+                    "graph_replay{replay}_{}_{}_{}",
+                    choices[0].kernel.name, choices[1].kernel.name, choices[2].kernel.name
+                ),
+                checked,
+            ));
+        }
+        Ok(named)
+    };
+    match run() {
+        Ok(named) => out.extend(named),
+        Err(e) => out.push(("graph".into(), Err(e))),
+    }
+    out
+}
+
+/// The types of a graph's nodes (`kernel`, or the driver's name of any
+/// other type).
+fn graph_nodes(graph: &cudarc::driver::CudaGraph) -> Result<Vec<String>, String> {
+    use cudarc::driver::sys;
+    let check = |r: sys::CUresult, what: &str| match r {
+        sys::CUresult::CUDA_SUCCESS => Ok(()),
+        r => Err(format!("{what}: {r:?}")),
+    };
+    let mut count = 0usize;
+    // SAFETY: a live graph; a null array asks for the count.
+    check(
+        unsafe { sys::cuGraphGetNodes(graph.cu_graph(), std::ptr::null_mut(), &mut count) },
+        "counting the graph's nodes",
+    )?;
+    if count == 0 {
+        return Ok(Vec::new());
+    }
+    let mut nodes = vec![std::ptr::null_mut(); count];
+    // SAFETY: room for `count` nodes.
+    check(
+        unsafe { sys::cuGraphGetNodes(graph.cu_graph(), nodes.as_mut_ptr(), &mut count) },
+        "listing the graph's nodes",
+    )?;
+    nodes
+        .iter()
+        .map(|&node| {
+            let mut kind = sys::CUgraphNodeType::CU_GRAPH_NODE_TYPE_EMPTY;
+            // SAFETY: a node of the live graph.
+            check(
+                unsafe { sys::cuGraphNodeGetType(node, &mut kind) },
+                "reading a node's type",
+            )?;
+            Ok(match kind {
+                sys::CUgraphNodeType::CU_GRAPH_NODE_TYPE_KERNEL => "kernel".into(),
+                other => format!("{other:?}"),
+            })
+        })
+        .collect()
 }

@@ -39,7 +39,11 @@
 //! Memory: nothing is allocated per call, except the handle's workspace
 //! (split-K's `slices x m x n` floats of partial sums, a per-tensor
 //! quantization's tile amaxes), allocated the first time a call needs
-//! more than the handle holds and kept for later calls.
+//! more than the handle holds and kept for later calls, and a TMA
+//! kernel's tensor maps (384 bytes, made the first time it meets a set of
+//! buffers; 16 kept per stream, and every one a graph capture used) and
+//! its padded copies of A and B where TMA cannot read them as they are.
+//! Calls can be captured into CUDA graphs ([`Sgemm`] says how).
 //!
 //! Element types ([`GemmElement`]): A, B and C are `f32`, or A and B are
 //! both `half::bf16` or both `half::f16` (cudarc's `f16` feature) with C
@@ -1378,9 +1382,45 @@ type Candidates = Arc<Vec<Candidate>>;
 
 /// A handle on one GPU stream: its kernels, loaded once, and split-K's
 /// workspace. Calls through one handle run in order on its stream; the
-/// handle may be shared between threads (`Sync`).
+/// handle may be shared between threads (`Sync`), and
+/// [`Sgemm::on_stream`] gives a handle on another stream that shares
+/// what this one loaded.
+///
+/// # CUDA graphs
+///
+/// A call can be captured into a CUDA graph (`CudaStream::begin_capture`
+/// on the handle's stream) and replayed: inside a capture the handle
+/// allocates nothing and synchronizes nothing, so what a captured call
+/// needs must exist before the capture:
+///
+/// - make each call once outside the capture, on the buffers it will be
+///   captured with (this loads its kernel and, for a TMA kernel, makes
+///   its tensor maps and any padded copies of A and B);
+/// - or, for split-K's workspace alone, [`Sgemm::reserve_workspace`] with
+///   [`Sgemm::workspace_for`] of the call.
+///
+/// A call that would allocate inside a capture fails with
+/// `HostError::AllocatingInCapture` and enqueues nothing. Buffers a
+/// capture used are never freed while the handle lives (a later, larger
+/// workspace or padded copy is new memory), so a graph may be replayed
+/// as long as the handle and the call's own buffers live. A graph's
+/// launches use the handle's workspace: replay it on the handle's
+/// stream, in order with the handle's other calls. With cudarc's event
+/// tracking on, cudarc makes the capture wait on events recorded outside
+/// it; capture on a context with event tracking off
+/// (`CudaContext::disable_event_tracking`), as cudarc's graph tests do.
 pub struct Sgemm {
     gpu: Gpu,
+    /// What every handle made from this one by [`Sgemm::on_stream`]
+    /// shares.
+    loaded: Arc<LoadedKernels>,
+    /// Split-K's partial sums and the quantizer's tile amaxes: per
+    /// handle, so per stream.
+    workspace: Mutex<Workspace>,
+}
+
+/// The kernels a handle and its [`Sgemm::on_stream`] handles loaded.
+struct LoadedKernels {
     kernels: Mutex<HashMap<&'static str, Arc<Loaded>>>,
     /// The quantizer's entries, found on first use.
     quantizers: Mutex<HashMap<&'static str, CudaFunction>>,
@@ -1391,7 +1431,16 @@ pub struct Sgemm {
     /// `Auto`'s measured choices for this GPU model, if the repository
     /// has them.
     table: Option<Vec<AutoEntry>>,
-    workspace: Mutex<Option<CudaSlice<f32>>>,
+}
+
+/// A handle's workspace.
+#[derive(Default)]
+struct Workspace {
+    buffer: Option<CudaSlice<f32>>,
+    /// Whether a CUDA graph capture used `buffer` (then it is never
+    /// freed: a larger one is new memory, and this one is kept).
+    captured: bool,
+    retired: Vec<CudaSlice<f32>>,
 }
 
 impl Sgemm {
@@ -1408,11 +1457,27 @@ impl Sgemm {
         // among the first time one of its kind comes.
         Ok(Self {
             gpu,
-            kernels: Mutex::new(HashMap::new()),
-            quantizers: Mutex::new(HashMap::new()),
-            candidates: Mutex::new(HashMap::new()),
-            table,
-            workspace: Mutex::new(None),
+            loaded: Arc::new(LoadedKernels {
+                kernels: Mutex::new(HashMap::new()),
+                quantizers: Mutex::new(HashMap::new()),
+                candidates: Mutex::new(HashMap::new()),
+                table,
+            }),
+            workspace: Mutex::new(Workspace::default()),
+        })
+    }
+
+    /// A handle that enqueues on `stream`, another stream of this
+    /// handle's context, sharing the kernels this handle loaded and will
+    /// load (nothing is loaded twice), with its own workspace. Cheap:
+    /// make one per stream, and share each between threads. Calls on
+    /// different streams run concurrently; a TMA kernel keeps its tensor
+    /// maps and padded copies per stream, so they never race.
+    pub fn on_stream(&self, stream: Arc<CudaStream>) -> Result<Self, GemmError> {
+        Ok(Self {
+            gpu: self.gpu.on_stream(stream)?,
+            loaded: self.loaded.clone(),
+            workspace: Mutex::new(Workspace::default()),
         })
     }
 
@@ -1449,7 +1514,11 @@ impl Sgemm {
         } else {
             Compute::Fp32
         };
-        let mut candidates = self.candidates.lock().unwrap_or_else(|e| e.into_inner());
+        let mut candidates = self
+            .loaded
+            .candidates
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
         if let Some(c) = candidates.get(&(storage, ops, compute)) {
             return Ok(c.clone());
         }
@@ -1483,7 +1552,7 @@ impl Sgemm {
 
     /// Whether `Auto` has measured choices for this GPU model.
     pub fn has_table(&self) -> bool {
-        self.table.is_some()
+        self.loaded.table.is_some()
     }
 
     /// Enqueues `C = alpha * op(A) * op(B) + beta * C` as `cfg` says, on
@@ -1654,7 +1723,7 @@ impl Sgemm {
             _ => 0,
         };
         let mut workspace = self.workspace(partials)?;
-        let (w, _w_sync) = match workspace.as_mut() {
+        let (w, _w_sync) = match workspace.buffer.as_mut() {
             Some(ws) if partials > 0 => {
                 let (ptr, sync) = ws.device_ptr_mut(&gpu.stream);
                 (ptr, Some(sync))
@@ -1674,7 +1743,11 @@ impl Sgemm {
             ld: cfg.ld,
             how: cfg.how,
         };
-        let mut found = self.quantizers.lock().unwrap_or_else(|e| e.into_inner());
+        let mut found = self
+            .loaded
+            .quantizers
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
         let function = |name: &'static str| match found.get(name) {
             Some(f) => Ok(f.clone()),
             None => {
@@ -1690,22 +1763,63 @@ impl Sgemm {
         Ok(())
     }
 
-    /// The handle's workspace, at least `floats` long (allocated or
-    /// grown here; kept for later calls), locked.
-    fn workspace(
-        &self,
-        floats: usize,
-    ) -> Result<std::sync::MutexGuard<'_, Option<CudaSlice<f32>>>, GemmError> {
-        let mut workspace = self.workspace.lock().unwrap_or_else(|e| e.into_inner());
-        if floats > 0 && workspace.as_ref().is_none_or(|w| w.len() < floats) {
-            *workspace = None;
+    /// The handle's workspace, at least `floats` long, locked: allocated
+    /// or grown here and kept for later calls; inside a CUDA graph
+    /// capture it must already be that long (nothing is allocated there).
+    fn workspace(&self, floats: usize) -> Result<std::sync::MutexGuard<'_, Workspace>, GemmError> {
+        let mut ws = self.workspace.lock().unwrap_or_else(|e| e.into_inner());
+        if floats == 0 {
+            return Ok(ws);
+        }
+        let capturing = self.gpu.capturing()?;
+        if ws.buffer.as_ref().is_none_or(|w| w.len() < floats) {
+            if capturing {
+                return Err(HostError::AllocatingInCapture {
+                    what: format!(
+                        "a workspace of {floats} floats (split-K's partial sums, or a \
+                         quantization's amaxes)"
+                    ),
+                }
+                .into());
+            }
+            // A graph may still read the old one: keep it.
+            let ws = &mut *ws;
+            if std::mem::take(&mut ws.captured) {
+                ws.retired.extend(ws.buffer.take());
+            }
+            ws.buffer = None;
             // SAFETY: every launch that reads the workspace reads only
             // what a launch before it on the stream wrote.
             let fresh = unsafe { self.gpu.stream.alloc::<f32>(floats) }
                 .map_err(HostError::cuda("allocating the handle's workspace"))?;
-            *workspace = Some(fresh);
+            ws.buffer = Some(fresh);
         }
-        Ok(workspace)
+        ws.captured |= capturing;
+        Ok(ws)
+    }
+
+    /// Makes the handle's workspace at least `floats` long now (see
+    /// [`Sgemm::workspace_for`]), so that calls that need up to that much
+    /// allocate nothing: what a CUDA graph capture of a split-K call
+    /// needs. The workspace is kept for later calls, and only grows.
+    pub fn reserve_workspace(&self, floats: usize) -> Result<(), GemmError> {
+        self.workspace(floats).map(|_| ())
+    }
+
+    /// The workspace (floats) a call of `cfg` on buffers of `lens`
+    /// elements that store `storage` needs, as `Auto` or the named
+    /// kernel would compute it on this GPU: split-K's partial sums, 0 for
+    /// a call that does not split K. Loads the call's candidates (or
+    /// kernel) if no call has.
+    pub fn workspace_for(
+        &self,
+        cfg: &GemmConfig,
+        lens: (usize, usize, usize),
+        storage: Storage,
+    ) -> Result<usize, GemmError> {
+        let plan = plan_for(cfg, lens, storage)?;
+        let choice = self.choice(&plan, &cfg.algorithm)?;
+        Ok(steps(&plan, choice).workspace)
     }
 
     /// What would compute a call of `cfg` on f32 buffers of `lens`
@@ -1737,8 +1851,7 @@ impl Sgemm {
                 let sms = self.gpu.info.sms.max(1) as usize;
                 let candidates = self.candidates_for(plan.storage, plan.ops, plan.compute)?;
                 // The measured table holds f32 calls only.
-                let table = self
-                    .table
+                let table = (self.loaded.table)
                     .as_deref()
                     .filter(|_| plan.storage == Storage::F32);
                 choose_with(plan, &candidates, sms, dram, table).ok_or_else(|| {
@@ -1763,7 +1876,11 @@ impl Sgemm {
 
     /// The kernel `spec`, loaded on first use.
     fn loaded(&self, spec: &'static KernelSpec) -> Result<Arc<Loaded>, GemmError> {
-        let mut kernels = self.kernels.lock().unwrap_or_else(|e| e.into_inner());
+        let mut kernels = self
+            .loaded
+            .kernels
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
         if let Some(k) = kernels.get(spec.name) {
             return Ok(k.clone());
         }
@@ -1796,7 +1913,7 @@ impl Sgemm {
         // Every plane split-K's reduction reads is written first by the
         // partial launch (each slice's C is its whole m x n plane).
         let mut workspace = self.workspace(steps.workspace)?;
-        let (w, _w_sync) = match workspace.as_mut() {
+        let (w, _w_sync) = match workspace.buffer.as_mut() {
             Some(ws) if steps.workspace > 0 => {
                 let (ptr, sync) = ws.device_ptr_mut(&gpu.stream);
                 (ptr, Some(sync))

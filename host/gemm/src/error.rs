@@ -84,6 +84,17 @@ pub enum HostError {
         "{shape} needs {need:.2} GB of GPU memory but only {free:.2} GB are free: choose smaller sizes"
     )]
     TooLarge { shape: String, need: f64, free: f64 },
+    #[error(
+        "this call needs {what}, which it would allocate, but the stream is capturing a CUDA \
+         graph, inside which nothing is allocated: make the same call once before the capture \
+         (and, for split-K, reserve its workspace with Sgemm::reserve_workspace)"
+    )]
+    AllocatingInCapture { what: String },
+    #[error(
+        "the stream belongs to another CUDA context than the handle's: make a handle for that \
+         context (Sgemm::new on the stream)"
+    )]
+    OtherContext,
     #[error("kernel {kernel} failed at launch: {}", cuda_error_name(.source))]
     LaunchFailed {
         kernel: String,
@@ -142,5 +153,19 @@ mod tests {
             "kernel mma_256x128x32_w64x64_s3 needs 145 KB of shared memory per block, \
              but this GPU allows 99 KB: choose a kernel with smaller tiles"
         );
+    }
+
+    /// A call that would allocate inside a CUDA graph capture says what,
+    /// and the two ways to have it before the capture.
+    #[test]
+    fn allocating_in_a_capture_names_the_fix() {
+        let e = HostError::AllocatingInCapture {
+            what: "tensor maps for these buffers for kernel k".into(),
+        };
+        let line = e.to_string();
+        assert!(!line.contains('\n'));
+        assert!(line.starts_with("this call needs tensor maps for these buffers for kernel k,"));
+        assert!(line.contains("make the same call once before the capture"));
+        assert!(line.contains("Sgemm::reserve_workspace"));
     }
 }

@@ -131,7 +131,9 @@ impl DeviceInfo {
 pub struct Gpu {
     pub ctx: Arc<CudaContext>,
     pub stream: Arc<CudaStream>,
-    ptx: Modules,
+    /// Shared by the [`Gpu::on_stream`] views of one GPU: a module loads
+    /// once for all of them.
+    ptx: Arc<Modules>,
     pub info: DeviceInfo,
     /// Most launch-sized shared memory a block may opt into, bytes.
     max_shared_bytes: usize,
@@ -197,7 +199,7 @@ impl Gpu {
             return Err(HostError::NotPtx("it contains a NUL byte".into()));
         }
         let mut gpu = Self::open_device(ordinal)?;
-        gpu.ptx = Modules::File(gpu.load(ptx)?);
+        gpu.ptx = Arc::new(Modules::File(gpu.load(ptx)?));
         Ok(gpu)
     }
 
@@ -212,7 +214,7 @@ impl Gpu {
 
     /// The built-in `module`, loaded now if it was not yet.
     fn built_in(&self, module: &PtxModule) -> Result<Arc<CudaModule>, HostError> {
-        let Modules::BuiltIn(loaded) = &self.ptx else {
+        let Modules::BuiltIn(loaded) = &*self.ptx else {
             unreachable!("only called for built-in modules");
         };
         let mut loaded = loaded.lock().unwrap_or_else(|e| e.into_inner());
@@ -255,6 +257,34 @@ impl Gpu {
         Self::with_context(ctx, stream)
     }
 
+    /// This GPU with launches on `stream` (of the same context): the
+    /// modules loaded so far, and those loaded later through either, are
+    /// shared.
+    pub fn on_stream(&self, stream: Arc<CudaStream>) -> Result<Self, HostError> {
+        if **stream.context() != *self.ctx {
+            return Err(HostError::OtherContext);
+        }
+        Ok(Self {
+            ctx: self.ctx.clone(),
+            stream,
+            ptx: self.ptx.clone(),
+            info: self.info.clone(),
+            max_shared_bytes: self.max_shared_bytes,
+        })
+    }
+
+    /// Whether work enqueued on the stream now goes into a CUDA graph
+    /// (`cuStreamIsCapturing`): such a call must allocate nothing, as
+    /// what a graph reads must outlive it.
+    pub fn capturing(&self) -> Result<bool, HostError> {
+        use cudarc::driver::sys::CUstreamCaptureStatus as S;
+        match self.stream.capture_status() {
+            Ok(S::CU_STREAM_CAPTURE_STATUS_NONE) => Ok(false),
+            Ok(_) => Ok(true),
+            Err(e) => Err(HostError::cuda("asking whether the stream is capturing")(e)),
+        }
+    }
+
     /// `ctx` and `stream` with the device's attributes read, no module
     /// loaded yet.
     fn with_context(ctx: Arc<CudaContext>, stream: Arc<CudaStream>) -> Result<Self, HostError> {
@@ -271,7 +301,7 @@ impl Gpu {
         Ok(Self {
             ctx,
             stream,
-            ptx: Modules::BuiltIn(Mutex::new(Vec::new())),
+            ptx: Arc::new(Modules::BuiltIn(Mutex::new(Vec::new()))),
             info,
             max_shared_bytes,
         })
@@ -314,7 +344,7 @@ impl Gpu {
     /// Whether this GPU can run `spec` (with `--ptx`, whether the file has it
     /// is only known when its function is looked up).
     pub fn runs(&self, spec: &KernelSpec) -> bool {
-        match self.ptx {
+        match *self.ptx {
             Modules::File(_) => true,
             Modules::BuiltIn(_) => self.runs_module(spec.module),
         }
@@ -336,7 +366,7 @@ impl Gpu {
     /// `ladder (sm_70), ..., mma (sm_80)`,
     /// or the PTX file's `.target`.
     pub fn ptx_description(&self) -> String {
-        match &self.ptx {
+        match &*self.ptx {
             Modules::File(_) => "a PTX file (--ptx)".into(),
             Modules::BuiltIn(loaded) => {
                 let loaded = loaded.lock().unwrap_or_else(|e| e.into_inner());
@@ -361,7 +391,7 @@ impl Gpu {
     /// The kernel's entry point, ready to launch with its launch's shared memory.
     pub fn function(&self, spec: &KernelSpec) -> Result<CudaFunction, HostError> {
         self.check_runs(spec)?;
-        let module = match &self.ptx {
+        let module = match &*self.ptx {
             Modules::File(module) => module.clone(),
             Modules::BuiltIn(_) => self.built_in(spec.module)?,
         };
@@ -379,7 +409,7 @@ impl Gpu {
     /// `PtxModule::utility_entries`), from the built-in PTX or the `--ptx`
     /// file.
     pub fn utility(&self, module: &PtxModule, entry: &str) -> Result<CudaFunction, HostError> {
-        let loaded = match &self.ptx {
+        let loaded = match &*self.ptx {
             Modules::File(module) => Some(module.clone()),
             Modules::BuiltIn(_) if self.runs_module(module) => Some(self.built_in(module)?),
             Modules::BuiltIn(_) => None,

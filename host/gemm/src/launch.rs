@@ -5,6 +5,7 @@
 //! harness's (the `host` and `bench` programs) all launch through
 //! [`Kernel::launch`].
 
+use std::collections::HashMap;
 use std::sync::Mutex;
 
 use cudarc::driver::{CudaFunction, CudaSlice, DeviceRepr, LaunchConfig, PushKernelArg};
@@ -29,12 +30,36 @@ pub struct Kernel {
     /// Elements one matrix may have: the Rust kernels' 32-bit offsets
     /// allow `u32::MAX`, the twins' `int` offsets `i32::MAX`.
     max_elems: usize,
-    /// A TMA kernel's tensor maps, made for the buffers it last ran on.
-    maps: Mutex<Option<DeviceMaps>>,
-    /// A TMA kernel's padded copies of A and B, for the last shape that
-    /// needed them (`Operands::padded`).
-    padded: Mutex<Option<Padded>>,
+    /// A TMA kernel's tensor maps and padded copies, per stream.
+    tma: Mutex<HashMap<usize, TmaScratch>>,
 }
+
+/// What a TMA kernel keeps between its launches on one stream: the
+/// tensor maps it made (each for the operands it describes) and its
+/// padded copies of A and B. Per stream, so that one stream's launches
+/// never wait for another's, and what a stream's launches read is
+/// allocated and freed on that stream, after them.
+///
+/// CUDA graphs: a launch captured into a graph reads these buffers each
+/// time the graph is replayed, so nothing a capture used is ever freed:
+/// such maps stay in the cache for good, and padded copies that a later
+/// problem replaces are kept (`retired`). A capture allocates nothing
+/// (`HostError::AllocatingInCapture` instead).
+#[derive(Default)]
+struct TmaScratch {
+    /// Least recently used first; those a capture used (`true`) are
+    /// never dropped.
+    maps: Vec<(DeviceMaps, bool)>,
+    padded: Option<Padded>,
+    /// Whether a capture used `padded`.
+    padded_captured: bool,
+    /// Padded copies a capture used, replaced since.
+    retired: Vec<Padded>,
+}
+
+/// Tensor maps a stream's scratch keeps for operands not captured (a
+/// call that alternates among this many problems makes no new ones).
+const MAPS_KEPT: usize = 16;
 
 impl Kernel {
     /// Its name in reports and errors.
@@ -50,8 +75,7 @@ impl Kernel {
             func: gpu.function(spec)?,
             shared_bytes: spec.launch.shared_bytes,
             max_elems: kernels_gpu::gemm::MAX_ELEMS,
-            maps: Mutex::new(None),
-            padded: Mutex::new(None),
+            tma: Mutex::new(HashMap::new()),
         })
     }
 
@@ -64,8 +88,7 @@ impl Kernel {
             func,
             shared_bytes,
             max_elems: i32::MAX as usize,
-            maps: Mutex::new(None),
-            padded: Mutex::new(None),
+            tma: Mutex::new(HashMap::new()),
         }
     }
 
@@ -144,22 +167,40 @@ impl Kernel {
         };
         let a = operand(call.a, self.spec.elems.a, a_rows, a_cols, lda);
         let b = operand(call.b, self.spec.elems.b, b_rows, b_cols, ldb);
+        // This stream's maps and copies; a capture allocates none.
+        let capturing = gpu.capturing()?;
+        let mut tma = self.tma.lock().unwrap_or_else(|e| e.into_inner());
+        let scratch = tma.entry(gpu.stream.cu_stream() as usize).or_default();
         // Where the tensor maps point: the caller's A and B, or padded
         // copies of them when TMA cannot describe them.
-        let mut padded = self.padded.lock().unwrap_or_else(|e| e.into_inner());
         let (a_op, b_op, call) = match self.spec.padded(p, aligned16) {
             None => (a, b, *call),
             Some(padding) => {
+                let stored = [(a.rows, a.cols), (b.rows, b.cols)];
+                let storage = self.spec.elems.storage();
+                let reused = (scratch.padded.as_ref())
+                    .is_some_and(|pad| pad.serves(stored, padding, boxes.copy, storage));
+                if !reused {
+                    if capturing {
+                        return Err(HostError::AllocatingInCapture {
+                            what: format!("padded copies of A and B for kernel {}", self.label),
+                        });
+                    }
+                    if std::mem::take(&mut scratch.padded_captured) {
+                        scratch.retired.extend(scratch.padded.take());
+                    }
+                }
                 let mut pad = Padded::for_problem(
-                    padded.take(),
+                    scratch.padded.take(),
                     gpu,
-                    [(a.rows, a.cols), (b.rows, b.cols)],
+                    stored,
                     padding,
                     boxes.copy,
-                    self.spec.elems.storage(),
+                    storage,
                 )?;
+                scratch.padded_captured |= capturing;
                 let copied = pad.copy_in(gpu, call, (a, b));
-                *padded = Some(pad);
+                scratch.padded = Some(pad);
                 copied?
             }
         };
@@ -169,14 +210,41 @@ impl Kernel {
         let c_op = (boxes.c.is_some()
             && c_by_tma(p.beta, call.c.is_multiple_of(16), p.ldc as usize, c_bytes))
         .then(|| operand(call.c, self.spec.elems.c, p.m, p.n, p.ldc));
-        let mut cache = self.maps.lock().unwrap_or_else(|e| e.into_inner());
-        let maps = DeviceMaps::for_operands(cache.take(), gpu, &boxes, (a_op, b_op, c_op))?;
+        let operands = (a_op, b_op, c_op);
+        // The maps for these operands, moved to the back (most recent).
+        let maps = match scratch.maps.iter().position(|(m, _)| m.describe(&operands)) {
+            Some(i) => {
+                let (maps, captured) = scratch.maps.remove(i);
+                scratch.maps.push((maps, captured || capturing));
+                &scratch.maps.last().expect("just pushed").0
+            }
+            None if capturing => {
+                return Err(HostError::AllocatingInCapture {
+                    what: format!("tensor maps for these buffers for kernel {}", self.label),
+                });
+            }
+            None => {
+                let fresh = DeviceMaps::for_operands(gpu, &boxes, operands)?;
+                if scratch
+                    .maps
+                    .iter()
+                    .filter(|(_, captured)| !captured)
+                    .count()
+                    >= MAPS_KEPT
+                    && let Some(oldest) = scratch.maps.iter().position(|(_, captured)| !captured)
+                {
+                    scratch.maps.remove(oldest);
+                }
+                scratch.maps.push((fresh, false));
+                &scratch.maps.last().expect("just pushed").0
+            }
+        };
         // SAFETY: gemm_kernel!(name, tensor_maps) entries and their twins
         // take (A, B, C, GemmParams, maps); the maps were made for these
         // operands (or their padded copies, whose extra K columns and rows
         // are zero, with the params' k the K they describe), with the
         // kernel's own boxes; C is the caller's; geometry from the spec.
-        let launched = unsafe {
+        unsafe {
             launch_gemm(
                 gpu,
                 &self.func,
@@ -186,9 +254,7 @@ impl Kernel {
                 scales,
                 &self.label,
             )
-        };
-        *cache = Some(maps);
-        launched
+        }
     }
 }
 

@@ -150,20 +150,13 @@ pub struct DeviceMaps {
 
 impl DeviceMaps {
     /// Maps for A and B (and C, for a kernel that stores C by TMA, as
-    /// [`encode`] says): `cached` if it was made for them, else new ones,
-    /// copied to the GPU on its stream (ordered before any launch enqueued
-    /// after this call).
+    /// [`encode`] says), copied to the GPU on its stream (ordered before
+    /// any launch enqueued after this call).
     pub fn for_operands(
-        cached: Option<DeviceMaps>,
         gpu: &Gpu,
         boxes: &TmaBoxes,
         (a, b, c): (Operand, Operand, Option<Operand>),
     ) -> Result<DeviceMaps, HostError> {
-        if let Some(cached) = cached
-            && cached.made_for == (a, b, c)
-        {
-            return Ok(cached);
-        }
         let bytes = encode(boxes, a, b, c)?;
         let maps = gpu
             .stream
@@ -173,6 +166,11 @@ impl DeviceMaps {
             made_for: (a, b, c),
             maps,
         })
+    }
+
+    /// Whether these maps describe `operands`.
+    pub fn describe(&self, operands: &(Operand, Operand, Option<Operand>)) -> bool {
+        self.made_for == *operands
     }
 }
 
@@ -241,6 +239,18 @@ fn zeros(gpu: &Gpu, elem: Elem, (rows, ld): (usize, usize), what: &str) -> Resul
 }
 
 impl Padded {
+    /// Whether these copies serve A and B stored `stored` with `padding`
+    /// and `copy` for `storage` (what [`Self::for_problem`] would reuse).
+    pub fn serves(
+        &self,
+        stored: [(usize, usize); 2],
+        padding: Padding,
+        copy: TmaCopy,
+        storage: kernels_gpu::elem::Storage,
+    ) -> bool {
+        self.made_for == (stored, padding, copy) && self.elem == storage.a
+    }
+
     /// `cached` if it was made for the same stored shapes of A and B
     /// (`(rows, cols)` each) and the same copies, else new zeroed buffers.
     pub fn for_problem(
@@ -267,8 +277,7 @@ impl Padded {
             )));
         };
         if let Some(cached) = cached
-            && cached.made_for == (stored, padding, copy)
-            && cached.elem == elem
+            && cached.serves(stored, padding, copy, storage)
         {
             return Ok(cached);
         }
