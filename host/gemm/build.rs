@@ -31,11 +31,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, exit};
 use std::thread;
 
-#[allow(dead_code)] // the library uses the rest of the list
-#[path = "../../kernels-gpu/src/modules.rs"]
-mod modules;
-
-use modules::{MODULES, PtxModule};
+// The list of modules, from kernels-gpu itself (a build dependency
+// without features: its host side, which builds on stable).
+use kernels_gpu::modules::{MODULES, PtxModule};
 
 const DEVICE_TARGET: &str = "nvptx64-nvidia-cuda";
 

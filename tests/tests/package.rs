@@ -80,9 +80,58 @@ fn rand_only_through_half() {
     );
 }
 
+/// The packages crates.io would get: `cargo package` of `kernels-gpu` and
+/// `rust-gemm` (without its own verification build: the test below builds
+/// them), unpacked in `dir`. Checks that the library's `.crate` is under
+/// crates.io's 10 MB and holds each module's PTX and SASS. Returns the two
+/// unpacked folders.
+fn packaged(repo: &std::path::Path, dir: &std::path::Path) -> [std::path::PathBuf; 2] {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let target = dir.join("package-target");
+    let out = Command::new(cargo)
+        .args([
+            "package",
+            "--offline",
+            "--allow-dirty",
+            "--no-verify",
+            "--quiet",
+        ])
+        .args(["-p", "kernels-gpu", "-p", "rust-gemm"])
+        .arg("--target-dir")
+        .arg(&target)
+        .current_dir(repo)
+        .output()
+        .expect("cargo runs");
+    assert!(
+        out.status.success(),
+        "cargo package failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    ["kernels-gpu", "rust-gemm"].map(|name| {
+        let file = target.join(format!("package/{name}-0.1.0.crate"));
+        let bytes = std::fs::metadata(&file)
+            .expect("the .crate is written")
+            .len();
+        assert!(
+            bytes < 10 << 20,
+            "{name}'s .crate is {bytes} bytes, above crates.io's 10 MB"
+        );
+        let unpack = Command::new("tar")
+            .arg("xzf")
+            .arg(&file)
+            .arg("-C")
+            .arg(dir)
+            .status()
+            .expect("tar runs");
+        assert!(unpack.success(), "tar could not unpack {}", file.display());
+        dir.join(format!("{name}-0.1.0"))
+    })
+}
+
 /// A crate outside the workspace, built with stable Rust (`rustup run
-/// stable`), with the library as its only dependency: it builds from the
-/// shipped PTX, with no nightly and no kernel build, and runs
+/// stable`), with the library as its only dependency, as `cargo package`
+/// packs it for crates.io (with the packed kernels-gpu): it builds from
+/// the shipped PTX, with no nightly and no kernel build, and runs
 /// (`tests/fixtures/stable-user/main.rs`: it plans a call, and runs and
 /// checks it where there is a GPU). Skipped, loudly, where rustup has no
 /// stable toolchain, unless `REQUIRE_STABLE=1` (CI) makes that a failure.
@@ -125,12 +174,24 @@ fn a_stable_crate_outside_the_workspace_builds_and_runs() {
     };
     let dir = std::env::temp_dir().join(format!("rust-gemm-stable-user-{}", std::process::id()));
     std::fs::create_dir_all(dir.join("src")).unwrap();
+    let [kernels, library] = packaged(&repo, &dir);
+    for module in kernels_gpu::modules::MODULES {
+        let ptx = format!("ptx/{}.ptx.gz", module.name);
+        let sass =
+            (module.arch.sass.iter()).map(|arch| format!("sass/{}.{arch}.cubin.gz", module.name));
+        for file in std::iter::once(ptx).chain(sass) {
+            assert!(library.join(&file).is_file(), "the package lacks {file}");
+        }
+    }
+    // The packed library names kernels-gpu by version: the packed one.
     std::fs::write(
         dir.join("Cargo.toml"),
         format!(
             "[package]\nname = \"stable-user\"\nversion = \"0.1.0\"\nedition = \"2024\"\n\n\
-             [dependencies]\nrust-gemm = {{ path = {:?} }}\n\n[workspace]\n",
-            repo.join("host/gemm").display().to_string()
+             [dependencies]\nrust-gemm = {{ path = {:?} }}\n\n\
+             [patch.crates-io]\nkernels-gpu = {{ path = {:?} }}\n\n[workspace]\n",
+            library.display().to_string(),
+            kernels.display().to_string()
         ),
     )
     .unwrap();
