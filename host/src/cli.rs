@@ -6,6 +6,7 @@
 use std::process::ExitCode;
 
 use rust_gemm::HostError;
+use rust_gemm::blas::GemmError;
 
 /// What the `host` program adds to a library error it prints: the flag
 /// or mode that answers it (the library's messages name none).
@@ -21,6 +22,17 @@ pub fn hint(e: &HostError) -> String {
         | HostError::TooMuchShared { .. }
         | HostError::NotEmulated { .. }
         | HostError::UnknownKernel { .. } => " (see --list-kernels)".into(),
+        _ => String::new(),
+    }
+}
+
+/// [`hint`] for an error of the library's checks of a call.
+pub fn gemm_hint(e: &GemmError) -> String {
+    match e {
+        GemmError::Gpu(e) => hint(e),
+        GemmError::UnknownKernel { .. } | GemmError::KernelUnsupported { .. } => {
+            " (see --list-kernels)".into()
+        }
         _ => String::new(),
     }
 }

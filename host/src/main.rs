@@ -16,6 +16,7 @@ use kernels_gpu::elem::{Math, Storage};
 use kernels_gpu::launch::{KernelSpec, Operands, Ops};
 use kernels_gpu::registry::{self, EXPERIMENTS, KERNELS, TRANSPOSED};
 use rust_gemm::HostError;
+use rust_gemm::blas::GemmError;
 use rust_gemm::gpu::Gpu;
 use rust_gemm::launch::Kernel;
 
@@ -68,15 +69,17 @@ struct Args {
     emulate: bool,
 }
 
-/// A matrix dimension: a whole number (range checks, with the flag's name,
-/// are `Shape::new`'s).
+/// A matrix dimension: a whole number from 1 to the harness's limit
+/// (`harness::shape::MAX_DIM`); the problem's own checks are the
+/// library's (`Shape::new`).
 fn dimension(s: &str) -> Result<usize, String> {
-    s.trim().parse::<usize>().map_err(|_| {
-        format!(
+    match s.trim().parse::<usize>() {
+        Ok(n) if (1..=harness::shape::MAX_DIM).contains(&n) => Ok(n),
+        _ => Err(format!(
             "sizes are whole numbers from 1 to {}",
             harness::shape::MAX_DIM
-        )
-    })
+        )),
+    }
 }
 
 fn seed(s: &str) -> Result<u64, String> {
@@ -102,7 +105,8 @@ fn main() -> ExitCode {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => ExitCode::FAILURE,
         Err(e) => {
-            let hint = e.downcast_ref::<HostError>().map(harness::cli::hint);
+            let hint = (e.downcast_ref::<HostError>().map(harness::cli::hint))
+                .or_else(|| e.downcast_ref::<GemmError>().map(harness::cli::gemm_hint));
             eprintln!("error: {e}{}", hint.unwrap_or_default());
             ExitCode::FAILURE
         }
@@ -214,7 +218,12 @@ fn for_shape(
     let mut out: Vec<&'static KernelSpec> = Vec::new();
     let mut last_why = None;
     for spec in kernels {
-        if let Some(why) = spec.unsupported(&shape.params_for(spec.ops), 1) {
+        // The library's checks of a call that names the kernel.
+        if let Err(e) = shape.choose(spec) {
+            let why = match e {
+                GemmError::KernelUnsupported { why, .. } => why,
+                other => return Err(other.into()),
+            };
             if !all {
                 bail!(
                     "kernel {} cannot take {shape}: {why}; choose smaller sizes",
@@ -321,8 +330,11 @@ fn run(args: &Args) -> Result<bool> {
     // Every argument is checked before the GPU is touched.
     let shape = Shape::new(args.m.unwrap_or(args.n), args.n, args.k.unwrap_or(args.n))?;
     let kernels = select(&args.kernel)?;
+    // CUDA's grid limits, before the GPU is touched (the rest of what the
+    // library checks per kernel comes with `for_shape`, after the check
+    // of the GPU's memory).
     for spec in &kernels {
-        runner::check_grid(spec, &shape)?;
+        rust_gemm::launch::grid(spec, shape.m, shape.n, 1)?;
     }
     if args.emulate {
         let (kernels, skipped) = emulated(kernels, asks_for_all(&args.kernel))?;

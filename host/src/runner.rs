@@ -12,12 +12,12 @@ use cudarc::driver::sys::{CUdeviceptr, CUevent_flags};
 use cudarc::driver::CudaSlice;
 use kernels_gpu::elem::{Elems, Scaling, Storage};
 use kernels_gpu::gemm::ScaleParams;
-use kernels_gpu::launch::{KernelSpec, Op, Ops};
+use kernels_gpu::launch::{Op, Ops};
 use rust_gemm::HostError;
 use rust_gemm::call::GemmCall;
 use rust_gemm::gpu::Gpu;
 use rust_gemm::gpu::{device_address, memset};
-use rust_gemm::launch::{Kernel, grid};
+use rust_gemm::launch::Kernel;
 use serde::Serialize;
 
 use crate::inputs::BlockScales;
@@ -344,12 +344,6 @@ impl Enqueue for Kernel {
         // (`measure` waits for it before returning them).
         unsafe { self.launch(gpu, &call) }
     }
-}
-
-/// [`grid`] for one product of `shape`.
-pub fn check_grid(spec: &KernelSpec, shape: &Shape) -> Result<(usize, usize), HostError> {
-    let (gx, gy, _) = grid(spec, shape.m, shape.n, 1)?;
-    Ok((gx as usize, gy as usize))
 }
 
 /// How many launches to run, and whether to flush L2 between them.

@@ -493,7 +493,7 @@ pub enum GemmError {
     BlockScalesLayout,
     #[error("split_k = {split_k}: {why}")]
     BadSplit { split_k: usize, why: String },
-    #[error("no kernel is called {name}: see `host --list-kernels`")]
+    #[error("no kernel is called {name}: name one of `kernels_gpu::registry::all()`")]
     UnknownKernel { name: String },
     #[error("kernel {kernel} cannot compute this call: {why}")]
     KernelUnsupported { kernel: String, why: String },
@@ -1330,8 +1330,7 @@ pub fn choose_named(plan: &Plan, name: &str, split_k: usize) -> Result<Choice, G
     };
     if spec.elems.storage() != plan.storage {
         return Err(unsupported(format!(
-            "it takes {} and the call's buffers hold {}; name a kernel of the call's types \
-             (host --list-kernels)",
+            "it takes {} and the call's buffers hold {}; name a kernel of the call's types",
             spec.elems.storage(),
             plan.storage
         )));
@@ -1371,6 +1370,9 @@ pub fn choose_named(plan: &Plan, name: &str, split_k: usize) -> Result<Choice, G
     if let Some(why) = spec.unsupported(&plan.params, plan.batch) {
         return Err(unsupported(why));
     }
+    // CUDA's grid limits (split-K's slices are the grid's z).
+    let (m, n) = (plan.params.m as usize, plan.params.n as usize);
+    crate::launch::grid(spec, m, n, plan.batch.max(split_k))?;
     Ok(Choice {
         kernel: spec,
         split_k,
