@@ -90,6 +90,14 @@ struct Args {
     /// (host/gemm/data/auto-<gpu>.json is the one the library reads).
     #[arg(long, value_name = "JSON", requires = "suite")]
     write_auto: Option<PathBuf>,
+    /// With --suite: the random-shape suite drawn from this seed instead
+    /// of the fixed one (`suite::random_cases`: --random-calls random
+    /// calls, then the decode, LM-head, long-K and small-K families).
+    #[arg(long, value_name = "SEED", requires = "suite")]
+    random: Option<u64>,
+    /// With --random: how many random calls before the families.
+    #[arg(long, default_value_t = 24, requires = "random")]
+    random_calls: usize,
     /// With --suite: only the calls of these names (as in the table).
     #[arg(long, value_delimiter = ',', requires = "suite")]
     calls: Option<Vec<String>>,
@@ -190,7 +198,11 @@ fn run_suite(args: &Args) -> Result<bool> {
             ms: if args.quick { 30.0 } else { args.budget_ms },
             seed: args.seed,
         };
-        suite::run(&gpu, &budget, args.calls.as_deref())
+        let cases = match args.random {
+            Some(seed) => suite::random_cases(seed, args.random_calls),
+            None => suite::cases(),
+        };
+        suite::run(&gpu, &budget, cases, args.calls.as_deref())
     })?;
     let text = suite::markdown(&results);
     println!("\n{text}");

@@ -72,6 +72,138 @@ pub fn cases() -> Vec<Case> {
     out
 }
 
+/// Most FLOPs of one random call of [`random_cases`] (`2 m n k batch`):
+/// a 4096^3 product is 1.4e11. The families' calls may go beyond it.
+pub const RANDOM_FLOPS: f64 = 1.5e11;
+
+/// Most elements of A, B and C together in one random call (480 MB of
+/// f32): the host draws them and the reference reads them.
+pub const RANDOM_ELEMS: f64 = 1.2e8;
+
+/// The random-shape suite of issue 23, drawn from `seed` (reproducible):
+/// `count` calls with m, n and k log-uniform from 1 to 16384 (the largest
+/// shrunk until the call is within [`RANDOM_FLOPS`] and
+/// [`RANDOM_ELEMS`]), each with a random
+/// layout, ops, leading-dimension padding (half the calls), batch (a
+/// quarter, up to 64 products) and scalars; then the families that are
+/// weak today, as fixed groups drawn from the same seed: decode (m 1..64
+/// against 4096, 11008 or 14336 square-ish weights), LM heads (m 1..512,
+/// n 32000..152064, k 4096), long K (m, n 1..256, k up to 100,000) and
+/// small K (k 1..128). `Auto` is fitted on one seed and judged on another.
+pub fn random_cases(seed: u64, count: usize) -> Vec<Case> {
+    let mut rng = SmallRng::seed_from_u64(seed);
+    let log_uniform = |rng: &mut SmallRng, lo: usize, hi: usize| -> usize {
+        let x = rng.random_range((lo as f64).ln()..((hi + 1) as f64).ln());
+        (x.exp() as usize).clamp(lo, hi)
+    };
+    let mut out = Vec::new();
+    for i in 0..count {
+        let mut dims = [0; 3].map(|_| log_uniform(&mut rng, 1, 16384));
+        let batch = if rng.random_bool(0.25) {
+            log_uniform(&mut rng, 2, 64)
+        } else {
+            1
+        };
+        let too_big = |[m, n, k]: [usize; 3]| {
+            let (m, n, k, b) = (m as f64, n as f64, k as f64, batch as f64);
+            2.0 * m * n * k * b > RANDOM_FLOPS || (m * k + k * n + m * n) * b > RANDOM_ELEMS
+        };
+        while too_big(dims) {
+            let largest = (0..3).max_by_key(|&j| dims[j]).expect("three dims");
+            dims[largest] = dims[largest] * 3 / 4;
+        }
+        let [m, n, k] = dims;
+        let layout = if rng.random_bool(0.5) {
+            blas::Layout::RowMajor
+        } else {
+            blas::Layout::ColMajor
+        };
+        let op = |rng: &mut SmallRng| if rng.random_bool(0.5) { Op::N } else { Op::T };
+        let (op_a, op_b) = (op(&mut rng), op(&mut rng));
+        let (alpha, beta) = match rng.random_range(0..4) {
+            0 => (1.0, 0.0),
+            1 => (rng.random_range(-2.0f32..2.0), 0.0),
+            2 => (1.0, 1.0),
+            _ => (
+                rng.random_range(-2.0f32..2.0),
+                rng.random_range(-2.0f32..2.0),
+            ),
+        };
+        let mut cfg = GemmConfig::new(m, n, k)
+            .layout(layout)
+            .op_a(op_a)
+            .op_b(op_b)
+            .scalars(alpha, beta);
+        let padded = rng.random_bool(0.5);
+        if padded {
+            let mut pad = || rng.random_range(1..=64);
+            cfg = cfg
+                .clone()
+                .lds(cfg.lda + pad(), cfg.ldb + pad(), cfg.ldc + pad());
+        }
+        if batch > 1 {
+            // Each product's matrices one after another, a few elements apart.
+            let (sa, sb, sc) = cfg.buffer_lens();
+            let mut gap = || rng.random_range(0..=16);
+            cfg = cfg.batched(batch, sa + gap(), sb + gap(), sc + gap());
+        }
+        let ops = format!("{op_a:?}{op_b:?}");
+        let layout = match layout {
+            blas::Layout::RowMajor => "row",
+            blas::Layout::ColMajor => "col",
+        };
+        let mut name = format!("r{i} {m}x{n}x{k} {layout} {ops}");
+        if padded {
+            name += " ld+";
+        }
+        if batch > 1 {
+            name += &format!(" x{batch}");
+        }
+        if (alpha, beta) != (1.0, 0.0) {
+            name += &format!(" a{alpha:.2} b{beta:.2}");
+        }
+        out.push(Case { name, cfg });
+    }
+    let weights = [4096, 11008, 14336];
+    for i in 0..4 {
+        let m = log_uniform(&mut rng, 1, 64);
+        let n = weights[rng.random_range(0..3)];
+        let k = weights[rng.random_range(0..3)];
+        out.push(Case {
+            name: format!("decode{i} {m}x{n}x{k}"),
+            cfg: GemmConfig::new(m, n, k).op_b(Op::T),
+        });
+    }
+    for i in 0..3 {
+        let m = log_uniform(&mut rng, 1, 512);
+        let n = rng.random_range(32000..=152064);
+        out.push(Case {
+            name: format!("lmhead{i} {m}x{n}x4096"),
+            cfg: GemmConfig::new(m, n, 4096).op_b(Op::T),
+        });
+    }
+    for i in 0..3 {
+        let (m, n) = (log_uniform(&mut rng, 1, 256), log_uniform(&mut rng, 1, 256));
+        let k = log_uniform(&mut rng, 16384, 100_000);
+        out.push(Case {
+            name: format!("longk{i} {m}x{n}x{k}"),
+            cfg: GemmConfig::new(m, n, k),
+        });
+    }
+    for i in 0..3 {
+        let (m, n) = (
+            log_uniform(&mut rng, 256, 16384),
+            log_uniform(&mut rng, 256, 16384),
+        );
+        let k = log_uniform(&mut rng, 1, 128);
+        out.push(Case {
+            name: format!("smallk{i} {m}x{n}x{k}"),
+            cfg: GemmConfig::new(m, n, k),
+        });
+    }
+    out
+}
+
 /// One variant of one call, measured.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Measured {
@@ -94,11 +226,42 @@ pub struct CaseResult {
     /// Layouts of the row-major problem (`Ops::suffix`: `nn`, `tn`, ...).
     #[serde(default)]
     pub ops: String,
+    /// The rest of the call as given (absent in runs before the random
+    /// suite).
+    #[serde(default)]
+    pub call: Option<CallDetail>,
     pub auto_choice: String,
     pub auto: Measured,
     pub cublas: Measured,
     /// The registered kernels (and splits) that can compute the call.
     pub registered: Vec<Measured>,
+}
+
+/// What a call gave besides its shape: layout, ops as given, leading
+/// dimensions, strides and scalars.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct CallDetail {
+    pub layout: String,
+    pub op_a: String,
+    pub op_b: String,
+    pub lds: (usize, usize, usize),
+    pub strides: (usize, usize, usize),
+    pub alpha: f32,
+    pub beta: f32,
+}
+
+impl CallDetail {
+    fn of(cfg: &GemmConfig) -> Self {
+        Self {
+            layout: format!("{:?}", cfg.layout),
+            op_a: format!("{:?}", cfg.op_a),
+            op_b: format!("{:?}", cfg.op_b),
+            lds: (cfg.lda, cfg.ldb, cfg.ldc),
+            strides: (cfg.stride_a, cfg.stride_b, cfg.stride_c),
+            alpha: cfg.alpha,
+            beta: cfg.beta,
+        }
+    }
 }
 
 impl CaseResult {
@@ -218,14 +381,19 @@ fn splits(cfg: &GemmConfig, choice_tile: (usize, usize), sms: usize) -> Vec<usiz
     }
 }
 
-/// Runs the suite.
-pub fn run(gpu: &Gpu, budget: &Budget, only: Option<&[String]>) -> Result<SuiteResults> {
+/// Runs the suite's `cases` (those named in `only`, if given).
+pub fn run(
+    gpu: &Gpu,
+    budget: &Budget,
+    cases: Vec<Case>,
+    only: Option<&[String]>,
+) -> Result<SuiteResults> {
     let sgemm = Sgemm::new(gpu.stream.clone()).context("loading the library")?;
     let cublas = Cublas::load(gpu, Math::Fp32).map_err(anyhow::Error::msg)?;
     let mut flush = L2Flush::new(gpu)?;
     let sms = gpu.info.sms.max(1) as usize;
     let mut results = Vec::new();
-    for case in cases() {
+    for case in cases {
         if only.is_some_and(|o| !o.iter().any(|n| n == &case.name)) {
             continue;
         }
@@ -276,9 +444,14 @@ fn run_case(
     let (la, lb, lc) = lens(cfg);
     let mut rng = SmallRng::seed_from_u64(budget.seed);
     let (a_host, b_host) = (random(la, &mut rng), random(lb, &mut rng));
-    // beta = 0 in every call of the suite: C starts as NaN, which must not
-    // reach the result (and the padding of ldc must keep its NaN bits).
-    let c_host = vec![f32::NAN; lc];
+    // With beta = 0 (every call of the fixed suite) C starts as NaN, which
+    // must not reach the result (and the padding of ldc must keep its NaN
+    // bits); otherwise random values, which the result depends on.
+    let c_host = if cfg.beta == 0.0 {
+        vec![f32::NAN; lc]
+    } else {
+        random(lc, &mut rng)
+    };
     let stream = &gpu.stream;
     let a = stream.clone_htod(&a_host)?;
     let b = stream.clone_htod(&b_host)?;
@@ -378,6 +551,7 @@ fn run_case(
         k: cfg.k,
         batch: cfg.batch,
         ops: plan.ops.suffix().into(),
+        call: Some(CallDetail::of(cfg)),
         auto_choice: auto_choice.to_string(),
         auto: auto.context("Auto is the first variant")?,
         cublas: cublas_m.context("cuBLAS is the second variant")?,
@@ -501,4 +675,58 @@ pub fn markdown(results: &SuiteResults) -> String {
         results.plan_and_choose_us
     );
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The random suite is the same for a seed, different for another,
+    /// within its FLOP budget, and every call is one the library plans.
+    #[test]
+    fn random_suite_is_reproducible_and_valid() {
+        let names =
+            |seed| -> Vec<String> { random_cases(seed, 24).into_iter().map(|c| c.name).collect() };
+        assert_eq!(names(1), names(1));
+        assert_ne!(names(1), names(2));
+        for seed in [1, 2] {
+            let cases = random_cases(seed, 24);
+            assert_eq!(cases.len(), 24 + 4 + 3 + 3 + 3);
+            for case in &cases {
+                let cfg = &case.cfg;
+                let flops = 2.0 * (cfg.m * cfg.n * cfg.k * cfg.batch) as f64;
+                let (la, lb, lc) = cfg.buffer_lens();
+                if case.name.starts_with('r') {
+                    assert!(flops <= RANDOM_FLOPS, "{}: {flops:e}", case.name);
+                    assert!(
+                        (la + lb + lc) as f64 <= 1.05 * RANDOM_ELEMS,
+                        "{}",
+                        case.name
+                    );
+                }
+                blas::plan(cfg, cfg.buffer_lens()).unwrap_or_else(|e| panic!("{}: {e}", case.name));
+                eprintln!("seed {seed}: {}", case.name);
+            }
+        }
+    }
+
+    /// The recorded runs of the random suite (`docs/random-suite/`, what
+    /// `Auto` is to be fitted on and judged on without a GPU) read back,
+    /// are the calls the generator draws for their seeds, and verified.
+    #[test]
+    fn recorded_random_suites_are_the_generators() {
+        for seed in [1u64, 2] {
+            let path = format!(
+                "{}/../../docs/random-suite/seed{seed}.json",
+                env!("CARGO_MANIFEST_DIR")
+            );
+            let text = std::fs::read_to_string(&path).expect("the recorded run");
+            let recorded: SuiteResults = serde_json::from_str(&text).expect("it parses");
+            let names: Vec<String> = recorded.cases.iter().map(|c| c.name.clone()).collect();
+            let drawn: Vec<String> = random_cases(seed, 24).into_iter().map(|c| c.name).collect();
+            assert_eq!(names, drawn, "seed {seed}");
+            assert!(recorded.all_verified(), "seed {seed}");
+            assert!(recorded.geomean().is_some_and(|g| g > 0.0));
+        }
+    }
 }
