@@ -53,39 +53,54 @@ fn main() {
     let out_dir = PathBuf::from(env::var("OUT_DIR").unwrap());
     println!("cargo::rerun-if-env-changed={FROM_SOURCE}");
     let from_source = env::var(FROM_SOURCE).is_ok_and(|v| v == "1");
-    let results = if from_source {
+    // From source: each module's PTX text (written to OUT_DIR, where
+    // `cargo xtask doctor` and a reader find it). Shipped: none here.
+    let built = if from_source {
         build_all(&manifest_dir, &out_dir)
-    } else {
-        MODULES
-            .iter()
-            .map(|module| shipped(&manifest_dir, module))
+            .into_iter()
+            .map(Some)
             .collect()
+    } else {
+        vec![None; MODULES.len()]
     };
     let mut list = String::from(
-        "/// `(module name, PTX text)` for every module of `kernels_gpu::modules::MODULES`, in order.\n\
-         pub const PTX_MODULES: &[(&str, &str)] = &[\n",
+        "/// `(module name, gzip of its PTX text)` for every module of \
+         `kernels_gpu::modules::MODULES`, in order.\n\
+         pub const PTX_MODULES: &[(&str, &[u8])] = &[\n",
     );
     let mut sass = String::from(
-        "/// `(module name, architecture, cubin)`: the SASS shipped for each module\n\
-         /// (`Arch::sass`), where it was assembled from this PTX.\n\
+        "/// `(module name, architecture, gzip of its cubin)`: the SASS shipped for each\n\
+         /// module (`Arch::sass`), where it was assembled from this PTX.\n\
          pub const SASS_MODULES: &[(&str, &str, &[u8])] = &[\n",
     );
-    for (module, result) in MODULES.iter().zip(results) {
-        let ptx = result.unwrap_or_else(|e| fail(&e));
-        let file = out_dir.join(format!("{}.ptx", module.name));
-        write_if_changed(&file, &ptx);
+    for (module, built) in MODULES.iter().zip(built) {
+        // The library embeds the PTX compressed (a fifth of its size) and
+        // decompresses a module when a GPU first needs its PTX.
+        let gz = match built {
+            Some(result) => {
+                let ptx = result.unwrap_or_else(|e| fail(&e));
+                write_if_changed(&out_dir.join(format!("{}.ptx", module.name)), &ptx);
+                let gz = out_dir.join(format!("{}.ptx.gz", module.name));
+                write_if_changed(&gz, gzip(ptx.as_bytes()));
+                gz
+            }
+            None => shipped_gz(&manifest_dir, module).unwrap_or_else(|e| fail(&e)),
+        };
         writeln!(
             list,
-            "    ({:?}, include_str!({:?})),",
+            "    ({:?}, include_bytes!({:?})),",
             module.name,
-            file.display().to_string()
+            gz.display().to_string()
         )
         .unwrap();
         // The shipped cubins were assembled from the shipped PTX: built
         // from source, a module whose PTX differs (a kernel being edited)
         // has none, and the driver compiles its PTX.
-        if from_source && shipped(&manifest_dir, module).ok().as_deref() != Some(ptx.as_str()) {
-            continue;
+        if from_source {
+            let text = std::fs::read_to_string(out_dir.join(format!("{}.ptx", module.name)));
+            if shipped(&manifest_dir, module).ok() != text.ok() {
+                continue;
+            }
         }
         for arch in module.arch.sass {
             let gz = manifest_dir
@@ -95,14 +110,12 @@ fn main() {
             if !gz.exists() {
                 continue;
             }
-            let cubin = read_gz(&gz).unwrap_or_else(|e| fail(&e));
-            let file = out_dir.join(format!("{}.{arch}.cubin", module.name));
-            write_if_changed(&file, &cubin);
+            check_gzip(&gz).unwrap_or_else(|e| fail(&e));
             writeln!(
                 sass,
                 "    ({:?}, {arch:?}, include_bytes!({:?})),",
                 module.name,
-                file.display().to_string()
+                gz.display().to_string()
             )
             .unwrap();
         }
@@ -174,6 +187,51 @@ fn shipped(manifest_dir: &Path, module: &PtxModule) -> Result<String, String> {
         .map_err(|_| format!("the shipped PTX module {} is not text", path.display()))?;
     check_ptx(module, &ptx)?;
     Ok(ptx)
+}
+
+/// The shipped PTX of `module`, `ptx/<module>.ptx.gz`, checked to be a
+/// gzip file (its text is checked by `tests/tests/ptx.rs` in the
+/// repository, and by cargo's checksums in a downloaded package).
+fn shipped_gz(manifest_dir: &Path, module: &PtxModule) -> Result<PathBuf, String> {
+    let path = manifest_dir
+        .join("ptx")
+        .join(format!("{}.ptx.gz", module.name));
+    println!("cargo::rerun-if-changed={}", path.display());
+    if !path.exists() {
+        return Err(format!(
+            "the shipped PTX module {} is missing ({}): restore it from the repository, \
+             or build the modules from source with {FROM_SOURCE}=1 and the pinned nightly",
+            module.name,
+            path.display()
+        ));
+    }
+    check_gzip(&path)?;
+    Ok(path)
+}
+
+/// `path` starts as a gzip file does.
+fn check_gzip(path: &Path) -> Result<(), String> {
+    let mut magic = [0u8; 2];
+    std::fs::File::open(path)
+        .and_then(|mut f| f.read_exact(&mut magic))
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    if magic != [0x1f, 0x8b] {
+        return Err(format!(
+            "{} is not gzip-compressed; restore it from the repository",
+            path.display()
+        ));
+    }
+    Ok(())
+}
+
+/// `bytes` gzip-compressed (fast: this runs in every build from source).
+fn gzip(bytes: &[u8]) -> Vec<u8> {
+    use std::io::Write as _;
+    let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    encoder
+        .write_all(bytes)
+        .and_then(|()| encoder.finish())
+        .unwrap_or_else(|e| fail(&format!("cannot compress the PTX: {e}")))
 }
 
 /// Where the modules' own target folders go: `<target>/ptx/`, shared by

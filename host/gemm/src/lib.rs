@@ -31,17 +31,42 @@ pub use error::HostError;
 
 use kernels_gpu::modules::PtxModule;
 
-// `PTX_MODULES`: every module's PTX, built by `build.rs` from `kernels-gpu`.
+// `PTX_MODULES` and `SASS_MODULES`: every module's PTX and its shipped
+// SASS, gzip-compressed (`build.rs`).
 include!(concat!(env!("OUT_DIR"), "/ptx_modules.rs"));
 
-/// The PTX text of `module` (built in; `build.rs` builds every module of
-/// `kernels_gpu::modules::MODULES`).
+/// Embedded data decompressed once, on first use, and kept for the
+/// program's life (each module's PTX or cubin, at most some MB, once).
+fn inflated(gz: &'static [u8], what: &dyn Fn() -> String) -> &'static [u8] {
+    use std::collections::HashMap;
+    use std::io::Read as _;
+    use std::sync::{Mutex, OnceLock};
+    static DONE: OnceLock<Mutex<HashMap<usize, &'static [u8]>>> = OnceLock::new();
+    let done = DONE.get_or_init(|| Mutex::new(HashMap::new()));
+    let mut done = done.lock().unwrap_or_else(|e| e.into_inner());
+    done.entry(gz.as_ptr() as usize).or_insert_with(|| {
+        let mut bytes = Vec::new();
+        flate2::read::GzDecoder::new(gz)
+            .read_to_end(&mut bytes)
+            // An invariant of the build, not an input: build.rs embeds the
+            // shipped files (checked by the tests and cargo's checksums) or
+            // what it compressed itself; `every_embedded_module_inflates`.
+            .unwrap_or_else(|e| panic!("the embedded {} does not decompress: {e}", what()));
+        Box::leak(bytes.into_boxed_slice())
+    })
+}
+
+/// The PTX text of `module` (built in, compressed; decompressed the first
+/// time it is asked for). `build.rs` embeds every module of
+/// `kernels_gpu::modules::MODULES`.
 pub fn ptx(module: &PtxModule) -> &'static str {
-    PTX_MODULES
+    let gz = PTX_MODULES
         .iter()
         .find(|(name, _)| *name == module.name)
-        .map(|(_, ptx)| *ptx)
-        .expect("build.rs builds every module in kernels_gpu::modules::MODULES")
+        .map(|(_, gz)| *gz)
+        .expect("build.rs embeds every module in kernels_gpu::modules::MODULES");
+    let text = inflated(gz, &|| format!("PTX of module {}", module.name));
+    std::str::from_utf8(text).expect("the PTX build writes text")
 }
 
 /// The SASS shipped for `module` that a GPU of compute capability
@@ -55,7 +80,10 @@ pub fn sass(module: &PtxModule, capability: (u32, u32)) -> Option<(&'static str,
         .filter(|(name, arch, _)| {
             *name == module.name && kernels_gpu::modules::Arch::sass_runs_on(arch, capability)
         })
-        .map(|(_, arch, cubin)| (*arch, *cubin))
+        .map(|(_, arch, gz)| {
+            let what = || format!("SASS of module {} for {arch}", module.name);
+            (*arch, inflated(gz, &what))
+        })
         .next()
 }
 
@@ -87,4 +115,31 @@ pub fn with_launch_bounds(ptx: &str) -> String {
         out.push_str(line);
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    /// Every embedded module, PTX and SASS, decompresses: PTX text with
+    /// entries, cubins as ELF files.
+    #[test]
+    fn every_embedded_module_inflates() {
+        for module in kernels_gpu::modules::MODULES {
+            assert!(super::ptx(module).contains(".entry"), "{}", module.name);
+        }
+        for (name, arch, _) in super::SASS_MODULES {
+            let module = kernels_gpu::modules::MODULES
+                .iter()
+                .find(|m| m.name == *name)
+                .expect("a module of the list");
+            let (_, cubin) = super::sass(module, cubin_capability(arch)).expect("shipped");
+            assert_eq!(&cubin[..4], b"\x7fELF", "{name} {arch}");
+        }
+    }
+
+    /// A compute capability that runs SASS for `arch` (`sm_90a`: 9.0).
+    fn cubin_capability(arch: &str) -> (u32, u32) {
+        let digits = arch.trim_start_matches("sm_").trim_end_matches('a');
+        let n: u32 = digits.parse().expect("sm_NN");
+        (n / 10, n % 10)
+    }
 }
