@@ -171,18 +171,7 @@ fn build_all(manifest_dir: &Path, out_dir: &Path) -> Vec<Result<String, String>>
 /// cargo test -p tests --test ptx shipped`, which also fails while they
 /// differ).
 fn shipped(manifest_dir: &Path, module: &PtxModule) -> Result<String, String> {
-    let path = manifest_dir
-        .join("ptx")
-        .join(format!("{}.ptx.gz", module.name));
-    println!("cargo::rerun-if-changed={}", path.display());
-    if !path.exists() {
-        return Err(format!(
-            "the shipped PTX module {} is missing ({}): restore it from the repository, \
-             or build the modules from source with {FROM_SOURCE}=1 and the pinned nightly",
-            module.name,
-            path.display()
-        ));
-    }
+    let path = shipped_gz(manifest_dir, module)?;
     let ptx = String::from_utf8(read_gz(&path)?)
         .map_err(|_| format!("the shipped PTX module {} is not text", path.display()))?;
     check_ptx(module, &ptx)?;
