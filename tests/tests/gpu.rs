@@ -1096,7 +1096,8 @@ fn library_streams() -> Named {
 
 /// Calls captured into a CUDA graph and replayed: a split-K call (its
 /// workspace reserved by the documented call, after a capture without it
-/// fails with the typed error and enqueues nothing), a 16-bit call (on
+/// fails with the typed error and enqueues nothing, its workspace being
+/// checked before any launch), a 16-bit call (on
 /// Hopper a TMA kernel: its tensor maps made by a call before the
 /// capture) and one that takes padded copies. The graph holds kernel
 /// launches only (no allocation, copy or synchronization); each replay

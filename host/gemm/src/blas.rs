@@ -1402,7 +1402,9 @@ type Candidates = Arc<Vec<Candidate>>;
 ///   [`Sgemm::workspace_for`] of the call.
 ///
 /// A call that would allocate inside a capture fails with
-/// `HostError::AllocatingInCapture` and enqueues nothing. Buffers a
+/// `HostError::AllocatingInCapture`, having enqueued no GEMM (at most
+/// the copies into the handle's padded buffers, never a write to the
+/// caller's): end the capture and discard its graph. Buffers a
 /// capture used are never freed while the handle lives (a later, larger
 /// workspace or padded copy is new memory), so a graph may be replayed
 /// as long as the handle and the call's own buffers live. A graph's
