@@ -76,15 +76,18 @@ fn main() {
     for (module, built) in MODULES.iter().zip(built) {
         // The library embeds the PTX compressed (a fifth of its size) and
         // decompresses a module when a GPU first needs its PTX.
-        let gz = match built {
+        let (gz, built) = match built {
             Some(result) => {
                 let ptx = result.unwrap_or_else(|e| fail(&e));
                 write_if_changed(&out_dir.join(format!("{}.ptx", module.name)), &ptx);
                 let gz = out_dir.join(format!("{}.ptx.gz", module.name));
                 write_if_changed(&gz, gzip(ptx.as_bytes()));
-                gz
+                (gz, Some(ptx))
             }
-            None => shipped_gz(&manifest_dir, module).unwrap_or_else(|e| fail(&e)),
+            None => (
+                shipped_gz(&manifest_dir, module).unwrap_or_else(|e| fail(&e)),
+                None,
+            ),
         };
         writeln!(
             list,
@@ -96,11 +99,10 @@ fn main() {
         // The shipped cubins were assembled from the shipped PTX: built
         // from source, a module whose PTX differs (a kernel being edited)
         // has none, and the driver compiles its PTX.
-        if from_source {
-            let text = std::fs::read_to_string(out_dir.join(format!("{}.ptx", module.name)));
-            if shipped(&manifest_dir, module).ok() != text.ok() {
-                continue;
-            }
+        if let Some(ptx) = built
+            && shipped(&manifest_dir, module).ok() != Some(ptx)
+        {
+            continue;
         }
         for arch in module.arch.sass {
             let gz = manifest_dir

@@ -19,13 +19,12 @@ pub struct Shape {
 }
 
 impl Shape {
-    /// A checked shape: the library's checks of the dense product
-    /// ([`blas::plan`], the one set of checks every call goes through),
-    /// and every dimension at most [`MAX_DIM`]. (Each kernel says which
+    /// A checked shape: every dimension at most [`MAX_DIM`], then the
+    /// library's checks of the dense product ([`blas::plan`], the one set
+    /// of checks every call goes through). (Each kernel says which
     /// shapes it can take: [`Self::choose`].)
     pub fn new(m: usize, n: usize, k: usize) -> Result<Self, GemmError> {
-        let shape = Self { m, n, k };
-        blas::plan(&shape.config(), shape.elems())?;
+        // The harness's limit first: within it, `elems` cannot overflow.
         for (arg, value) in [("m", m), ("n", n), ("k", k)] {
             if value > MAX_DIM {
                 return Err(GemmError::TooLarge {
@@ -35,6 +34,8 @@ impl Shape {
                 });
             }
         }
+        let shape = Self { m, n, k };
+        blas::plan(&shape.config(), shape.elems())?;
         Ok(shape)
     }
 
@@ -102,8 +103,8 @@ impl fmt::Display for Shape {
 mod tests {
     use super::*;
 
-    /// A shape is checked by the library's plan (its error type and
-    /// message), then against the harness's own limit.
+    /// A shape is checked against the harness's own limit, then by the
+    /// library's plan (its error type and message).
     #[test]
     fn shapes_are_checked_by_the_library() {
         let e = Shape::new(4, 0, 4).unwrap_err();

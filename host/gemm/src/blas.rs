@@ -42,7 +42,9 @@
 //! more than the handle holds and kept for later calls, and a TMA
 //! kernel's tensor maps (384 bytes, made the first time it meets a set of
 //! buffers; 16 kept per stream, and every one a graph capture used) and
-//! its padded copies of A and B where TMA cannot read them as they are.
+//! its padded copies of A and B where TMA cannot read them as they are
+//! (both kept for the 8 streams it last ran on, and for every stream a
+//! capture used them on).
 //! Calls can be captured into CUDA graphs ([`Sgemm`] says how).
 //!
 //! Element types ([`GemmElement`]): A, B and C are `f32`, or A and B are
@@ -1821,8 +1823,7 @@ impl Sgemm {
         lens: (usize, usize, usize),
         storage: Storage,
     ) -> Result<usize, GemmError> {
-        let plan = plan_for(cfg, lens, storage)?;
-        let choice = self.choice(&plan, &cfg.algorithm)?;
+        let (plan, choice) = self.planned(cfg, lens, storage)?;
         Ok(steps(&plan, choice).workspace)
     }
 
@@ -1844,8 +1845,20 @@ impl Sgemm {
         lens: (usize, usize, usize),
         storage: Storage,
     ) -> Result<Choice, GemmError> {
+        self.planned(cfg, lens, storage).map(|(_, choice)| choice)
+    }
+
+    /// The plan of a call of `cfg` on buffers of `lens` elements that
+    /// store `storage`, and what would compute it.
+    fn planned(
+        &self,
+        cfg: &GemmConfig,
+        lens: (usize, usize, usize),
+        storage: Storage,
+    ) -> Result<(Plan, Choice), GemmError> {
         let plan = plan_for(cfg, lens, storage)?;
-        self.choice(&plan, &cfg.algorithm)
+        let choice = self.choice(&plan, &cfg.algorithm)?;
+        Ok((plan, choice))
     }
 
     fn choice(&self, plan: &Plan, algorithm: &Algorithm) -> Result<Choice, GemmError> {

@@ -31,7 +31,43 @@ pub struct Kernel {
     /// allow `u32::MAX`, the twins' `int` offsets `i32::MAX`.
     max_elems: usize,
     /// A TMA kernel's tensor maps and padded copies, per stream.
-    tma: Mutex<HashMap<usize, TmaScratch>>,
+    tma: Mutex<TmaStreams>,
+}
+
+/// A TMA kernel's [`TmaScratch`] of each stream it launched on (by the
+/// stream's handle: the scratch's buffers hold the stream alive, so the
+/// handle is not reused while they exist).
+#[derive(Default)]
+struct TmaStreams {
+    /// Counts lookups: when each stream's scratch was last used.
+    tick: u64,
+    by_stream: HashMap<usize, (u64, TmaScratch)>,
+}
+
+/// Streams whose scratch a kernel keeps unless a capture used it: a
+/// program that makes a stream per request does not grow without bound
+/// (the least recently used one's buffers are freed, on its own stream,
+/// after its launches).
+const STREAMS_KEPT: usize = 8;
+
+impl TmaStreams {
+    /// `stream`'s scratch, made empty if it has none.
+    fn for_stream(&mut self, stream: usize) -> &mut TmaScratch {
+        self.tick += 1;
+        let kept = |(_, scratch): &(u64, TmaScratch)| !scratch.captured();
+        if !self.by_stream.contains_key(&stream)
+            && self.by_stream.values().filter(|e| kept(e)).count() >= STREAMS_KEPT
+            && let Some(oldest) = (self.by_stream.iter())
+                .filter(|(_, e)| kept(e))
+                .min_by_key(|(_, (used, _))| *used)
+                .map(|(s, _)| *s)
+        {
+            self.by_stream.remove(&oldest);
+        }
+        let (used, scratch) = self.by_stream.entry(stream).or_default();
+        *used = self.tick;
+        scratch
+    }
 }
 
 /// What a TMA kernel keeps between its launches on one stream: the
@@ -61,6 +97,13 @@ struct TmaScratch {
 /// call that alternates among this many problems makes no new ones).
 const MAPS_KEPT: usize = 16;
 
+impl TmaScratch {
+    /// Whether a capture used any of it (then none of it is ever freed).
+    fn captured(&self) -> bool {
+        self.padded_captured || !self.retired.is_empty() || self.maps.iter().any(|(_, c)| *c)
+    }
+}
+
 impl Kernel {
     /// Its name in reports and errors.
     pub fn label(&self) -> &str {
@@ -75,7 +118,7 @@ impl Kernel {
             func: gpu.function(spec)?,
             shared_bytes: spec.launch.shared_bytes,
             max_elems: kernels_gpu::gemm::MAX_ELEMS,
-            tma: Mutex::new(HashMap::new()),
+            tma: Mutex::new(TmaStreams::default()),
         })
     }
 
@@ -88,7 +131,7 @@ impl Kernel {
             func,
             shared_bytes,
             max_elems: i32::MAX as usize,
-            tma: Mutex::new(HashMap::new()),
+            tma: Mutex::new(TmaStreams::default()),
         }
     }
 
@@ -170,7 +213,7 @@ impl Kernel {
         // This stream's maps and copies; a capture allocates none.
         let capturing = gpu.capturing()?;
         let mut tma = self.tma.lock().unwrap_or_else(|e| e.into_inner());
-        let scratch = tma.entry(gpu.stream.cu_stream() as usize).or_default();
+        let scratch = tma.for_stream(gpu.stream.cu_stream() as usize);
         // Where the tensor maps point: the caller's A and B, or padded
         // copies of them when TMA cannot describe them.
         let (a_op, b_op, call) = match self.spec.padded(p, aligned16) {
@@ -364,4 +407,28 @@ pub fn grid(
         )));
     }
     Ok((gx as u32, gy as u32, batch.max(1) as u32))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A kernel keeps the scratch of its 8 most recently used streams,
+    /// and of every stream a capture used it on.
+    #[test]
+    fn scratch_is_kept_for_recent_and_captured_streams() {
+        let mut tma = TmaStreams::default();
+        tma.for_stream(100).padded_captured = true;
+        for stream in 0..20 {
+            tma.for_stream(stream);
+        }
+        assert_eq!(tma.by_stream.len(), STREAMS_KEPT + 1);
+        assert!(tma.by_stream.contains_key(&100));
+        assert!((12..20).all(|s| tma.by_stream.contains_key(&s)));
+        // Using a stream again makes it recent.
+        tma.for_stream(12);
+        tma.for_stream(20);
+        assert!(tma.by_stream.contains_key(&12));
+        assert!(!tma.by_stream.contains_key(&13));
+    }
 }
