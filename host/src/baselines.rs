@@ -14,8 +14,9 @@ use kernels_gpu::elem::{Elem, Elems, Math, Scaling};
 use kernels_gpu::launch::KernelSpec;
 use kernels_gpu::registry;
 
-use crate::runner::{Buffers, Enqueue};
+use crate::runner::{Buffers, Enqueue, fused_name};
 use rust_gemm::HostError;
+use rust_gemm::blas::Activation;
 use rust_gemm::gpu::Gpu;
 use rust_gemm::gpu::device_address;
 use rust_gemm::launch::Kernel;
@@ -26,6 +27,9 @@ pub const CUBLAS_TF32: &str = "cuBLAS TF32";
 pub const CUBLAS_BF16: &str = "cuBLAS BF16";
 pub const CUBLAS_FP16: &str = "cuBLAS FP16";
 pub const CUBLASLT_FP8: &str = "cuBLASLt FP8";
+/// The fused baselines' names begin so: `cuBLASLt BF16 (bf16 C) + bias +
+/// gelu-tanh` ([`Cublas::load_fused`]).
+pub const CUBLASLT: &str = "cuBLASLt";
 
 /// cuBLAS's name for a stored type (`cublasGemmEx`'s `cudaDataType`).
 fn cuda_data_type(elem: Elem) -> cudarc::cublas::sys::cudaDataType {
@@ -243,21 +247,7 @@ impl Cublas {
         if elems.math == Math::Fp8 {
             return Self::load_lt(gpu, elems);
         }
-        let served = match elems.math {
-            Math::Fp32 | Math::Tf32 => elems.storage() == kernels_gpu::elem::Storage::F32,
-            // 3xTF32 kernels are measured against SGEMM (Math::yardstick);
-            // FP8 against cuBLASLt (`CublasLt`).
-            Math::Tf32x3 | Math::Fp8 => false,
-            Math::Bf16 | Math::F16 => {
-                let input = if elems.math == Math::Bf16 {
-                    Elem::Bf16
-                } else {
-                    Elem::F16
-                };
-                elems.a == input && elems.b == input && (elems.c == Elem::F32 || elems.c == input)
-            }
-        };
-        if !served {
+        if !Self::serves(elems) {
             return Err(format!("no cuBLAS baseline for {}", elems.describe()));
         }
         let precision = elems.math;
@@ -308,13 +298,96 @@ impl Cublas {
         })
     }
 
+    /// Whether cuBLAS serves `elems` through SGEMM or `cublasGemmEx` (and
+    /// cuBLASLt with an epilogue, [`Self::load_fused`]): f32 storage with
+    /// FP32 or TF32 math, or A and B both BF16 (math BF16) or both FP16
+    /// (math FP16) with C in f32 or in their type.
+    fn serves(elems: Elems) -> bool {
+        match elems.math {
+            Math::Fp32 | Math::Tf32 => elems.storage() == kernels_gpu::elem::Storage::F32,
+            // 3xTF32 kernels are measured against SGEMM (Math::yardstick);
+            // FP8 against cuBLASLt (`load_lt`).
+            Math::Tf32x3 | Math::Fp8 => false,
+            Math::Bf16 | Math::F16 => {
+                let input = if elems.math == Math::Bf16 {
+                    Elem::Bf16
+                } else {
+                    Elem::F16
+                };
+                elems.a == input && elems.b == input && (elems.c == Elem::F32 || elems.c == input)
+            }
+        }
+    }
+
+    /// cuBLASLt with a fused epilogue: the baseline of the Rust kernels'
+    /// fused launches (`runner::Fused`), on the same buffers and bias
+    /// (`Buffers::set_epilogue`: one f32 per column of row-major C, which
+    /// is one per row of the column-major D cuBLASLt computes, `C^T = B^T
+    /// A^T`: its bias vector, whose length is D's rows). `elems` as
+    /// [`Self::load_elems`] serves them; `activation` as cuBLASLt's
+    /// `CUBLASLT_EPILOGUE_BIAS`, `RELU_BIAS` or `GELU_BIAS` (GELU's tanh
+    /// form). cuBLASLt has no epilogue of GELU's erf form or of SiLU: an
+    /// error for those, so no row stands in for them. The bias is read as
+    /// f32 (`CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE`) where cuBLASLt takes
+    /// that, else as a copy in C's type (the same values: the bias is of
+    /// that type); [`Self::bias_note`] says which.
+    pub fn load_fused(gpu: &Gpu, elems: Elems, activation: Activation) -> Result<Self, String> {
+        if !Self::serves(elems) {
+            return Err(format!(
+                "no cuBLASLt baseline with an epilogue for {}",
+                elems.describe()
+            ));
+        }
+        if lt_epilogue(activation).is_none() {
+            return Err(format!(
+                "cuBLASLt has no {} epilogue (its GELU is the tanh form, and it has no SiLU): \
+                 no cuBLASLt row for it",
+                activation.name()
+            ));
+        }
+        if elems.math == Math::Fp32 && std::env::var("NVIDIA_TF32_OVERRIDE").is_ok_and(|v| v != "0")
+        {
+            return Err("NVIDIA_TF32_OVERRIDE is set: cuBLASLt would use TF32; unset it".into());
+        }
+        let lt = Lt::new(gpu, elems, Some(activation))?;
+        let base = if elems.c == Elem::F32 {
+            format!("{CUBLASLT} {}", elems.math.name())
+        } else {
+            format!("{CUBLASLT} {} ({} C)", elems.math.name(), elems.c.name())
+        };
+        Ok(Self {
+            backend: Backend::Lt(Box::new(lt)),
+            elems,
+            name: fused_name(&base, activation),
+        })
+    }
+
+    /// For a fused cuBLASLt baseline that has run: the type it read the
+    /// bias in, where that is not f32 (C's: it refused an f32 bias), as a
+    /// line for the report's notes.
+    pub fn bias_note(&self) -> Option<String> {
+        let Backend::Lt(lt) = &self.backend else {
+            return None;
+        };
+        let plan = lt.plan.lock().unwrap_or_else(|e| e.into_inner());
+        let bias = plan.as_ref()?.bias_type?;
+        (bias != Elem::F32).then(|| {
+            format!(
+                "{}: bias read as {} (cuBLASLt refused an f32 bias with a {} D; the values are the same)",
+                self.name,
+                bias.name(),
+                self.elems.c.name()
+            )
+        })
+    }
+
     /// Why this baseline cannot compute a product of `shape`, if it
     /// cannot: cuBLASLt's FP8 kernels need m, n and k multiples of 16
     /// (16-byte rows and pointers; its heuristic answers
     /// `CUBLAS_STATUS_NOT_SUPPORTED` otherwise, seen at 4097).
     pub fn unsupported(&self, shape: &crate::shape::Shape) -> Option<String> {
         let dims = [shape.m, shape.n, shape.k];
-        (matches!(self.backend, Backend::Lt(_)) && dims.iter().any(|d| d % 16 != 0))
+        (self.elems.math == Math::Fp8 && dims.iter().any(|d| d % 16 != 0))
             .then(|| "cuBLASLt's FP8 path takes m, n and k multiples of 16 only".to_string())
     }
 
@@ -405,6 +478,10 @@ impl Enqueue for Cublas {
 
     fn elems(&self) -> Elems {
         self.elems
+    }
+
+    fn fused(&self) -> bool {
+        matches!(&self.backend, Backend::Lt(lt) if lt.fused.is_some())
     }
 
     fn enqueue(&self, gpu: &Gpu, bufs: &mut Buffers) -> Result<(), HostError> {
@@ -503,26 +580,56 @@ impl Cublas {
 enum Backend {
     /// cuBLAS: SGEMM, TF32 math, `cublasGemmEx`.
     Blas(CudaBlas),
-    /// cuBLASLt: FP8 with per-tensor or block scales.
-    Lt(Lt),
+    /// cuBLASLt: FP8 with per-tensor or block scales, or a fused epilogue.
+    Lt(Box<Lt>),
+}
+
+/// cuBLASLt's epilogue of a bias and `activation`, if it has one.
+fn lt_epilogue(activation: Activation) -> Option<cudarc::cublaslt::sys::cublasLtEpilogue_t> {
+    use cudarc::cublaslt::sys::cublasLtEpilogue_t as E;
+    match activation {
+        Activation::None => Some(E::CUBLASLT_EPILOGUE_BIAS),
+        Activation::Relu => Some(E::CUBLASLT_EPILOGUE_RELU_BIAS),
+        // `x / 2 (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3)))`.
+        Activation::GeluTanh => Some(E::CUBLASLT_EPILOGUE_GELU_BIAS),
+        Activation::GeluErf | Activation::Silu => None,
+    }
 }
 
 /// Bytes of cuBLASLt's workspace (what torch gives it on Hopper).
 const LT_WORKSPACE_BYTES: usize = 32 << 20;
 
-/// A cuBLASLt FP8 baseline: its handle, its workspace, and the plan of
-/// the last problem it ran (descriptors, layouts and the heuristic's
-/// algorithm), made outside the timed launches that reuse it.
+/// A cuBLASLt baseline (FP8, or with a fused epilogue): its handle, its
+/// workspace, its element types and epilogue, and the plan of the last
+/// problem it ran (descriptors, layouts and the heuristic's algorithm),
+/// made outside the timed launches that reuse it.
 struct Lt {
     handle: cudarc::cublaslt::sys::cublasLtHandle_t,
     workspace: CudaSlice<u8>,
+    elems: Elems,
+    /// The activation of its epilogue, with the buffers' bias (`None`: a
+    /// plain product).
+    fused: Option<Activation>,
     plan: std::sync::Mutex<Option<LtPlan>>,
+}
+
+/// The problem a plan was made for: what its descriptor and layouts hold.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct LtKey {
+    m: usize,
+    n: usize,
+    k: usize,
+    /// FP8's scale addresses (zeros otherwise).
+    scales: kernels_gpu::gemm::ScaleParams,
+    /// A fused epilogue's bias: its addresses as f32 and in C's type.
+    bias: Option<(u64, u64)>,
 }
 
 /// cuBLASLt's description of one problem.
 struct LtPlan {
-    /// The problem it was made for: m, n, k and the scale addresses.
-    key: (usize, usize, usize, kernels_gpu::gemm::ScaleParams),
+    key: LtKey,
+    /// The type the bias is read in (`None`: no bias).
+    bias_type: Option<Elem>,
     desc: cudarc::cublaslt::sys::cublasLtMatmulDesc_t,
     layouts: [cudarc::cublaslt::sys::cublasLtMatrixLayout_t; 3],
     /// The heuristic's algorithms, best first, and the first that ran
@@ -567,6 +674,33 @@ impl Drop for Lt {
     }
 }
 
+impl Lt {
+    /// A cuBLASLt handle and workspace for `elems`, with `fused`'s
+    /// epilogue; an error (one line) when cuBLASLt is missing.
+    fn new(gpu: &Gpu, elems: Elems, fused: Option<Activation>) -> Result<Self, String> {
+        // SAFETY: only tries to dlopen libcublasLt under its known names.
+        if !unsafe { cudarc::cublaslt::sys::is_culib_present() } {
+            return Err(
+                "cuBLASLt (libcublasLt.so) not found: add the CUDA toolkit's lib64 \
+                        folder (e.g. /usr/local/cuda/lib64) to LD_LIBRARY_PATH"
+                    .into(),
+            );
+        }
+        // SAFETY: a plain allocation; cuBLASLt only scribbles in it.
+        let workspace = unsafe { gpu.stream.alloc::<u8>(LT_WORKSPACE_BYTES) }
+            .map_err(|e| format!("cuBLASLt's workspace: {e:?}"))?;
+        let handle =
+            cudarc::cublaslt::result::create_handle().map_err(|e| format!("cuBLASLt: {e:?}"))?;
+        Ok(Self {
+            handle,
+            workspace,
+            elems,
+            fused,
+            plan: std::sync::Mutex::new(None),
+        })
+    }
+}
+
 impl Cublas {
     /// cuBLASLt for FP8 `elems`: A and B E4M3 or E5M2 (not both E5M2, which
     /// cuBLASLt refuses), C in BF16, FP16 or f32, f32 accumulation
@@ -584,25 +718,8 @@ impl Cublas {
         if !served {
             return Err(format!("no cuBLASLt baseline for {}", elems.describe()));
         }
-        // SAFETY: only tries to dlopen libcublasLt under its known names.
-        if !unsafe { cudarc::cublaslt::sys::is_culib_present() } {
-            return Err(
-                "cuBLASLt (libcublasLt.so) not found: add the CUDA toolkit's lib64 \
-                        folder (e.g. /usr/local/cuda/lib64) to LD_LIBRARY_PATH"
-                    .into(),
-            );
-        }
-        // SAFETY: a plain allocation; cuBLASLt only scribbles in it.
-        let workspace = unsafe { gpu.stream.alloc::<u8>(LT_WORKSPACE_BYTES) }
-            .map_err(|e| format!("cuBLASLt's workspace: {e:?}"))?;
-        let handle =
-            cudarc::cublaslt::result::create_handle().map_err(|e| format!("cuBLASLt: {e:?}"))?;
         Ok(Self {
-            backend: Backend::Lt(Lt {
-                handle,
-                workspace,
-                plan: std::sync::Mutex::new(None),
-            }),
+            backend: Backend::Lt(Box::new(Lt::new(gpu, elems, None)?)),
             elems,
             name: format!("{CUBLASLT_FP8} ({})", elems.storage()),
         })
@@ -610,25 +727,57 @@ impl Cublas {
 }
 
 impl Lt {
-    /// Enqueues `C = scale_a * scale_b * A B`, then times D's scale, on
-    /// the buffers (A m x k and B^T n x k, K contiguous in both: FP8's one
-    /// layout, `Ops::NT`; the buffers' B^T). cuBLASLt is column-major:
-    /// row-major C (m x n) is column-major C^T = (B^T)^T' A', i.e. its A
-    /// is our B^T read transposed (`TRANSA = T`, k x n with ld k), its B our A
-    /// (k x m, ld k), and its A scale our B's. D's scale multiplies alpha
-    /// on the host: cuBLASLt applies `D_SCALE` only to an FP8 D.
+    /// Enqueues the product on the buffers. cuBLASLt is column-major:
+    /// row-major C (m x n) is column-major C^T = B^T A^T, an n x m D, so its
+    /// A is our B and its B our A.
+    ///
+    /// FP8: `C = scale_a * scale_b * A B`, then times D's scale, with A m x
+    /// k and B^T n x k, K contiguous in both (FP8's one layout, `Ops::NT`;
+    /// the buffers' B^T): its A is our B^T read transposed (`TRANSA = T`,
+    /// k x n with ld k), its B our A (k x m, ld k), and its A scale our
+    /// B's. D's scale multiplies alpha on the host: cuBLASLt applies
+    /// `D_SCALE` only to an FP8 D.
+    ///
+    /// Otherwise (a fused epilogue): `C = act(A B + bias)` with A m x k and
+    /// B k x n as they are (`Ops::NN`): its A is our B (n x k, ld n), its
+    /// B our A (k x m, ld k), no transposes; the bias per column of our C
+    /// is its bias per row of D.
     fn enqueue(&self, gpu: &Gpu, bufs: &mut Buffers, name: &str) -> Result<(), HostError> {
         let failed = |what: &str, e| {
             HostError::BadShape(format!("{name} failed on {} ({what}): {e:?}", bufs.shape))
         };
-        let call = bufs.call(kernels_gpu::launch::Ops::NT)?;
-        let Some(scales) = bufs.scales.as_ref() else {
-            return Err(HostError::BadShape(format!(
-                "{name} needs the FP8 buffers' scales"
-            )));
+        let fp8 = self.elems.math == Math::Fp8;
+        let (call, scales, alpha) = if fp8 {
+            let Some(scales) = bufs.scales.as_ref() else {
+                return Err(HostError::BadShape(format!(
+                    "{name} needs the FP8 buffers' scales"
+                )));
+            };
+            let call = bufs.call(kernels_gpu::launch::Ops::NT)?;
+            (call, scales.params, scales.values[2])
+        } else {
+            let call = bufs.call(kernels_gpu::launch::Ops::NN)?;
+            (call, Default::default(), 1.0f32)
+        };
+        let bias = match self.fused {
+            None => None,
+            Some(_) => match bufs.epilogue() {
+                Some(epilogue) => Some(epilogue.addresses),
+                None => {
+                    return Err(HostError::BadShape(format!(
+                        "{name} needs the buffers' bias: add it with Buffers::set_epilogue"
+                    )));
+                }
+            },
         };
         let (m, n, k) = (bufs.shape.m, bufs.shape.n, bufs.shape.k);
-        let key = (m, n, k, scales.params);
+        let key = LtKey {
+            m,
+            n,
+            k,
+            scales,
+            bias,
+        };
         let mut plan = self.plan.lock().unwrap_or_else(|e| e.into_inner());
         if plan.as_ref().is_none_or(|p| p.key != key) {
             *plan = None;
@@ -638,14 +787,15 @@ impl Lt {
             );
         }
         let plan = plan.as_mut().expect("made above");
-        let (alpha, beta) = (scales.values[2], 0.0f32);
+        let beta = 0.0f32;
         let workspace = device_address(gpu, &self.workspace);
         let run = |algo: &cudarc::cublaslt::sys::cublasLtMatmulAlgo_t| {
-            // SAFETY: the plan describes exactly these buffers (B^T n x k and A
-            // m x k of their FP8 types, C m x n of its type, dense) and the
-            // scale addresses it was made with (the key); alpha and beta are
-            // f32 on the host, read before the call returns; the workspace is
-            // LT_WORKSPACE_BYTES, the size the heuristic was told.
+            // SAFETY: the plan describes exactly these buffers (FP8: B^T n x
+            // k and A m x k; otherwise B k x n and A m x k; C m x n; each of
+            // its stored type, dense) and the scale and bias addresses it was
+            // made with (the key: the buffers' own, alive with them); alpha
+            // and beta are f32 on the host, read before the call returns; the
+            // workspace is LT_WORKSPACE_BYTES, the size the heuristic was told.
             unsafe {
                 cudarc::cublaslt::result::matmul(
                     self.handle,
@@ -689,18 +839,42 @@ impl Lt {
         ))
     }
 
-    /// The descriptor, layouts and algorithm of `key`'s problem.
+    /// The descriptor, layouts and algorithm of `key`'s problem. A bias is
+    /// read as f32 where cuBLASLt takes that with D's type; if its
+    /// heuristic finds no algorithm for it, from the copy in C's type
+    /// (cuBLASLt's default: a bias of D's type).
     fn plan_for(
         &self,
-        key: (usize, usize, usize, kernels_gpu::gemm::ScaleParams),
+        key: LtKey,
         storage: kernels_gpu::elem::Storage,
+    ) -> Result<LtPlan, cudarc::cublaslt::result::CublasError> {
+        match (key.bias, self.plan_with(key, storage, Elem::F32)) {
+            (Some(_), Err(_)) if storage.c != Elem::F32 => self.plan_with(key, storage, storage.c),
+            (_, plan) => plan,
+        }
+    }
+
+    /// [`Self::plan_for`] with the bias (if `key` has one) read as `bias_type`:
+    /// f32, or C's type.
+    fn plan_with(
+        &self,
+        key: LtKey,
+        storage: kernels_gpu::elem::Storage,
+        bias_type: Elem,
     ) -> Result<LtPlan, cudarc::cublaslt::result::CublasError> {
         use cudarc::cublaslt::result;
         use cudarc::cublaslt::sys::cublasLtMatmulDescAttributes_t as Attr;
         use cudarc::cublaslt::sys::{
             cublasComputeType_t, cublasLtMatmulPreferenceAttributes_t, cudaDataType,
         };
-        let (m, n, k, scales) = key;
+        let LtKey {
+            m,
+            n,
+            k,
+            scales,
+            bias,
+        } = key;
+        let fp8 = self.elems.math == Math::Fp8;
         let lt_type = |e: Elem| match e {
             Elem::F32 => cudaDataType::CUDA_R_32F,
             Elem::Bf16 => cudaDataType::CUDA_R_16BF,
@@ -708,12 +882,16 @@ impl Lt {
             Elem::E4m3 => cudaDataType::CUDA_R_8F_E4M3,
             Elem::E5m2 => cudaDataType::CUDA_R_8F_E5M2,
         };
-        let desc = result::create_matmul_desc(
-            cublasComputeType_t::CUBLAS_COMPUTE_32F,
-            cudaDataType::CUDA_R_32F,
-        )?;
+        // f32 accumulation throughout; TF32 products where that is the math.
+        let compute = if self.elems.math == Math::Tf32 {
+            cublasComputeType_t::CUBLAS_COMPUTE_32F_FAST_TF32
+        } else {
+            cublasComputeType_t::CUBLAS_COMPUTE_32F
+        };
+        let desc = result::create_matmul_desc(compute, cudaDataType::CUDA_R_32F)?;
         let mut plan = LtPlan {
             key,
+            bias_type: bias.map(|_| bias_type),
             desc,
             layouts: [std::ptr::null_mut(); 3],
             algos: Vec::new(),
@@ -729,12 +907,35 @@ impl Lt {
             // SAFETY: the descriptor is live; `ptr` points at `size` bytes.
             unsafe { result::set_matmul_desc_attribute(desc, attr, ptr, size) }
         }
-        // cublasOperation_t: 1 is T, 0 is N.
-        set(desc, Attr::CUBLASLT_MATMUL_DESC_TRANSA, &1i32)?;
+        // cublasOperation_t: 1 is T, 0 is N. FP8 reads our B^T transposed.
+        set(desc, Attr::CUBLASLT_MATMUL_DESC_TRANSA, &i32::from(fp8))?;
         set(desc, Attr::CUBLASLT_MATMUL_DESC_TRANSB, &0i32)?;
-        // Its A is our B: A's scale is ours of B, and B's ours of A.
-        set(desc, Attr::CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &scales.b)?;
-        set(desc, Attr::CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &scales.a)?;
+        if let (Some(activation), Some((f32_bias, c_bias))) = (self.fused, bias) {
+            let epilogue = lt_epilogue(activation).expect("load_fused refuses the others");
+            // cublasLtEpilogue_t, as the uint32_t the attribute takes.
+            set(
+                desc,
+                Attr::CUBLASLT_MATMUL_DESC_EPILOGUE,
+                &(epilogue as u32),
+            )?;
+            let pointer = if bias_type == Elem::F32 {
+                f32_bias
+            } else {
+                c_bias
+            };
+            set(desc, Attr::CUBLASLT_MATMUL_DESC_BIAS_POINTER, &pointer)?;
+            if bias_type != storage.c {
+                // Not D's type, cuBLASLt's default: say so (cudaDataType_t,
+                // as the int32_t the attribute takes).
+                let t = lt_type(bias_type) as i32;
+                set(desc, Attr::CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &t)?;
+            }
+        }
+        if fp8 {
+            // Its A is our B: A's scale is ours of B, and B's ours of A.
+            set(desc, Attr::CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &scales.b)?;
+            set(desc, Attr::CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &scales.a)?;
+        }
         if storage.scaling == Scaling::Blocks {
             // DeepSeek-V3's scales: its A (our B^T) per 128 x 128 block,
             // its B (our A) per row per 128 of K, laid out as the kernels
@@ -748,7 +949,11 @@ impl Lt {
             set(desc, Attr::CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &vec)?;
         }
         let (m, n, k) = (m as u64, n as u64, k as u64);
-        plan.layouts[0] = result::create_matrix_layout(lt_type(storage.b), k, n, k as i64)?;
+        plan.layouts[0] = if fp8 {
+            result::create_matrix_layout(lt_type(storage.b), k, n, k as i64)?
+        } else {
+            result::create_matrix_layout(lt_type(storage.b), n, k, n as i64)?
+        };
         plan.layouts[1] = result::create_matrix_layout(lt_type(storage.a), k, m, k as i64)?;
         plan.layouts[2] = result::create_matrix_layout(lt_type(storage.c), n, m, n as i64)?;
         let pref = result::create_matmul_pref()?;

@@ -5,7 +5,7 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
 use crate::shape::Shape;
-use kernels_gpu::elem::{SCALE_BLOCK, Scaling, Storage};
+use kernels_gpu::elem::{Elem, SCALE_BLOCK, Scaling, Storage};
 use rust_gemm::HostError;
 
 /// How random inputs are drawn.
@@ -85,6 +85,24 @@ pub fn random_inputs_of(
     Ok((a, b))
 }
 
+/// The bias of a fused epilogue (`runner::Buffers::set_epilogue`): one
+/// value per column of C, uniform in [-1, 1) times `sqrt(k) / 3`, the
+/// spread of an element of `A B` on uniform inputs (a sum of `k` products
+/// of variance 1/9), so that a bias left out, applied twice or taken from
+/// the wrong column moves an element by about its own size: far above
+/// every tolerance, a 16-bit C's included, which a bias of the inputs'
+/// size (1, against `sum |a b|` of about `k / 4`) would not be. Rounded to
+/// C's stored type `c`, so that a copy in that type (what cuBLASLt reads
+/// where it takes no f32 bias) holds the same values. Independent of A's
+/// and B's streams.
+pub fn random_bias(shape: &Shape, c: Elem, seed: u64) -> Result<Vec<f32>, HostError> {
+    let spread = (shape.k as f32).sqrt() / 3.0;
+    let mut bias = random_matrix(shape.n, seed ^ 0x0B1A_5B1A_5B1A_5B1A)?;
+    bias.iter_mut().for_each(|x| *x *= spread);
+    crate::matrix::round_to(c, &mut bias);
+    Ok(bias)
+}
+
 /// The block scales of an FP8 product (`Scaling::Blocks`, step 26): A's
 /// per row per 128 of K and B's per 128 x 128, laid out as the kernels
 /// and cuBLASLt read them (`Scaling::a_scales`, `Scaling::b_scales`; the
@@ -152,7 +170,6 @@ impl BlockScales {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kernels_gpu::elem::Elem;
 
     /// The block scales fill their layouts (the padding with zeros), no
     /// two neighbours alike as a rule, and their products with FP8 values
@@ -190,5 +207,24 @@ mod tests {
             let exact = q as f64 * blocks.of_b(&shape, i / 300, i % 300) as f64;
             assert_eq!(d as f64, exact, "B[{i}]");
         }
+    }
+
+    /// The bias is as long as a row of C, spread like an element of the
+    /// product, of C's type, and reproducible.
+    #[test]
+    fn bias_spans_a_row_of_c_in_c_type() {
+        let shape = Shape::new(3, 500, 900).unwrap();
+        let bias = random_bias(&shape, Elem::Bf16, 1).unwrap();
+        assert_eq!(bias.len(), 500);
+        assert!(bias.iter().all(|&x| x.abs() <= 10.0 && x != 0.0));
+        assert!(
+            bias.iter().any(|&x| x.abs() > 5.0),
+            "spread sqrt(900) / 3 = 10"
+        );
+        let mut rounded = bias.clone();
+        crate::matrix::round_to(Elem::Bf16, &mut rounded);
+        assert_eq!(rounded, bias);
+        assert_eq!(random_bias(&shape, Elem::Bf16, 1).unwrap(), bias);
+        assert_ne!(random_bias(&shape, Elem::Bf16, 2).unwrap(), bias);
     }
 }

@@ -17,6 +17,7 @@ use crate::shape::Shape;
 use kernels_gpu::elem::{Elem, Elems, Math};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
+use rust_gemm::blas::{Activation, EmuEpilogue, Per};
 use serde::Serialize;
 
 /// Largest scaled error accepted for FP32 kernels. f32 accumulation of K
@@ -319,7 +320,23 @@ impl Reference {
     /// (an FP8 kernel's per-tensor scales): each reference value and its
     /// sum of magnitudes multiplied by `|scale|`.
     pub fn check_scaled(&self, c: &[f32], elems: Elems, scale: f64) -> Verification {
-        let tolerance = tolerance(elems, self.shape.k);
+        self.check_fused(c, elems, scale, &EmuEpilogue::default())
+    }
+
+    /// [`Self::check_scaled`] for a kernel that applies `epilogue` (its
+    /// activation, and its bias and scales along C's rows or columns):
+    /// each element's `act(scale s ref + bias)` in f64, its error scaled
+    /// by `(|scale s| sum |a * b| + |bias|)` times the activation's
+    /// largest slope ([`with_epilogue`]), within [`fused_tolerance`].
+    /// With no epilogue (the default) this is the plain check, unchanged.
+    pub fn check_fused(
+        &self,
+        c: &[f32],
+        elems: Elems,
+        scale: f64,
+        epilogue: &EmuEpilogue,
+    ) -> Verification {
+        let tolerance = fused_tolerance(elems, self.shape.k, epilogue);
         assert_eq!(
             c.len(),
             self.shape.m * self.shape.n,
@@ -329,21 +346,25 @@ impl Reference {
         let mut max_error = 0.0f64;
         let mut worst = None;
         for &(i, want, magnitude) in &self.entries {
-            let (want, magnitude) = (want * scale, magnitude * scale.abs());
+            let (row, col) = (i / self.shape.n, i % self.shape.n);
+            let s = scale * along(&epilogue.scale, (row, col), 1.0);
+            let bias = along(&epilogue.bias, (row, col), 0.0);
+            let expected =
+                with_epilogue(epilogue.activation, (want * s, magnitude * s.abs()), bias);
             let got = c[i];
             // A NaN must never pass: treat it as an infinite error.
             let err = if got.is_finite() {
-                (got as f64 - want).abs() / magnitude.max(f64::MIN_POSITIVE)
+                expected.error(got)
             } else {
                 f64::INFINITY
             };
             if err > max_error || worst.is_none() {
                 max_error = max_error.max(err);
                 worst = Some(Worst {
-                    row: i / self.shape.n,
-                    col: i % self.shape.n,
+                    row,
+                    col,
                     got,
-                    want,
+                    want: expected.want,
                 });
             }
         }
@@ -356,6 +377,83 @@ impl Reference {
             tolerance,
             passed: nonfinite == 0 && max_error <= tolerance,
         }
+    }
+}
+
+/// [`tolerance`] for a result with `epilogue`: a 16-bit C is rounded
+/// once more, since the fused pass reads back the stored value
+/// (`kernels_gpu::epilogue`), so one more `u_c` (relative to the same
+/// scale: the activation's slope is in it, and `|act(x)| <= |x|`).
+pub fn fused_tolerance(elems: Elems, k: usize, epilogue: &EmuEpilogue) -> f64 {
+    let plain = epilogue.activation == Activation::None
+        && epilogue.bias.is_none()
+        && epilogue.scale.is_none();
+    let once_more = if plain || elems.c.bytes() == 4 {
+        0.0
+    } else {
+        elems.c.unit_roundoff()
+    };
+    tolerance(elems, k) + once_more
+}
+
+/// Value `(row, col)` of an epilogue's vector `v` (a bias or scales, one
+/// value per row or per column of C), `none` without one.
+fn along(v: &Option<(Vec<f32>, Per)>, (row, col): (usize, usize), none: f64) -> f64 {
+    match v {
+        Some((v, Per::Row)) => v[row] as f64,
+        Some((v, Per::Column)) => v[col] as f64,
+        None => none,
+    }
+}
+
+/// Largest error of the kernels' f32 activations against their f64
+/// definitions, relative to `max(|x|, 1)` (`kernels_gpu::epilogue`'s
+/// test holds them to 2e-6 over [-12, 12]; beyond, GELU and SiLU are `x`
+/// or 0 to f32's precision). ReLU and none are exact.
+pub const ACTIVATION_ERROR: f64 = 2e-6;
+
+/// What one element of `D = act(sum + bias)` should be, and how its error
+/// is measured.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Expected {
+    /// `act(sum + bias)` in f64 (`Activation::reference`).
+    pub want: f64,
+    /// What the error is divided by: `(magnitude + |bias|)` times the
+    /// activation's largest slope. An error `e` in the argument (the
+    /// accumulation's, bounded by the tolerance times `magnitude`, plus
+    /// the rounding of `+ bias`, a fraction of `|sum| + |bias|`) moves
+    /// the activation by at most `max_slope() e`.
+    pub scale: f64,
+    /// Subtracted from the difference first: what the kernels' own
+    /// activation may err by ([`ACTIVATION_ERROR`] of `max(|x|, 1)`),
+    /// which the argument's bound does not cover (near 0, where `x` is
+    /// small next to 1). 0 with no activation or ReLU, so a plain check
+    /// is unchanged.
+    pub slack: f64,
+}
+
+impl Expected {
+    /// The scaled error of `got` (finite).
+    pub fn error(self, got: f32) -> f64 {
+        ((got as f64 - self.want).abs() - self.slack).max(0.0) / self.scale.max(f64::MIN_POSITIVE)
+    }
+}
+
+/// One element of a product with an epilogue: `sum` is the reference's
+/// `s (alpha dot + beta c)` and `magnitude` its sum of magnitudes
+/// (`|s| (|alpha| sum |a * b| + |beta c|)`); `bias` is the element's bias (0
+/// without). The one place where the epilogue enters a check
+/// ([`Reference::check_fused`], [`check_gemm_fused`]).
+pub fn with_epilogue(activation: Activation, (sum, magnitude): (f64, f64), bias: f64) -> Expected {
+    let x = sum + bias;
+    let slack = match activation {
+        Activation::None | Activation::Relu => 0.0,
+        _ => ACTIVATION_ERROR * x.abs().max(1.0),
+    };
+    Expected {
+        want: activation.reference(x),
+        scale: (magnitude + bias.abs()) * activation.max_slope(),
+        slack,
     }
 }
 
@@ -380,6 +478,25 @@ pub fn check_gemm(
     samples: usize,
     seed: u64,
 ) -> Verification {
+    let plain = EmuEpilogue::default();
+    check_gemm_fused(cfg, (a, b), (before, after), elems, (samples, seed), &plain)
+}
+
+/// [`check_gemm`] of a call with a fused epilogue (`Sgemm::gemm_fused`,
+/// described by `epilogue`: its activation, and its bias and scales as
+/// host vectors along the caller's rows or columns): each element's
+/// `act(s (alpha dot + beta c) + bias)` in f64 (`Activation::reference`),
+/// its error scaled by `(|s| (|alpha| sum |a * b| + |beta c|) + |bias|)`
+/// times the activation's largest slope (how much it can magnify the
+/// error of its argument), within [`fused_tolerance`].
+pub fn check_gemm_fused(
+    cfg: &rust_gemm::blas::GemmConfig,
+    (a, b): (&[f32], &[f32]),
+    (before, after): (&[f32], &[f32]),
+    elems: Elems,
+    (samples, seed): (usize, u64),
+    epilogue: &EmuEpilogue,
+) -> Verification {
     use rust_gemm::blas::{Layout, Op};
     let at = |r: usize, c: usize, ld: usize| match cfg.layout {
         Layout::RowMajor => r * ld + c,
@@ -403,7 +520,7 @@ pub fn check_gemm(
             }
     };
     let c_at = |z: usize, i: usize, j: usize| z * cfg.stride_c + at(i, j, cfg.ldc);
-    let tolerance = tolerance(elems, cfg.k);
+    let tolerance = fused_tolerance(elems, cfg.k, epilogue);
     let underflow = elems.c.subnormal_spacing() / 2.0;
     let mut owned = vec![false; after.len()];
     let mut rng = SmallRng::seed_from_u64(seed);
@@ -441,14 +558,19 @@ pub fn check_gemm(
                 magnitude += term.abs();
             }
             let old = before[c_at(z, i, j)] as f64;
-            let (want, scale) = if cfg.beta == 0.0 {
-                (cfg.alpha as f64 * dot, cfg.alpha.abs() as f64 * magnitude)
+            let s = along(&epilogue.scale, (i, j), 1.0);
+            let alpha = cfg.alpha as f64;
+            let bias = along(&epilogue.bias, (i, j), 0.0);
+            let (sum, scale) = if cfg.beta == 0.0 {
+                (s * alpha * dot, (s * alpha).abs() * magnitude)
             } else {
                 (
-                    cfg.alpha as f64 * dot + cfg.beta as f64 * old,
-                    cfg.alpha.abs() as f64 * magnitude + (cfg.beta as f64 * old).abs(),
+                    s * (alpha * dot + cfg.beta as f64 * old),
+                    s.abs() * (alpha.abs() * magnitude + (cfg.beta as f64 * old).abs()),
                 )
             };
+            let expected = with_epilogue(epilogue.activation, (sum, scale), bias);
+            let (want, scale) = (expected.want, expected.scale);
             let got = after[c_at(z, i, j)];
             checked += 1;
             let err = if !got.is_finite() {
@@ -460,8 +582,8 @@ pub fn check_gemm(
             } else {
                 // Less what rounding into C's subnormals may err by (a
                 // result below C's smallest normal: alpha = 0 and a tiny
-                // beta, say).
-                ((got as f64 - want).abs() - underflow).max(0.0) / scale
+                // beta, say), and what the activation may (`Expected`).
+                ((got as f64 - want).abs() - underflow - expected.slack).max(0.0) / scale
             };
             if err > max_error || worst.is_none() {
                 max_error = max_error.max(err);
@@ -558,6 +680,101 @@ mod tests {
         assert!(!off.passed);
         let worst = off.worst.unwrap();
         assert_eq!((worst.row, worst.col), (1, 1));
+    }
+
+    /// The epilogue on the 2x3 times 3x2 product by hand: a bias per
+    /// column and ReLU, after the product's scale; a result without the
+    /// bias, with the bias per row or without the scale fails.
+    #[test]
+    fn reference_applies_bias_and_relu_after_the_scale() {
+        let shape = Shape::new(2, 2, 3).unwrap();
+        let a = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0];
+        let b = [7.0, 8.0, 9.0, 10.0, 11.0, 12.0];
+        let r = Reference::new(shape, &a, &b, 0);
+        let epilogue = |per| EmuEpilogue {
+            activation: Activation::Relu,
+            bias: Some((vec![-100.0, 0.5], per)),
+            scale: None,
+        };
+        let column = epilogue(Per::Column);
+        let check = |c: &[f32], scale: f64| r.check_fused(c, Elems::FP32, scale, &column);
+        // [58 64; 139 154] + [-100 0.5] per column, then max(x, 0).
+        let want = [0.0, 64.5, 39.0, 154.5];
+        let v = check(&want, 1.0);
+        assert!(v.passed && v.max_error == 0.0, "{v:?}");
+        // Twice the product: [116 128; 278 308] + bias.
+        assert!(check(&[16.0, 128.5, 178.0, 308.5], 2.0).passed);
+        assert!(!check(&want, 2.0).passed, "the scale left out");
+        assert!(
+            !check(&[58.0, 64.0, 139.0, 154.0], 1.0).passed,
+            "no epilogue"
+        );
+        assert!(
+            !check(&[0.0, 64.0, 39.0, 154.0], 1.0).passed,
+            "a bias of 0.5 lost"
+        );
+        // Per row: [58 - 100, 64 - 100; 139.5, 154.5].
+        let row = r.check_fused(
+            &[0.0, 0.0, 139.5, 154.5],
+            Elems::FP32,
+            1.0,
+            &epilogue(Per::Row),
+        );
+        assert!(row.passed);
+        let v = check(&[0.0, 0.0, 139.5, 154.5], 1.0);
+        assert!(!v.passed);
+        assert_eq!(v.worst.map(|w| (w.row, w.col, w.want)), Some((0, 1, 64.5)));
+        // A plain check of the same C is the check of no epilogue.
+        assert!(
+            r.check_fused(
+                &[58.0, 64.0, 139.0, 154.0],
+                Elems::FP32,
+                1.0,
+                &EmuEpilogue::default()
+            )
+            .passed
+        );
+    }
+
+    /// GELU (tanh form) of a 1x1 times 1x2 product plus a bias, where GELU
+    /// bends: [1] [0.5 -1] + [0.25 0.5] = [0.75 -0.5], whose GELUs are
+    /// `x / 2 (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3)))` = 0.5799605551656203
+    /// and -0.15428599017485606. The error is measured against
+    /// `max_slope() (sum |a b| + |bias|)`; the erf form (0.5800295 at 0.75)
+    /// and the bare argument are far outside it.
+    #[test]
+    fn reference_applies_gelu_to_the_biased_product() {
+        let shape = Shape::new(1, 2, 1).unwrap();
+        let r = Reference::new(shape, &[1.0], &[0.5, -1.0], 0);
+        let gelu = EmuEpilogue {
+            activation: Activation::GeluTanh,
+            bias: Some((vec![0.25, 0.5], Per::Column)),
+            scale: None,
+        };
+        let want = [
+            0.579_960_555_165_620_3_f64 as f32,
+            -0.154_285_990_174_856_06_f64 as f32,
+        ];
+        let v = r.check_fused(&want, Elems::FP32, 1.0, &gelu);
+        assert!(v.passed && v.max_error < 1e-7, "{v:?}");
+        // One f32 ulp-ish error of the activation itself is within its slack.
+        let v = r.check_fused(&[want[0] + 1e-6, want[1]], Elems::FP32, 1.0, &gelu);
+        assert!(v.passed, "{v:?}");
+        let erf = [0.580_029_5, -0.154_268_7];
+        assert!(!r.check_fused(&erf, Elems::FP32, 1.0, &gelu).passed);
+        assert!(!r.check_fused(&[0.75, -0.5], Elems::FP32, 1.0, &gelu).passed);
+        // The bound: slope 1.13 times (|1 * 0.5| + |0.25|) at the first element.
+        let e = with_epilogue(Activation::GeluTanh, (0.5, 0.5), 0.25);
+        approx::assert_relative_eq!(e.scale, 1.13 * 0.75, max_relative = 1e-12);
+        approx::assert_relative_eq!(e.want, 0.579_960_555_165_620_3, max_relative = 1e-14);
+        assert_eq!(
+            with_epilogue(Activation::None, (3.0, 4.0), 0.0),
+            Expected {
+                want: 3.0,
+                scale: 4.0,
+                slack: 0.0
+            }
+        );
     }
 
     #[test]

@@ -11,9 +11,10 @@ use cudarc::driver::sys::{CUdeviceptr, CUevent_flags};
 
 use cudarc::driver::CudaSlice;
 use kernels_gpu::elem::{Elems, Scaling, Storage};
-use kernels_gpu::gemm::ScaleParams;
+use kernels_gpu::gemm::{EpilogueParams, ScaleParams};
 use kernels_gpu::launch::{Op, Ops};
 use rust_gemm::HostError;
+use rust_gemm::blas::{Activation, EmuEpilogue, Per};
 use rust_gemm::call::GemmCall;
 use rust_gemm::gpu::Gpu;
 use rust_gemm::gpu::{device_address, memset};
@@ -41,6 +42,10 @@ pub struct Buffers {
     /// FP8 A or B ([`Storage::scaled`]): the scales of A, B and D on the
     /// device ([`Scales`]: one f32 each, or A's and B's per block).
     pub scales: Option<Scales>,
+    /// The epilogue of fused launches, when asked for
+    /// ([`Self::set_epilogue`]): plain launches ([`Self::call`]) never
+    /// apply it, so that a kernel runs plain and fused on the same inputs.
+    epilogue: Option<DeviceEpilogue>,
     /// Written between timed launches to evict A, B and C from L2.
     flush: L2Flush,
     /// A's, B's and C's device addresses, read once here, so that
@@ -129,6 +134,7 @@ impl Buffers {
             c,
             transposed,
             scales,
+            epilogue: None,
             flush,
             addresses,
         })
@@ -162,7 +168,57 @@ impl Buffers {
             params: self.shape.params_for(ops),
             batch: 1,
             scales: self.scales.as_ref().map(|s| s.params).unwrap_or_default(),
+            epilogue: EpilogueParams::NONE,
         })
+    }
+
+    /// [`Self::call`] with the buffers' epilogue ([`Self::set_epilogue`]:
+    /// its activation and its bias, one f32 per column of C): what a
+    /// fused launch ([`Fused`]) is given. An error if there is none.
+    pub fn fused_call(&self, ops: Ops) -> Result<GemmCall, HostError> {
+        let Some(epilogue) = &self.epilogue else {
+            return Err(HostError::BadShape(
+                "a fused launch needs the buffers' epilogue, which they do not hold: \
+                 add one with Buffers::set_epilogue"
+                    .into(),
+            ));
+        };
+        Ok(GemmCall {
+            epilogue: epilogue.params(),
+            ..self.call(ops)?
+        })
+    }
+
+    /// Gives these buffers an epilogue for fused launches: `activation`,
+    /// and a bias per column of C drawn from `seed`
+    /// (`inputs::random_bias`: values of C's type, spread like the
+    /// product's), uploaded as f32 (what the Rust kernels read) and as C's
+    /// type (what cuBLASLt reads where it takes no f32 bias). Replaces an
+    /// earlier one.
+    pub fn set_epilogue(
+        &mut self,
+        gpu: &Gpu,
+        activation: Activation,
+        seed: u64,
+    ) -> Result<(), HostError> {
+        let bias = crate::inputs::random_bias(&self.shape, self.storage.c, seed)?;
+        let f32_copy = DeviceMatrix::upload(gpu, kernels_gpu::elem::Elem::F32, &bias)?;
+        let c_copy = DeviceMatrix::upload(gpu, self.storage.c, &bias)?;
+        self.epilogue = Some(DeviceEpilogue {
+            addresses: (f32_copy.address(gpu), c_copy.address(gpu)),
+            host: EmuEpilogue {
+                activation,
+                bias: Some((bias, Per::Column)),
+                scale: None,
+            },
+            _bias: [f32_copy, c_copy],
+        });
+        Ok(())
+    }
+
+    /// The epilogue of fused launches, if [`Self::set_epilogue`] gave one.
+    pub fn epilogue(&self) -> Option<&DeviceEpilogue> {
+        self.epilogue.as_ref()
     }
 
     /// What the scales multiply the product by (`scale_a * scale_b *
@@ -214,6 +270,47 @@ pub fn problem(
     };
     let bufs = Buffers::with_blocks(gpu, shape, storage, (&a, &b), transposed, blocks.as_ref())?;
     Ok((bufs, reference))
+}
+
+/// The epilogue of the fused launches on a set of [`Buffers`]
+/// ([`Buffers::set_epilogue`]): an activation and a bias per column of C,
+/// on the device and on the host (for the reference).
+pub struct DeviceEpilogue {
+    /// The epilogue as the reference applies it (`Reference::check_fused`):
+    /// the activation, and the bias's values, per column.
+    pub host: EmuEpilogue,
+    /// The bias's device addresses: as f32, and in C's stored type (the
+    /// same values: they are of that type).
+    pub addresses: (CUdeviceptr, CUdeviceptr),
+    /// The two copies, kept alive with the buffers.
+    _bias: [DeviceMatrix; 2],
+}
+
+impl DeviceEpilogue {
+    /// Its activation.
+    pub fn activation(&self) -> Activation {
+        self.host.activation
+    }
+
+    /// What a Rust kernel's entry takes: the activation, and the f32 bias
+    /// per column of (row-major) C.
+    pub fn params(&self) -> EpilogueParams {
+        EpilogueParams::new(
+            self.host.activation,
+            Some((self.addresses.0, Per::Column)),
+            None,
+        )
+    }
+}
+
+/// The report name of `base` (a kernel or a baseline) run with a bias per
+/// column of C and `activation`: `base + bias + gelu-tanh`, or `base +
+/// bias` with no activation. The bench finds a fused row's plain row by it.
+pub fn fused_name(base: &str, activation: Activation) -> String {
+    match activation {
+        Activation::None => format!("{base} + bias"),
+        a => format!("{base} + bias + {}", a.name()),
+    }
 }
 
 /// The scales of an FP8 product on the device (what [`ScaleParams`]
@@ -324,6 +421,11 @@ pub trait Enqueue {
     fn elems(&self) -> Elems;
     /// Enqueues one product into `bufs.c`; returns without waiting.
     fn enqueue(&self, gpu: &Gpu, bufs: &mut Buffers) -> Result<(), HostError>;
+    /// Whether its C is the buffers' epilogue applied to the product
+    /// ([`Buffers::set_epilogue`]): what [`verify`] checks it against.
+    fn fused(&self) -> bool {
+        false
+    }
 }
 
 impl Enqueue for Kernel {
@@ -343,6 +445,58 @@ impl Enqueue for Kernel {
         // (Buffers::new), C apart from all; they outlive the launch
         // (`measure` waits for it before returning them).
         unsafe { self.launch(gpu, &call) }
+    }
+}
+
+/// A Rust kernel launched with the buffers' epilogue
+/// ([`Buffers::fused_call`]), for the bench's fused rows: the same kernel
+/// and inputs as its plain launches, so that the two times compare the
+/// epilogue alone. CUDA C++ twins declare no epilogue parameter (they
+/// would ignore it and fail verification): [`Fused::new`] refuses them.
+pub struct Fused<'a> {
+    kernel: &'a Kernel,
+    name: String,
+}
+
+impl<'a> Fused<'a> {
+    /// `kernel` with the buffers' epilogue, named [`fused_name`] of it and
+    /// `activation` (the buffers' own, [`Buffers::set_epilogue`]). An
+    /// error for a CUDA C++ twin.
+    pub fn new(kernel: &'a Kernel, activation: Activation) -> Result<Self, HostError> {
+        if kernel.label() != kernel.spec.name {
+            return Err(HostError::BadShape(format!(
+                "{} is a CUDA C++ twin, which takes no epilogue: fuse its Rust kernel {}",
+                kernel.label(),
+                kernel.spec.name
+            )));
+        }
+        Ok(Self {
+            kernel,
+            name: fused_name(kernel.label(), activation),
+        })
+    }
+}
+
+impl Enqueue for Fused<'_> {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn elems(&self) -> Elems {
+        self.kernel.spec.elems
+    }
+
+    fn fused(&self) -> bool {
+        true
+    }
+
+    fn enqueue(&self, gpu: &Gpu, bufs: &mut Buffers) -> Result<(), HostError> {
+        bufs.check_storage(&self.name, self.kernel.spec.elems)?;
+        let call = bufs.fused_call(self.kernel.spec.ops)?;
+        // SAFETY: as for the plain launch (`Enqueue for Kernel`); the
+        // epilogue's bias holds n f32s (Buffers::set_epilogue), one per
+        // column of C, alive as long as the buffers.
+        unsafe { self.kernel.launch(gpu, &call) }
     }
 }
 
@@ -391,7 +545,9 @@ pub fn measure(
     })
 }
 
-/// One launch of `kernel` on a poisoned C, checked against `reference`.
+/// One launch of `kernel` on a poisoned C, checked against `reference`
+/// (with the buffers' epilogue applied where the kernel applies it,
+/// [`Enqueue::fused`]).
 pub fn verify(
     gpu: &Gpu,
     bufs: &mut Buffers,
@@ -403,7 +559,19 @@ pub fn verify(
     kernel.enqueue(gpu, bufs)?;
     gpu.sync(&format!("running {name}"))
         .map_err(|e| launch_error(&name, e))?;
-    Ok(reference.check_scaled(&bufs.c.download(gpu)?, kernel.elems(), bufs.scale()))
+    let c = bufs.c.download(gpu)?;
+    let plain = EmuEpilogue::default();
+    let epilogue = match (kernel.fused(), &bufs.epilogue) {
+        (false, _) => &plain,
+        (true, Some(epilogue)) => &epilogue.host,
+        (true, None) => {
+            return Err(HostError::BadShape(format!(
+                "{name} applies the buffers' epilogue, which they do not hold: \
+                 add one with Buffers::set_epilogue"
+            )));
+        }
+    };
+    Ok(reference.check_fused(&c, kernel.elems(), bufs.scale(), epilogue))
 }
 
 /// Times `kernels` (each verified already) on the same buffers, in

@@ -3,10 +3,12 @@
 
 use crate::device::{GlobalIn, GlobalOut};
 use crate::elem::Element;
+pub use crate::epilogue::{Epilogue, EpilogueParams, Output, store_mma_tiles};
 
 /// The kernel ABI: every GEMM entry takes `(A, B, C, params)` (and TMA
 /// kernels one more pointer, their tensor maps; FP8 kernels then their
-/// scales, [`ScaleParams`]), `params` by value. The
+/// scales, [`ScaleParams`]), then the epilogue's arguments
+/// ([`EpilogueParams`]), `params` and the others by value. The
 /// CUDA C++ twins declare the same struct (`host/cuda/gemm_params.h`), and
 /// the host fills it (`host::runner`); a test checks the layout.
 ///
@@ -145,6 +147,8 @@ pub struct Gemm<A: Element = f32, B: Element = f32, C: Element = f32> {
     pub beta: f32,
     /// Split-K's reduction only: partial sums to add ([`GemmParams::slices`]).
     pub slices: usize,
+    /// What the stores apply ([`crate::epilogue`]).
+    pub ep: Epilogue,
 }
 
 /// An FP8 kernel's scales as its body reads them: A's, B's and D's f32s
@@ -282,9 +286,16 @@ impl<A: Element, B: Element, C: Element> Gemm<A, B, C> {
     /// `a`, `b` and `c` address live device buffers that hold an `m x k`,
     /// `k x n` and `m x n` matrix with the leading dimensions of `p` for
     /// the whole launch (with split-K, `k` the slice's depth, and
-    /// `k_slice < k` unless it is 0); C overlaps neither input.
+    /// `k_slice < k` unless it is 0); C overlaps neither input; `ep`'s
+    /// vectors are as [`Epilogue::from_params`] requires.
     #[inline(always)]
-    pub unsafe fn from_raw(a: *const A, b: *const B, c: *mut C, p: GemmParams) -> Self {
+    pub unsafe fn from_raw(
+        a: *const A,
+        b: *const B,
+        c: *mut C,
+        p: GemmParams,
+        ep: EpilogueParams,
+    ) -> Self {
         // SAFETY: forwarded from this function's contract.
         unsafe {
             Self::new(
@@ -293,6 +304,7 @@ impl<A: Element, B: Element, C: Element> Gemm<A, B, C> {
                 GlobalOut::from_raw(c),
                 p,
                 0,
+                Epilogue::from_params(ep),
             )
         }
     }
@@ -311,7 +323,13 @@ impl<A: Element, B: Element, C: Element> Gemm<A, B, C> {
     /// moved by `z * stride_*`; no product's C overlaps an input or
     /// another product's C.
     #[inline(always)]
-    pub unsafe fn from_raw_batched(a: *const A, b: *const B, c: *mut C, p: GemmParams) -> Self {
+    pub unsafe fn from_raw_batched(
+        a: *const A,
+        b: *const B,
+        c: *mut C,
+        p: GemmParams,
+        ep: EpilogueParams,
+    ) -> Self {
         let z = crate::device::block_idx_z() as u64;
         let (a, b, c) = (
             a.wrapping_add((z * p.stride_a) as usize),
@@ -326,6 +344,7 @@ impl<A: Element, B: Element, C: Element> Gemm<A, B, C> {
                 GlobalOut::from_raw(c),
                 p,
                 z as u32,
+                Epilogue::from_params(ep),
             )
         }
     }
@@ -334,7 +353,8 @@ impl<A: Element, B: Element, C: Element> Gemm<A, B, C> {
 impl<A: Element, B: Element, C: Element> Gemm<A, B, C> {
     /// Product `z`'s arguments on the views `a`, `b`, `c` (already at
     /// that product): with split-K its depth is what is left of K from
-    /// slice `z` on, at most `k_slice`.
+    /// slice `z` on, at most `k_slice`. Every product of a batch has the
+    /// same epilogue `ep` (one bias and one set of scales).
     #[inline(always)]
     pub(crate) fn new(
         a: GlobalIn<A>,
@@ -342,6 +362,7 @@ impl<A: Element, B: Element, C: Element> Gemm<A, B, C> {
         c: GlobalOut<C>,
         p: GemmParams,
         z: u32,
+        ep: Epilogue,
     ) -> Self {
         let k = p.depth(z);
         Self {
@@ -357,6 +378,7 @@ impl<A: Element, B: Element, C: Element> Gemm<A, B, C> {
             alpha: p.alpha,
             beta: p.beta,
             slices: p.slices as usize,
+            ep,
         }
     }
 }
@@ -456,6 +478,7 @@ impl<A: Element, B: Element, C: Element> Gemm<A, B, C> {
             alpha: self.alpha,
             beta: self.beta,
             slices: self.slices,
+            ep: self.ep,
         }
     }
 }
@@ -552,198 +575,6 @@ impl Gemm {
     }
 }
 
-/// The epilogue, one place for every kernel and every stored type of C:
-/// `C[idx] = alpha * acc + beta * C[idx]`, computed in f32 and stored in
-/// C's type (rounded to nearest for a 16-bit C). With `beta == 0` C is not
-/// read (as in BLAS: whatever C held, NaN included, does not reach the
-/// result), so a kernel pays for the read only when the caller asks for
-/// it. The test is uniform across the launch.
-impl<A: Element, B: Element, C: Element> Gemm<A, B, C> {
-    #[inline(always)]
-    fn blend<const W: usize>(self, acc: [f32; W], old: impl FnOnce() -> [f32; W]) -> [f32; W] {
-        let mut out = [0.0f32; W];
-        if self.beta == 0.0 {
-            crate::unroll::unroll!(W; 4, |i| { out[i] = self.alpha * acc[i] });
-        } else {
-            let old = old();
-            crate::unroll::unroll!(W; 4, |i| {
-                out[i] = crate::device::fma(self.beta, old[i], self.alpha * acc[i])
-            });
-        }
-        out
-    }
-}
-
-/// The epilogue of an f32 C: scalar, 64-bit and 128-bit stores.
-impl<A: Element, B: Element> Gemm<A, B, f32> {
-    /// `C[idx] = alpha * acc + beta * C[idx]`.
-    ///
-    /// # Safety
-    /// `idx` is that of an element of C (`row < m`, `col < n`) that no
-    /// other thread of the launch writes.
-    #[inline(always)]
-    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
-    pub unsafe fn store_c(self, idx: usize, acc: f32) {
-        // SAFETY: inside C, this thread's own element (the contract).
-        let [v] = self.blend([acc], || [unsafe { self.c.read(idx) }]);
-        // SAFETY: as above.
-        unsafe { self.c.write(idx, v) };
-    }
-
-    /// [`Self::store_c`] for `C[idx..idx + 2]` as 64-bit accesses.
-    ///
-    /// # Safety
-    /// As [`Self::store_c`] for both elements, `idx % 2 == 0` and
-    /// [`Gemm::vec2_c`].
-    #[inline(always)]
-    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
-    pub unsafe fn store_c2(self, idx: usize, acc: [f32; 2]) {
-        // SAFETY: inside C, aligned, this thread's own elements.
-        let v = self.blend(acc, || unsafe { self.c.read2(idx) });
-        // SAFETY: as above.
-        unsafe { self.c.write2(idx, v) };
-    }
-
-    /// [`Self::store_c`] for `C[idx..idx + 4]` as 128-bit accesses.
-    ///
-    /// # Safety
-    /// As [`Self::store_c`] for all four elements, `idx % 4 == 0` and
-    /// [`Gemm::vec4`].
-    #[inline(always)]
-    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
-    pub unsafe fn store_c4(self, idx: usize, acc: [f32; 4]) {
-        // SAFETY: inside C, aligned, this thread's own elements.
-        let v = self.blend(acc, || unsafe { self.c.read4(idx) });
-        // SAFETY: as above.
-        unsafe { self.c.write4(idx, v) };
-    }
-}
-
-/// A stored type of C that the epilogue writes, for kernels generic over
-/// it (steps 19-20): the scalar and paired stores of
-/// `alpha * acc + beta * C`. f32 pairs are 64-bit accesses; 16-bit pairs
-/// are 32-bit ones, each value rounded to nearest.
-pub trait Output: Element {
-    /// `C[idx] = alpha * acc + beta * C[idx]` in C's type.
-    ///
-    /// # Safety
-    /// As [`Gemm::store_c`].
-    unsafe fn store<A: Element, B: Element>(g: Gemm<A, B, Self>, idx: usize, acc: f32);
-    /// The same for `C[idx..idx + 2]` as one access.
-    ///
-    /// # Safety
-    /// As [`Self::store`] for both elements, `idx % 2 == 0` and
-    /// [`Self::pairs`].
-    unsafe fn store2<A: Element, B: Element>(g: Gemm<A, B, Self>, idx: usize, acc: [f32; 2]);
-    /// C starts and its rows run on boundaries of a pair (`ldc` even):
-    /// [`Self::store2`] may be used.
-    fn pairs<A: Element, B: Element>(g: Gemm<A, B, Self>) -> bool;
-}
-
-impl Output for f32 {
-    #[inline(always)]
-    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
-    unsafe fn store<A: Element, B: Element>(g: Gemm<A, B, f32>, idx: usize, acc: f32) {
-        // SAFETY: forwarded from the caller's contract.
-        unsafe { g.store_c(idx, acc) }
-    }
-    #[inline(always)]
-    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
-    unsafe fn store2<A: Element, B: Element>(g: Gemm<A, B, f32>, idx: usize, acc: [f32; 2]) {
-        // SAFETY: forwarded from the caller's contract.
-        unsafe { g.store_c2(idx, acc) }
-    }
-    #[inline(always)]
-    fn pairs<A: Element, B: Element>(g: Gemm<A, B, f32>) -> bool {
-        g.vec2_c()
-    }
-}
-
-/// The epilogue of a warp's `mma.sync` accumulators (step 21; step 11's
-/// f32 loop is the same code, kept in its file because this one, inlined
-/// there, changes its PTX's register numbering):
-/// `acc[mi][ni]` is the m16 x n8 tile at rows `row0 + 16 mi`, columns
-/// `col0 + 8 ni` of C, lane `(g, t)` = `(lane / 4, lane % 4)` holding
-/// `C[g][2t..2t + 2]` and `C[g + 8][2t..2t + 2]` of it
-/// (`crate::device::mma`). One pair store where the pair is inside C and
-/// C's rows allow it ([`Output::pairs`]), else one value at a time;
-/// nothing outside C.
-///
-/// # Safety
-/// No other thread writes these elements of C (each lane of each warp
-/// owns its own), and C spans at most [`MAX_ELEMS`] elements.
-#[inline(always)]
-#[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
-pub unsafe fn store_mma_tiles<
-    A: Element,
-    B: Element,
-    C: Output,
-    const MI: usize,
-    const NI: usize,
->(
-    g: Gemm<A, B, C>,
-    acc: &[[[f32; 4]; NI]; MI],
-    (row0, col0): (usize, usize),
-    lane: usize,
-) {
-    let (group, quad) = (lane / 4, lane % 4);
-    let pairs = C::pairs(g);
-    crate::unroll::unroll!(MI; 4, |mi| {
-        crate::unroll::unroll!(NI; 8, |ni| {
-            let col = col0 + ni * 8 + 2 * quad;
-            crate::unroll::unroll!(2; 2, |half| {
-                let row = row0 + mi * 16 + group + 8 * half;
-                let pair = [acc[mi][ni][2 * half], acc[mi][ni][2 * half + 1]];
-                if row < g.m {
-                    if pairs && col + 1 < g.n {
-                        // SAFETY: row < m and col + 1 < n; col is even and
-                        // so is ldc (pairs), so the index is; one owner.
-                        unsafe { C::store2(g, row * g.ldc + col, pair) };
-                    } else {
-                        crate::unroll::unroll!(2; 2, |j| {
-                            if col + j < g.n {
-                                // SAFETY: row < m, col + j < n; one owner.
-                                unsafe { C::store(g, row * g.ldc + col + j, pair[j]) };
-                            }
-                        });
-                    }
-                }
-            });
-        });
-    });
-}
-
-/// [`Output`] for a 16-bit C: reads and writes through the pair accesses
-/// of `GlobalOut`, values rounded to nearest by `Element::from_f32`.
-macro_rules! output_16 {
-    ($t:ty) => {
-        impl Output for $t {
-            #[inline(always)]
-            #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
-            unsafe fn store<A: Element, B: Element>(g: Gemm<A, B, $t>, idx: usize, acc: f32) {
-                // SAFETY: inside C, this thread's own element (the contract).
-                let [v] = g.blend([acc], || [unsafe { g.c.read(idx) }.to_f32()]);
-                // SAFETY: as above.
-                unsafe { g.c.write(idx, <$t>::from_f32(v)) };
-            }
-            #[inline(always)]
-            #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
-            unsafe fn store2<A: Element, B: Element>(g: Gemm<A, B, $t>, idx: usize, acc: [f32; 2]) {
-                // SAFETY: inside C, 4-byte aligned, this thread's own elements.
-                let v = g.blend(acc, || unsafe { g.c.read_pair(idx) }.map(<$t>::to_f32));
-                // SAFETY: as above.
-                unsafe { g.c.write_pair(idx, v.map(<$t>::from_f32)) };
-            }
-            #[inline(always)]
-            fn pairs<A: Element, B: Element>(g: Gemm<A, B, $t>) -> bool {
-                g.c.aligned(4) && g.ldc.is_multiple_of(2)
-            }
-        }
-    };
-}
-output_16!(crate::elem::Bf16);
-output_16!(crate::elem::F16);
-
 /// Exports a kernel body `fn name(Gemm)` as the PTX entry `name` with the
 /// parameters `(const A* A, const B* B, C* C, GemmParams p)`, which runs
 /// the body on `Gemm::from_raw` for one product and on
@@ -788,14 +619,15 @@ macro_rules! gemm_kernel {
                 b: *const $b,
                 c: *mut $c,
                 p: $crate::gemm::GemmParams,
+                ep: $crate::gemm::EpilogueParams,
             ) {
                 // Uniform: one product, or a batch (split-K included).
                 if $crate::device::grid_dim_z() == 1 {
                     // SAFETY: the host upholds the launch contract above.
-                    super::$name(unsafe { $crate::gemm::Gemm::from_raw(a, b, c, p) })
+                    super::$name(unsafe { $crate::gemm::Gemm::from_raw(a, b, c, p, ep) })
                 } else {
                     // SAFETY: as above, for every product of the batch.
-                    super::$name(unsafe { $crate::gemm::Gemm::from_raw_batched(a, b, c, p) })
+                    super::$name(unsafe { $crate::gemm::Gemm::from_raw_batched(a, b, c, p, ep) })
                 }
             }
         }
@@ -834,9 +666,10 @@ macro_rules! gemm_kernel {
                 b: *const $b,
                 c: *mut $c,
                 p: $crate::gemm::GemmParams,
+                ep: $crate::gemm::EpilogueParams,
             ) {
                 // SAFETY: the host upholds the launch contract above.
-                super::$name(unsafe { $crate::gemm::Gemm::$make(a, b, c, p) })
+                super::$name(unsafe { $crate::gemm::Gemm::$make(a, b, c, p, ep) })
             }
         }
     };
@@ -863,11 +696,12 @@ macro_rules! gemm_kernel {
                 p: $crate::gemm::GemmParams,
                 maps: *const u8,
                 scales: $crate::gemm::ScaleParams,
+                ep: $crate::gemm::EpilogueParams,
             ) {
                 // SAFETY: the host upholds the launch contract above.
                 unsafe {
                     super::$name(
-                        $crate::gemm::Gemm::from_raw(a, b, c, p),
+                        $crate::gemm::Gemm::from_raw(a, b, c, p, ep),
                         $crate::device::tma::TensorMaps::from_raw(maps),
                         scales,
                     )
@@ -899,11 +733,12 @@ macro_rules! gemm_kernel {
                 c: *mut $c,
                 p: $crate::gemm::GemmParams,
                 scales: $crate::gemm::ScaleParams,
+                ep: $crate::gemm::EpilogueParams,
             ) {
                 // SAFETY: the host upholds the launch contract above.
                 unsafe {
                     super::$name(
-                        $crate::gemm::Gemm::from_raw(a, b, c, p),
+                        $crate::gemm::Gemm::from_raw(a, b, c, p, ep),
                         $crate::gemm::Scales::from_params(scales),
                     )
                 }
@@ -934,11 +769,12 @@ macro_rules! gemm_kernel {
                 c: *mut $c,
                 p: $crate::gemm::GemmParams,
                 maps: *const u8,
+                ep: $crate::gemm::EpilogueParams,
             ) {
                 // SAFETY: the host upholds the launch contract above.
                 unsafe {
                     super::$name(
-                        $crate::gemm::Gemm::from_raw(a, b, c, p),
+                        $crate::gemm::Gemm::from_raw(a, b, c, p, ep),
                         $crate::device::tma::TensorMaps::from_raw(maps),
                     )
                 }

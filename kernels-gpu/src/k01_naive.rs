@@ -70,6 +70,10 @@ pub fn naive(g: Gemm) {
     }
     // SAFETY: row < m and col < n; this thread alone owns C[row][col].
     unsafe { g.store_c(g.c_index(row, col), acc) };
+    if g.ep.flags != 0 {
+        // SAFETY: this thread's own element, stored just above.
+        unsafe { g.fuse_region((row as usize, col as usize), (1, 1), 0, 1) };
+    }
 }
 
 crate::gemm_kernel!(naive);

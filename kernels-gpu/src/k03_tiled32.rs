@@ -109,6 +109,10 @@ pub fn tiled32(g: Gemm) {
     if row < g.m && col < g.n {
         // SAFETY: row < m and col < n; this thread alone owns C[row][col].
         unsafe { g.store_c(row * g.ldc + col, acc) };
+        if g.ep.flags != 0 {
+            // SAFETY: this thread's own element, stored just above.
+            unsafe { g.fuse_region((row, col), (1, 1), 0, 1) };
+        }
     }
 }
 

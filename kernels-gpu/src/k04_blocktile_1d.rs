@@ -151,6 +151,11 @@ fn body<const GUARD: bool>(g: Gemm, row0: usize, col0: usize) {
             unsafe { g.store_c(row * g.ldc + col, acc) };
         }
     }
+    if g.ep.flags != 0 {
+        // SAFETY: this thread's own column of TM elements, stored above
+        // (the pass clips it to C).
+        unsafe { g.fuse_region((row0 + t_row * TM, col), (TM, 1), 0, 1) };
+    }
 }
 
 crate::gemm_kernel!(blocktile_1d);

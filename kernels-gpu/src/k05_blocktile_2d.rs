@@ -181,6 +181,10 @@ fn body<const GUARD: bool>(g: Gemm, row0: usize, col0: usize) {
             }
         });
     });
+    if g.ep.flags != 0 {
+        // SAFETY: this thread's own TM x TN square, stored above.
+        unsafe { g.fuse_region((row0 + t_row * TM, col0 + t_col * TN), (TM, TN), 0, 1) };
+    }
 }
 
 crate::gemm_kernel!(blocktile_2d);

@@ -107,6 +107,9 @@ pub fn double_buffer(g: Gemm) {
     } else {
         body::<true>(g, row0, col0);
     }
+    // SAFETY: every thread gets here, after storing its part of the
+    // block's tile (the fused epilogue's pass, nothing when plain).
+    unsafe { g.fuse_block((row0, col0), (BM, BN), THREADS) };
 }
 
 /// The block at `(row0, col0)` of C. With `GUARD = false` the caller

@@ -145,6 +145,9 @@ pub fn prefetch(g: Gemm) {
     } else {
         body::<true>(g, row0, col0);
     }
+    // SAFETY: every thread gets here, after storing its part of the
+    // block's tile (the fused epilogue's pass, nothing when plain).
+    unsafe { g.fuse_block((row0, col0), (BM, BN), THREADS) };
 }
 
 /// One lane's fragments of one row of a stage: WM_ITERS float4s of A's

@@ -229,6 +229,10 @@ fn tuned<
     } else {
         body::<BM, BN, BK, WM_ITERS, WN_ITERS, A_LD, TA, TB, true>(g, row0, col0);
     }
+    let threads = Params::new(BM, BN, BK, WM_ITERS, WN_ITERS).threads();
+    // SAFETY: every thread gets here, after storing its part of the
+    // block's tile (the fused epilogue's pass, nothing when plain).
+    unsafe { g.fuse_block((row0, col0), (BM, BN), threads) };
 }
 
 /// One instance: `SPEC` for the host, the body `name` for the emulator,

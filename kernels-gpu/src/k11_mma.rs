@@ -304,6 +304,10 @@ pub(crate) fn mma<
     } else {
         body::<BM, BN, BK, WM, WN, STAGES, MI, NI, WAIT, B_LD, false, true, MUTATION, SPLIT>(g, row0, col0)
     }
+    let threads = params::<BM, BN, BK, WM, WN, STAGES>().threads();
+    // SAFETY: every thread gets here, after storing its part of the
+    // block's tile (the fused epilogue's pass, nothing when plain).
+    unsafe { g.fuse_block((row0, col0), (BM, BN), threads) };
 }
 
 /// Block `(blockIdx.y, blockIdx.x)` computes the BM x BN tile of C at

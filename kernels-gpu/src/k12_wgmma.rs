@@ -320,6 +320,8 @@ pub(crate) fn store_tile<const BM: usize, const R: usize>(
     let (wg, warp, lane) = (tid / 128, tid % 128 / 32, tid % 32);
     let (row, col) = (row0 + 2 * (lane % 4), col0 + 64 * wg + 16 * warp + lane / 4);
     let interior = row0 + BM <= g.m && col0 + BN <= g.n;
+    // The warp's own columns of the tile, all BM rows (the fused pass).
+    let warp_cols = (row0, col0 + 64 * wg + 16 * warp);
     let (rows_left, cols_left) = (g.m.saturating_sub(row), g.n.saturating_sub(col));
     // One running index, advanced 8 rows at a time: written as products
     // `(8 j + e) * n`, the 64 of them were invariant across step 14's
@@ -350,4 +352,7 @@ pub(crate) fn store_tile<const BM: usize, const R: usize>(
             index += 8 * g.ldc;
         });
     }
+    // SAFETY: all 32 lanes get here; the warp's 16 columns of the tile
+    // are its own (each lane stored its share above).
+    unsafe { g.fuse_warp(warp_cols, (BM, 16), lane) };
 }

@@ -86,6 +86,10 @@ pub fn reduce_slices(g: Gemm) {
         unsafe { g.store_c(row * g.ldc + col, sum) };
         row += 1;
     }
+    if g.ep.flags != 0 {
+        // SAFETY: this thread's own column of the strip, stored above.
+        unsafe { g.fuse_region((row0, col), (ROWS, 1), 0, 1) };
+    }
 }
 
 crate::gemm_kernel!(reduce_slices);

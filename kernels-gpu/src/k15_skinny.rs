@@ -88,6 +88,10 @@ pub fn skinny_1x256(g: Gemm) {
         }
         // SAFETY: row < m and col < n; this thread alone owns C[row][col].
         unsafe { g.store_c(g.c_index(row, col), acc) };
+        if g.ep.flags != 0 {
+            // SAFETY: the element this thread just stored.
+            unsafe { g.fuse_region((row as usize, col as usize), (1, 1), 0, 1) };
+        }
         row += 1;
     }
 }
@@ -159,6 +163,10 @@ pub fn skinny_1x512(g: Gemm) {
                 unsafe { g.store_c(g.c_index(row, col + j as u32), acc[j]) };
             }
         });
+        if g.ep.flags != 0 {
+            // SAFETY: the (up to) four elements this thread just stored.
+            unsafe { g.fuse_region((row as usize, col as usize), (1, 4), 0, 1) };
+        }
         row += 1;
     }
 }

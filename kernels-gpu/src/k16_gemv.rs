@@ -66,7 +66,10 @@ pub const SPEC: KernelSpec = KernelSpec {
 };
 
 /// `C[row][col] = sum_k A[row][k] * B[k][col]` for the warp's rows and the
-/// block's column.
+/// block's column. Inlined into both paths of its entry (one product, a
+/// batch): with the fused epilogue's pass LLVM would otherwise make it a
+/// called function, whose arguments go through parameter space.
+#[inline(always)]
 pub fn gemv_warp_8x1(g: Gemm) {
     let (m, _, k) = g.dims32();
     let col = block_idx_x() as u32;
@@ -144,6 +147,10 @@ pub fn gemv_warp_8x1(g: Gemm) {
             // SAFETY: row < m and col < n; lane 0 of this warp alone
             // writes C[row][col].
             unsafe { g.store_c(g.c_index(row, col), total) };
+            if g.ep.flags != 0 {
+                // SAFETY: the element this lane just stored.
+                unsafe { g.fuse_region((row as usize, col as usize), (1, 1), 0, 1) };
+            }
         }
     });
 }

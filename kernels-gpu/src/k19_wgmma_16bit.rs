@@ -425,6 +425,28 @@ pub(crate) unsafe fn store_tile<A: Element, B: Element, C: Output, const ACC: us
     tid: usize,
     staging: usize,
 ) {
+    // SAFETY: forwarded (the contract).
+    unsafe { store_tile_plain(g, acc, row0, col0, tid, staging) };
+    let (wg, warp, lane) = (tid / 128, tid % 128 / 32, tid % 32);
+    // SAFETY: all 32 lanes get here; the warp's 16 rows of the tile are
+    // its own (each lane stored its share above).
+    unsafe { g.fuse_warp((row0 + 64 * wg + 16 * warp, col0), (16, 2 * ACC), lane) };
+}
+
+/// [`store_tile`]'s stores: `alpha * acc + beta * C` in C's type.
+///
+/// # Safety
+/// As [`store_tile`].
+#[cfg(target_arch = "nvptx64")]
+#[inline(always)]
+unsafe fn store_tile_plain<A: Element, B: Element, C: Output, const ACC: usize>(
+    g: Gemm<A, B, C>,
+    acc: &[f32; ACC],
+    row0: usize,
+    col0: usize,
+    tid: usize,
+    staging: usize,
+) {
     let (wg, warp, lane) = (tid / 128, tid % 128 / 32, tid % 32);
     let (row, col) = (row0 + 64 * wg + 16 * warp + lane / 4, col0 + 2 * (lane % 4));
     let interior = row0 + BM <= g.m && col0 + 2 * ACC <= g.n;

@@ -379,6 +379,9 @@ fn mma16<
     } else {
         body::<T, C, BM, BN, WM, WN, STAGES, MI, NI, THREADS, WAIT, TA, TB, false, true, MUTATION>(g, row0, col0)
     }
+    // SAFETY: every thread gets here, after storing its part of the
+    // block's tile (the fused epilogue's pass, nothing when plain).
+    unsafe { g.fuse_block((row0, col0), (BM, BN), THREADS) };
 }
 
 /// One operand's tile of one stage as the block copies it: a `rows x

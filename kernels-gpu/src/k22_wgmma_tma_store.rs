@@ -124,7 +124,9 @@ pub const fn swizzled(row: usize, byte: usize) -> usize {
 /// Each warp writes its 16 rows one box of 128 bytes per row at a time
 /// into one of its two boxes at `staging`, alternately; lane 0 first waits
 /// until the engine has read that box's previous contents, and after the
-/// warp's writes and fences issues the box's store, one bulk group each.
+/// warp's writes (and, with a fused epilogue, the warp's pass over the
+/// box: [`Gemm::fuse_word`]) and fences issues the box's store, one bulk
+/// group each.
 /// The stores are not waited for here: the next call's waits and the
 /// block's last `bulk_wait` do that.
 ///
@@ -185,6 +187,17 @@ pub(crate) unsafe fn store_tile_tma<A: Element, B: Element, C: Output, const ACC
                     });
                 }
             });
+            if g.ep.flags != 0 {
+                // The fused epilogue's pass over the box: lane `l`
+                // rewrites word `l` of each row once every lane's writes
+                // are in. The swizzle is its own inverse, so it also
+                // gives the word's place in the row of C.
+                sync_warp();
+                let col = |r: usize| col0 + b * cols + swizzled(r, 4 * lane) % 128 / bytes;
+                // SAFETY: word `lane` < 32 of each of the box's rows, this
+                // warp's box, written above and ordered by the barrier.
+                unsafe { g.fuse_box(tile, |_| lane, |r| (first_row + r, col(r))) };
+            }
             fence_proxy_async();
             sync_warp();
             if lane == 0 {

@@ -193,6 +193,9 @@ fn block<A: Fp8, B: Fp8, C: Output, const BLOCKS: bool>(g: Gemm<A, B, C>, scales
     } else {
         body::<A, B, C, BLOCKS, false, true>(g, scales, row0, col0)
     }
+    // SAFETY: every thread gets here, after storing its part of the
+    // block's tile (the fused epilogue's pass, nothing when plain).
+    unsafe { g.fuse_block((row0, col0), (BM, BN), THREADS) };
 }
 
 /// K block `kb`'s factors for this thread's rows of C (`rows[mi][h]`):

@@ -80,6 +80,7 @@
 
 pub mod device;
 pub mod elem;
+pub mod epilogue;
 pub mod gemm;
 pub mod launch;
 pub mod modules;

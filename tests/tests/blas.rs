@@ -6,14 +6,14 @@
 //! the GPU: tests/tests/gpu.rs.
 
 use harness::matrix::round_to;
-use harness::reference::check_gemm;
+use harness::reference::{check_gemm, check_gemm_fused};
 use kernels_gpu::elem::{Elem, Storage};
 use kernels_gpu::launch::Ops;
 use kernels_gpu::registry;
 use proptest::prelude::*;
 use rust_gemm::blas::{
-    self, Algorithm, Candidate, Choice, Compute, GemmConfig, GemmError, Layout, Op, Plan,
-    QuantConfig, Quantize, choose, choose_with,
+    self, Activation, Algorithm, Candidate, Choice, Compute, EmuEpilogue, GemmConfig, GemmError,
+    Layout, Op, Per, Plan, QuantConfig, Quantize, choose, choose_with,
 };
 use tests::values;
 
@@ -84,6 +84,66 @@ fn emulate_and_check(cfg: &GemmConfig, choice: Choice) {
         0,
     );
     assert!(v.passed, "{choice} on {cfg:?}: {v:?}");
+}
+
+/// [`emulate_and_check`] with the fused epilogue `epilogue`
+/// ([`blas::emulate_fused`], checked by `check_gemm_fused`).
+fn emulate_and_check_fused(cfg: &GemmConfig, choice: Choice, epilogue: &EmuEpilogue) {
+    let storage = choice.kernel.elems.storage();
+    let (la, lb, lc) = lens(cfg);
+    let stored = |elem, mut v: Vec<f32>| {
+        round_to(elem, &mut v);
+        v
+    };
+    let a = stored(storage.a, values(la, 1));
+    let b = stored(storage.b, values(lb, 2));
+    let c = if cfg.beta == 0.0 {
+        vec![f32::NAN; lc]
+    } else {
+        stored(storage.c, values(lc, 3))
+    };
+    let after = match blas::emulate_fused(cfg, choice, (&a, &b, &c), epilogue) {
+        Ok(Ok(after)) => after,
+        Ok(Err(report)) => panic!("{choice} on {cfg:?}: the emulator found\n{report}"),
+        Err(e) => panic!("{choice} on {cfg:?}: {e}"),
+    };
+    let elems = choice.kernel.elems;
+    let v = check_gemm_fused(
+        cfg,
+        (&a, &b),
+        (&c, &after),
+        elems,
+        (usize::MAX, 0),
+        epilogue,
+    );
+    assert!(v.passed, "{choice} on {cfg:?} with {epilogue:?}: {v:?}");
+}
+
+/// An epilogue of `activation` for `cfg`'s C: a bias along `bias` and,
+/// where `scale` names one, scales along it, each from `seed` (values
+/// in ±[0.5, 1.5): never zero).
+fn epilogue(
+    cfg: &GemmConfig,
+    activation: Activation,
+    bias: Option<Per>,
+    scale: Option<Per>,
+    seed: u64,
+) -> EmuEpilogue {
+    let vector = |per: Per, seed| (values(per.len(cfg.m, cfg.n), seed), per);
+    EmuEpilogue {
+        activation,
+        bias: bias.map(|per| vector(per, seed)),
+        scale: scale.map(|per| vector(per, seed + 1)),
+    }
+}
+
+/// The epilogue number `i` of a rotation through every activation, bias
+/// per row and per column, with and without scales.
+fn rotated(cfg: &GemmConfig, i: usize) -> EmuEpilogue {
+    let activation = Activation::ALL[i % Activation::ALL.len()];
+    let bias = [Some(Per::Column), Some(Per::Row), None][i % 3];
+    let scale = [None, Some(Per::Row), Some(Per::Column)][i / 2 % 3];
+    epilogue(cfg, activation, bias, scale, 40 + i as u64)
 }
 
 /// The 16-bit mixes the library takes: BF16 or FP16 A and B, C f32 or
@@ -1007,4 +1067,198 @@ fn subnormal_spacing_is_each_formats_smallest_positive_value() {
     for (elem, want) in smallest {
         assert_eq!(elem.subnormal_spacing(), want, "{elem:?}");
     }
+}
+
+// ---- Fused epilogues ----
+
+/// Every activation with a bias per row and per column and scales, on
+/// every op and layout, with beta 0 (C unread) and not, as `Auto` runs
+/// the call, on the emulator against the f64 reference.
+#[test]
+fn every_epilogue_op_and_layout_matches_the_reference_on_the_emulator() {
+    let (m, n, k) = (19, 9, 13);
+    let mut i = 0;
+    for activation in Activation::ALL {
+        for layout in [Layout::RowMajor, Layout::ColMajor] {
+            for (op_a, op_b) in [
+                (Op::N, Op::N),
+                (Op::T, Op::N),
+                (Op::N, Op::T),
+                (Op::T, Op::T),
+            ] {
+                let beta = if i % 2 == 0 { 0.0 } else { -0.5 };
+                let cfg = GemmConfig::new(m, n, k)
+                    .layout(layout)
+                    .op_a(op_a)
+                    .op_b(op_b)
+                    .scalars(1.5, beta);
+                let bias = [Per::Row, Per::Column][i % 2];
+                let scale = [None, Some(Per::Row), Some(Per::Column)][i % 3];
+                emulate_and_check_fused(
+                    &cfg,
+                    auto(&cfg),
+                    &epilogue(&cfg, activation, Some(bias), scale, i as u64),
+                );
+                i += 1;
+            }
+        }
+    }
+}
+
+/// A column-major call runs as the row-major transpose, where C's rows
+/// are columns: a bias per row of the caller's C must be read per column
+/// by the kernel. With a bias that differs along the rows only, reading
+/// it along the other dimension fails the check (and a square C would
+/// hide nothing: m and n differ).
+#[test]
+fn a_column_major_call_turns_a_bias_per_row_into_one_per_column() {
+    let cfg = GemmConfig::new(23, 10, 7).layout(Layout::ColMajor);
+    let plan = blas::plan(&cfg, lens(&cfg)).unwrap();
+    assert!(plan.swapped, "a column-major call runs transposed");
+    let bias: Vec<f32> = (0..cfg.m).map(|i| 100.0 * i as f32).collect();
+    let ep = EmuEpilogue {
+        activation: Activation::None,
+        bias: Some((bias, Per::Row)),
+        scale: None,
+    };
+    emulate_and_check_fused(&cfg, auto(&cfg), &ep);
+    // The same vector read per column would be a different product.
+    let (la, lb, lc) = lens(&cfg);
+    let (a, b, c) = (values(la, 1), values(lb, 2), vec![0.0; lc]);
+    let after = blas::emulate_fused(&cfg, auto(&cfg), (&a, &b, &c), &ep)
+        .unwrap()
+        .unwrap();
+    let mut wrong = ep.clone();
+    wrong.bias = Some(((0..cfg.m).map(|i| 100.0 * i as f32).collect(), Per::Column));
+    let elems = auto(&cfg).kernel.elems;
+    let v = check_gemm_fused(&cfg, (&a, &b), (&c, &after), elems, (usize::MAX, 0), &wrong);
+    assert!(!v.passed, "a bias per row read per column should not match");
+}
+
+/// Split-K's partial sums carry no epilogue and the reduction applies it
+/// once: with GELU (erf) and scales, applying it to each slice, or
+/// twice, would not match.
+#[test]
+fn split_k_applies_the_epilogue_once_after_the_slices_are_added() {
+    for (op_a, op_b, name) in [
+        (Op::N, Op::N, "tuned_64x128x8_w32x64"),
+        (Op::N, Op::T, "tuned_128x128x16_w32x64_nt"),
+    ] {
+        let cfg = GemmConfig::new(9, 21, 200)
+            .op_a(op_a)
+            .op_b(op_b)
+            .scalars(0.5, 1.0);
+        let ep = epilogue(
+            &cfg,
+            Activation::GeluErf,
+            Some(Per::Column),
+            Some(Per::Row),
+            7,
+        );
+        for split in [1, 3] {
+            emulate_and_check_fused(&cfg, kernel(name, split), &ep);
+        }
+    }
+}
+
+/// alpha = 0 runs the epilogue alone (`C = act(beta C + bias)`, A and B
+/// unread), f32 and 16-bit C.
+#[test]
+fn alpha_zero_still_applies_the_epilogue() {
+    let cfg = GemmConfig::new(17, 12, 5).scalars(0.0, 2.0);
+    let ep = epilogue(&cfg, Activation::Silu, Some(Per::Row), None, 9);
+    emulate_and_check_fused(&cfg, auto(&cfg), &ep);
+    let storage = STORAGES_16[1];
+    emulate_and_check_fused(&cfg, auto_ampere(&cfg, storage), &ep);
+}
+
+/// Every kernel the emulator runs, f32 and 16-bit, by name, with an
+/// epilogue from the rotation (every activation, bias per row and per
+/// column, scales), at a size with edge tiles in both dimensions.
+#[test]
+fn every_emulated_kernel_applies_the_epilogue() {
+    let mut i = 0;
+    for spec in registry::all() {
+        if spec.emulated().is_err()
+            || spec.elems.storage().scaled()
+            || spec.name == kernels_gpu::k14_split_k::REDUCE.name
+        {
+            continue;
+        }
+        let cfg = GemmConfig::new(37, 41, 24)
+            .op_a(spec.ops.a)
+            .op_b(spec.ops.b)
+            .scalars(1.0, 0.5);
+        let choice = Choice {
+            kernel: spec,
+            split_k: 1,
+        };
+        emulate_and_check_fused(&cfg, choice, &rotated(&cfg, i));
+        i += 1;
+    }
+    assert!(i > 20, "only {i} kernels emulated");
+}
+
+/// Every op and layout of every 16-bit mix with an epilogue, as `Auto`
+/// runs it on an Ampere GPU (step 21), C rounded to its type after the
+/// activation.
+#[test]
+fn every_16_bit_mix_applies_the_epilogue_on_the_emulator() {
+    let (m, n, k) = (19, 9, 13);
+    let mut i = 0;
+    for storage in STORAGES_16 {
+        for layout in [Layout::RowMajor, Layout::ColMajor] {
+            for (op_a, op_b) in [(Op::N, Op::N), (Op::T, Op::T)] {
+                let cfg = GemmConfig::new(m, n, k)
+                    .layout(layout)
+                    .op_a(op_a)
+                    .op_b(op_b)
+                    .scalars(1.0, if i % 2 == 0 { 0.0 } else { 1.0 });
+                emulate_and_check_fused(&cfg, auto_ampere(&cfg, storage), &rotated(&cfg, i));
+                i += 1;
+            }
+        }
+    }
+}
+
+/// An epilogue vector shorter than its dimension of C is a typed error
+/// that names it, before any launch.
+#[test]
+fn a_short_epilogue_vector_is_named() {
+    let cfg = GemmConfig::new(8, 6, 4);
+    let (la, lb, lc) = lens(&cfg);
+    let (a, b, c) = (values(la, 1), values(lb, 2), values(lc, 3));
+    let short = EmuEpilogue {
+        activation: Activation::Relu,
+        bias: Some((vec![1.0; 7], Per::Row)),
+        scale: None,
+    };
+    let err = blas::emulate_fused(&cfg, auto(&cfg), (&a, &b, &c), &short).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            GemmError::EpilogueTooSmall {
+                what: "bias",
+                len: 7,
+                needs: 8,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert!(
+        err.to_string().contains("pass one f32 per row of C"),
+        "{err}"
+    );
+    let scale = EmuEpilogue {
+        activation: Activation::None,
+        bias: None,
+        scale: Some((vec![1.0; 5], Per::Column)),
+    };
+    let err = blas::emulate_fused(&cfg, auto(&cfg), (&a, &b, &c), &scale).unwrap_err();
+    assert!(
+        err.to_string()
+            .starts_with("the epilogue's scale holds 5 f32s"),
+        "{err}"
+    );
 }

@@ -1098,6 +1098,7 @@ fn bf16_epilogue(g: Gemm) {
         alpha: g.alpha,
         beta: g.beta,
         slices: g.slices,
+        ep: g.ep,
     };
     let (row, col) = (block_idx_y(), 2 * thread_idx_x());
     if row >= g.m || col >= g.n {

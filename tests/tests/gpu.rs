@@ -6,12 +6,15 @@
 use std::process::{Command, ExitCode};
 
 use half::{bf16, f16};
-use harness::reference::check_gemm;
+use harness::reference::check_gemm_fused;
 use harness::runner::{self, TimingOptions};
 use harness::shape::Shape;
 use kernels_gpu::elem::{Math, Storage};
 use kernels_gpu::registry::{KERNELS, TRANSPOSED};
-use rust_gemm::blas::{Algorithm, Compute, GemmConfig, GemmElement, Layout, Op, Quantize, Sgemm};
+use rust_gemm::blas::{
+    Activation, Algorithm, Compute, EmuEpilogue, Epilogue, GemmConfig, GemmElement, Layout, Op,
+    Per, Quantize, Sgemm,
+};
 use rust_gemm::gpu::{self, Gpu};
 use rust_gemm::launch::Kernel;
 
@@ -223,10 +226,39 @@ fn library_call_typed<T: Convert, C: Convert>(
     offset: usize,
     seed: u64,
 ) -> Result<String, String> {
+    library_call_fused::<T, C>(sgemm, cfg, offset, seed, None)
+}
+
+/// [`library_call_typed`] through `Sgemm::gemm_fused` with `epilogue`'s
+/// vectors on the GPU (`None`: `Sgemm::gemm`).
+fn library_call_fused<T: Convert, C: Convert>(
+    sgemm: &Sgemm,
+    cfg: &GemmConfig,
+    offset: usize,
+    seed: u64,
+    epilogue: Option<EmuEpilogue>,
+) -> Result<String, String> {
     let mut call = Resident::<T, C>::new(sgemm.stream(), cfg, offset, seed)?;
+    if let Some(ep) = epilogue {
+        call.fuse(sgemm.stream(), ep)?;
+    }
     let choice = call.run(sgemm).map_err(|e| e.to_string())?;
     call.check(sgemm.stream(), choice)?;
     Ok(choice.to_string())
+}
+
+/// The epilogue number `i` of a rotation through every activation, a
+/// bias per row and per column, with and without scales, for `cfg`'s C
+/// (values in ±[0.5, 1.5) from `seed`).
+fn rotated(cfg: &GemmConfig, i: usize, seed: u64) -> EmuEpilogue {
+    let vector = |per: Per, seed| (values(per.len(cfg.m, cfg.n), seed), per);
+    let bias = [Some(Per::Column), Some(Per::Row), None][i % 3];
+    let scale = [None, Some(Per::Row), Some(Per::Column)][i / 2 % 3];
+    EmuEpilogue {
+        activation: Activation::ALL[i % Activation::ALL.len()],
+        bias: bias.map(|per| vector(per, seed + 11)),
+        scale: scale.map(|per| vector(per, seed + 12)),
+    }
 }
 
 /// A call's operands on the GPU, kept between calls (a graph's replays
@@ -243,6 +275,9 @@ struct Resident<T: Convert, C: Convert> {
     a_dev: cudarc::driver::CudaSlice<T>,
     b_dev: cudarc::driver::CudaSlice<T>,
     c_dev: cudarc::driver::CudaSlice<C>,
+    /// A fused epilogue: as the check reads it, and its bias and scales
+    /// on the GPU.
+    epilogue: Option<(EmuEpilogue, [Option<cudarc::driver::CudaSlice<f32>>; 2])>,
 }
 
 impl<T: Convert, C: Convert> Resident<T, C> {
@@ -265,6 +300,7 @@ impl<T: Convert, C: Convert> Resident<T, C> {
             a_dev: stream.alloc_zeros(la + offset).map_err(e)?,
             b_dev: stream.alloc_zeros(lb + offset).map_err(e)?,
             c_dev: stream.alloc_zeros(lc + offset).map_err(e)?,
+            epilogue: None,
         };
         call.refill(stream, seed)?;
         Ok(call)
@@ -300,13 +336,38 @@ impl<T: Convert, C: Convert> Resident<T, C> {
         Ok(())
     }
 
+    /// Calls take the epilogue `ep` (its vectors copied to the GPU).
+    fn fuse(
+        &mut self,
+        stream: &std::sync::Arc<cudarc::driver::CudaStream>,
+        ep: EmuEpilogue,
+    ) -> Result<(), String> {
+        let upload = |v: &Option<(Vec<f32>, Per)>| {
+            v.as_ref()
+                .map(|(v, _)| stream.clone_htod(v).map_err(|e| e.to_string()))
+                .transpose()
+        };
+        let vectors = [upload(&ep.bias)?, upload(&ep.scale)?];
+        self.epilogue = Some((ep, vectors));
+        Ok(())
+    }
+
     /// The call through `sgemm`, enqueued.
     fn run(&mut self, sgemm: &Sgemm) -> Result<rust_gemm::blas::Choice, rust_gemm::GemmError> {
         let offset = self.offset;
         let a_view = self.a_dev.slice(offset..);
         let b_view = self.b_dev.slice(offset..);
         let mut c_view = self.c_dev.slice_mut(offset..);
-        sgemm.gemm(&self.cfg, &a_view, &b_view, &mut c_view)
+        let Some((ep, [bias, scale])) = &self.epilogue else {
+            return sgemm.gemm(&self.cfg, &a_view, &b_view, &mut c_view);
+        };
+        let along = |v: &Option<(Vec<f32>, Per)>| v.as_ref().map(|(_, per)| *per);
+        let fused = Epilogue {
+            activation: ep.activation,
+            bias: bias.as_ref().zip(along(&ep.bias)),
+            scale: scale.as_ref().zip(along(&ep.scale)),
+        };
+        sgemm.gemm_fused(&self.cfg, &a_view, &b_view, &mut c_view, &fused)
     }
 
     /// Waits for `stream` and checks C against the reference of the
@@ -329,13 +390,15 @@ impl<T: Convert, C: Convert> Resident<T, C> {
         {
             return Err(format!("{choice} does not store the call's types"));
         }
-        let v = check_gemm(
+        let plain = EmuEpilogue::default();
+        let epilogue = self.epilogue.as_ref().map_or(&plain, |(ep, _)| ep);
+        let v = check_gemm_fused(
             cfg,
             (&self.a[offset..], &self.b[offset..]),
             (&self.c0[offset..], &after[offset..]),
             kernels_gpu::elem::Elems::new(T::ELEM, T::ELEM, C::ELEM, choice.kernel.elems.math),
-            usize::MAX,
-            self.seed,
+            (usize::MAX, self.seed),
+            epilogue,
         );
         if !v.passed {
             return Err(format!(
@@ -418,24 +481,100 @@ fn library_16<T: Convert, C: Convert>(sgemm: &Sgemm, out: &mut Vec<(String, Resu
                 name: spec.name.into(),
                 split_k: 1,
             });
-        seed += 3;
-        let result = library_call_typed::<T, C>(sgemm, &cfg, 0, seed);
-        // A kernel this GPU cannot run (the Hopper steps elsewhere) is
-        // refused, and skipped here with a line saying so.
-        let result = match result {
-            Err(e) if e.contains("needs compute capability") => {
-                eprintln!("*** SKIPPED: {} on this GPU: {e} ***", spec.name);
-                Ok(String::new())
-            }
-            r => r,
-        };
-        out.push((format!("{types}_{}", spec.name), ok(result)));
+        for fused in [false, true] {
+            seed += 3;
+            let ep = fused.then(|| rotated(&cfg, seed as usize, seed));
+            let result = library_call_fused::<T, C>(sgemm, &cfg, 0, seed, ep);
+            // A kernel this GPU cannot run (the Hopper steps elsewhere) is
+            // refused, and skipped here with a line saying so.
+            let result = match result {
+                Err(e) if e.contains("needs compute capability") => {
+                    eprintln!("*** SKIPPED: {} on this GPU: {e} ***", spec.name);
+                    Ok(String::new())
+                }
+                r => r,
+            };
+            let fused = if fused { "_fused" } else { "" };
+            out.push((format!("{types}_{}{fused}", spec.name), ok(result)));
+        }
+    }
+    // Every op and layout with an epilogue (C rounded after it), and a
+    // TMA-stored product (beta 0, Hopper) at a size with edge tiles.
+    for (i, layout) in [Layout::RowMajor, Layout::ColMajor].into_iter().enumerate() {
+        for (op_a, op_b) in [
+            (Op::N, Op::N),
+            (Op::T, Op::N),
+            (Op::N, Op::T),
+            (Op::T, Op::T),
+        ] {
+            let cfg = GemmConfig::new(1031, 517, 263)
+                .layout(layout)
+                .op_a(op_a)
+                .op_b(op_b)
+                .scalars(0.75, if i == 0 { 0.0 } else { 1.0 });
+            seed += 3;
+            let ep = rotated(&cfg, seed as usize, seed);
+            out.push((
+                format!("{types}_{layout:?}_{op_a:?}{op_b:?}_fused_1031x517x263"),
+                ok(library_call_fused::<T, C>(sgemm, &cfg, 0, seed, Some(ep))),
+            ));
+        }
     }
 }
 
 /// The library on the GPU: every op x layout x scalar pair, padded
 /// leading dimensions and strided batches, misaligned views, every
 /// candidate kernel by name, split-K, and the errors only a GPU can give.
+/// Every registered kernel by name (FP8 aside: `library_fp8`), with a
+/// fused epilogue from the rotation, at a shape with edge tiles: beta 0
+/// (where the TMA-stored steps rewrite the staging box before the copy)
+/// and beta 1 (their plain stores and a warp's pass over its rows).
+fn every_kernel_fused(sgemm: &Sgemm, out: &mut Vec<(String, Result<(), String>)>) {
+    use kernels_gpu::elem::Elem;
+    let mut seed = 5000;
+    for spec in kernels_gpu::registry::all() {
+        if spec.elems.storage().scaled() || spec.name == kernels_gpu::k14_split_k::REDUCE.name {
+            continue;
+        }
+        for beta in [0.0, 1.0] {
+            let cfg = GemmConfig::new(300, 264, 320)
+                .op_a(spec.ops.a)
+                .op_b(spec.ops.b)
+                .scalars(0.75, beta)
+                .algorithm(Algorithm::Kernel {
+                    name: spec.name.into(),
+                    split_k: 1,
+                });
+            seed += 3;
+            let ep = Some(rotated(&cfg, seed as usize, seed));
+            let s = spec.elems.storage();
+            let result = match (s.a, s.c) {
+                (Elem::F32, Elem::F32) => library_call_fused::<f32, f32>(sgemm, &cfg, 0, seed, ep),
+                (Elem::Bf16, Elem::F32) => {
+                    library_call_fused::<bf16, f32>(sgemm, &cfg, 0, seed, ep)
+                }
+                (Elem::Bf16, Elem::Bf16) => {
+                    library_call_fused::<bf16, bf16>(sgemm, &cfg, 0, seed, ep)
+                }
+                (Elem::F16, Elem::F32) => library_call_fused::<f16, f32>(sgemm, &cfg, 0, seed, ep),
+                (Elem::F16, Elem::F16) => library_call_fused::<f16, f16>(sgemm, &cfg, 0, seed, ep),
+                _ => Err(format!("no test for the stored types {s}")),
+            };
+            let result = match result {
+                Err(e) if e.contains("needs compute capability") => {
+                    eprintln!("*** SKIPPED: {} on this GPU: {e} ***", spec.name);
+                    Ok(String::new())
+                }
+                r => r,
+            };
+            out.push((
+                format!("every_kernel_{}_b{beta}_fused", spec.name),
+                result.map(|_| ()),
+            ));
+        }
+    }
+}
+
 fn library(gpu: &Gpu) -> Named {
     let mut out = Vec::new();
     let sgemm = match Sgemm::new(gpu.stream.clone()) {
@@ -471,6 +610,30 @@ fn library(gpu: &Gpu) -> Named {
                             format!("{name}_misaligned"),
                             ok(library_call(&sgemm, &cfg, 1, seed)),
                         ));
+                        // A fused epilogue, on the batch too (one bias for
+                        // every product).
+                        let ep = rotated(&cfg, seed as usize, seed);
+                        out.push((
+                            format!("{name}_fused"),
+                            ok(library_call_fused::<f32, f32>(
+                                &sgemm,
+                                &cfg,
+                                0,
+                                seed,
+                                Some(ep),
+                            )),
+                        ));
+                        let ep = rotated(&batch, seed as usize + 1, seed);
+                        out.push((
+                            format!("{name}_ld_batch3_fused"),
+                            ok(library_call_fused::<f32, f32>(
+                                &sgemm,
+                                &batch,
+                                0,
+                                seed,
+                                Some(ep),
+                            )),
+                        ));
                     }
                 }
             }
@@ -492,6 +655,18 @@ fn library(gpu: &Gpu) -> Named {
             out.push((
                 format!("{}_split{split}", cand.spec.name),
                 ok(library_call(&sgemm, &named, 0, seed)),
+            ));
+            // With an epilogue (split-K's reduction applies it).
+            let ep = rotated(&named, seed as usize, seed);
+            out.push((
+                format!("{}_split{split}_fused", cand.spec.name),
+                ok(library_call_fused::<f32, f32>(
+                    &sgemm,
+                    &named,
+                    0,
+                    seed,
+                    Some(ep),
+                )),
             ));
         }
     }
@@ -533,6 +708,7 @@ fn library(gpu: &Gpu) -> Named {
             out.push((format!("compute_{compute:?}_{m}x{n}x{k}"), ran));
         }
     }
+    every_kernel_fused(&sgemm, &mut out);
     // 16-bit A and B, C in f32 or their type.
     library_16::<bf16, f32>(&sgemm, &mut out);
     library_16::<bf16, bf16>(&sgemm, &mut out);
@@ -819,6 +995,45 @@ fn library_fp8(sgemm: &Sgemm, out: &mut Vec<(String, Result<(), String>)>) {
                     bound(false, true),
                     "BF16 C",
                 )?;
+                // A fused epilogue: GELU (tanh) of the product scaled per
+                // row plus a bias per column, f32 C, Auto's kernel and
+                // step 27 by name.
+                let bias = values(n, m as u64 + 7);
+                let per_row = values(m, m as u64 + 8);
+                let (bias_d, per_row_d) = (
+                    stream.clone_htod(&bias).map_err(drv)?,
+                    stream.clone_htod(&per_row).map_err(drv)?,
+                );
+                let fused = Epilogue::activation(Activation::GeluTanh)
+                    .with_bias(&bias_d, Per::Column)
+                    .with_scale(&per_row_d, Per::Row);
+                for name in [None, Some("mma_e4m3_64x128x128_w32x32_s3_f32")] {
+                    let mut call = row.clone();
+                    if let Some(name) = name.filter(|_| how_a == Quantize::Tensor) {
+                        call = call.algorithm(Algorithm::Kernel {
+                            name: name.into(),
+                            split_k: 1,
+                        });
+                    }
+                    let mut cf = stream.alloc_zeros::<f32>(m * n).map_err(drv)?;
+                    let choice = sgemm
+                        .gemm_scaled_fused(&call, &qa, &qb, &mut cf, &scales, &fused)
+                        .map_err(err)?;
+                    let got = host_f32(sgemm, &cf, |x| x)?;
+                    let mut e = 0.0f64;
+                    for i in 0..m {
+                        for j in 0..n {
+                            let x = per_row[i] as f64 * want[i * n + j] + bias[j] as f64;
+                            let d = Activation::GeluTanh.reference(x);
+                            e = e.max((got[i * n + j] as f64 - d).abs());
+                        }
+                    }
+                    // |s| and |bias| are below 1.5; GELU's slope below 1.13.
+                    let rel = e / (1.13 * 1.5 * (scale + 1.0));
+                    if rel > bound(false, false) {
+                        return Err(format!("fused epilogue ({choice}): error {rel:e}"));
+                    }
+                }
                 let mut c32 = stream.alloc_zeros::<f32>(m * n).map_err(drv)?;
                 sgemm
                     .gemm_scaled(&row, &qa, &qb, &mut c32, &scales.with_d(&two))

@@ -24,6 +24,7 @@ use harness::shape::Shape;
 use harness::timing::Timing;
 use indicatif::{ProgressBar, ProgressStyle};
 use kernels_gpu::elem::{Elem, Elems, Math, Scaling, Storage};
+use kernels_gpu::epilogue::Activation;
 use kernels_gpu::launch::KernelSpec;
 use kernels_gpu::launch::Ops;
 use kernels_gpu::registry::{EXPERIMENTS, KERNELS, TRANSPOSED};
@@ -56,9 +57,19 @@ struct Args {
     /// Only these kernels (Rust names; their CUDA twins follow them), plus
     /// "cublas" (SGEMM, FP32), "cublas_tf32" (TF32 tensor cores allowed),
     /// "cublas_bf16" and "cublas_fp16" (cublasGemmEx, f32 accumulation and C),
-    /// "cublas_bf16_c16" and "cublas_fp16_c16" (C in the input type).
+    /// "cublas_bf16_c16" and "cublas_fp16_c16" (C in the input type), and
+    /// with --epilogue cuBLASLt with it fused: "cublaslt_fused" (FP32),
+    /// "cublaslt_fused_tf32", "cublaslt_fused_bf16", "cublaslt_fused_fp16",
+    /// "cublaslt_fused_bf16_c16", "cublaslt_fused_fp16_c16".
     #[arg(long, value_delimiter = ',')]
     kernels: Option<Vec<String>>,
+    /// Also run each Rust kernel with this activation and a bias per
+    /// column of C fused into its epilogue, on the same inputs, next to its
+    /// plain row (and cuBLASLt's fused epilogue of the same types, where it
+    /// has that activation): none (the bias alone), relu, gelu-tanh,
+    /// gelu-erf, silu.
+    #[arg(long, value_name = "ACTIVATION", value_parser = parse_activation)]
+    epilogue: Option<Activation>,
     /// A short run: sizes 1000 and 4096, a smaller time budget.
     #[arg(long)]
     quick: bool,
@@ -128,6 +139,16 @@ struct Args {
     /// GPU to use.
     #[arg(long, default_value_t = 0)]
     device: usize,
+}
+
+/// `--epilogue`'s value: an activation by its name (`Activation::name`);
+/// the error names the valid ones (the first line of clap's error is the
+/// one `cli::parse` prints).
+fn parse_activation(name: &str) -> Result<Activation, String> {
+    Activation::from_name(name).ok_or_else(|| {
+        let names: Vec<&str> = Activation::ALL.iter().map(|a| a.name()).collect();
+        format!("choose from {}", names.join(", "))
+    })
 }
 
 fn main() -> ExitCode {
@@ -391,6 +412,31 @@ const CUBLAS_BASELINES: [(&str, Elems); 13] = [
     ),
 ];
 
+/// cuBLASLt with the `--epilogue` fused (`Cublas::load_fused`), by
+/// `--kernels` name and element types, in table order: one for each plain
+/// cuBLAS baseline but FP8's. Each runs, with `--epilogue`, where a kernel
+/// of its element types does (and "cublas" is wanted), or where named.
+const CUBLASLT_FUSED_BASELINES: [(&str, Elems); 6] = [
+    ("cublaslt_fused", Elems::FP32),
+    ("cublaslt_fused_tf32", Elems::TF32),
+    (
+        "cublaslt_fused_bf16",
+        Elems::new(Elem::Bf16, Elem::Bf16, Elem::F32, Math::Bf16),
+    ),
+    (
+        "cublaslt_fused_fp16",
+        Elems::new(Elem::F16, Elem::F16, Elem::F32, Math::F16),
+    ),
+    (
+        "cublaslt_fused_bf16_c16",
+        Elems::new(Elem::Bf16, Elem::Bf16, Elem::Bf16, Math::Bf16),
+    ),
+    (
+        "cublaslt_fused_fp16_c16",
+        Elems::new(Elem::F16, Elem::F16, Elem::F16, Math::F16),
+    ),
+];
+
 fn wanted(args: &Args, name: &str) -> bool {
     args.kernels
         .as_ref()
@@ -413,17 +459,25 @@ fn measure_all(args: &Args) -> Result<Results> {
     if let Some(ks) = &args.kernels {
         for k in ks {
             let baseline = CUBLAS_BASELINES.iter().any(|(name, _)| name == k);
+            let fused = CUBLASLT_FUSED_BASELINES.iter().any(|(name, _)| name == k);
             let registered =
                 (KERNELS.iter().chain(TRANSPOSED).chain(EXPERIMENTS)).any(|s| s.name == k);
-            if !baseline && !registered {
+            if !baseline && !fused && !registered {
                 bail!(
-                    "unknown kernel '{k}': choose from {}, {}",
+                    "unknown kernel '{k}': choose from {}, {}, {}",
                     KERNELS
                         .iter()
                         .map(|k| k.name)
                         .collect::<Vec<_>>()
                         .join(", "),
-                    CUBLAS_BASELINES.map(|(name, _)| name).join(", ")
+                    CUBLAS_BASELINES.map(|(name, _)| name).join(", "),
+                    CUBLASLT_FUSED_BASELINES.map(|(name, _)| name).join(", ")
+                );
+            }
+            if fused && args.epilogue.is_none() {
+                bail!(
+                    "{k} is cuBLASLt with a fused epilogue: name the epilogue with \
+                     --epilogue (e.g. --epilogue gelu-tanh)"
                 );
             }
         }
@@ -491,12 +545,43 @@ fn measure_all(args: &Args) -> Result<Results> {
             }
         }
     }
+    // With --epilogue, cuBLASLt with it fused, as the plain baselines are
+    // chosen (a missing one, such as an activation cuBLASLt does not have,
+    // is a line in the report's skipped list, not a row).
+    if let Some(activation) = args.epilogue {
+        for (name, elems) in CUBLASLT_FUSED_BASELINES {
+            let named = args
+                .kernels
+                .as_ref()
+                .is_some_and(|ks| ks.iter().any(|k| k == name));
+            let want =
+                named || (specs.iter().any(|s| s.elems.same_types(elems)) && wanted(args, CUBLAS));
+            if !want {
+                continue;
+            }
+            match Cublas::load_fused(&gpu, elems, activation) {
+                Ok(c) => cublas.push(c),
+                Err(why) => {
+                    eprintln!("skipping {name}: {why}");
+                    skipped.push(format!("{name}: {why}"));
+                }
+            }
+        }
+    }
     let variants = Variants {
         rust: baselines::load_rust_kernels(&gpu, &specs)?,
         cuda,
         cublas,
     };
-    let per_size = variants.rust.len() + variants.cuda.len() + variants.cublas.len();
+    // With --epilogue, each Rust kernel again with it fused, on the same
+    // buffers (`runner::Fused`), its row next to the plain one.
+    let fused: Vec<runner::Fused> = match args.epilogue {
+        Some(activation) => (variants.rust.iter())
+            .map(|k| runner::Fused::new(k, activation))
+            .collect::<Result<_, _>>()?,
+        None => Vec::new(),
+    };
+    let per_size = variants.rust.len() + fused.len() + variants.cuda.len() + variants.cublas.len();
 
     let bar = ProgressBar::new((shapes.len() * per_size) as u64);
     bar.set_style(
@@ -518,12 +603,14 @@ fn measure_all(args: &Args) -> Result<Results> {
         }
         // Every variant that takes this shape, in table order.
         let mut entries: Vec<Entry> = Vec::new();
-        for k in variants.rust.iter().chain(&variants.cuda) {
+        for (i, k) in variants.rust.iter().chain(&variants.cuda).enumerate() {
+            // The kernel's fused launch, for a Rust kernel with --epilogue.
+            let fused_k = fused.get(i);
             if let Some(why) = k.unsupported(&shape.params_for(k.spec.ops), 1) {
                 // Visible, and recorded: the table has no row for it.
                 bar.println(format!("skipping {} at {shape}: {why}", k.name()));
                 skipped.push(format!("{} at {shape}: {why}", k.name()));
-                bar.inc(1);
+                bar.inc(1 + u64::from(fused_k.is_some()));
                 continue;
             }
             if let Some(copies) = k.spec.copies(&shape.params_for(k.spec.ops)) {
@@ -548,6 +635,14 @@ fn measure_all(args: &Args) -> Result<Results> {
                 spec: Some(k.spec),
                 twin,
             });
+            if let Some(f) = fused_k {
+                entries.push(Entry {
+                    v: f,
+                    kind,
+                    spec: Some(k.spec),
+                    twin: None,
+                });
+            }
         }
         for c in &variants.cublas {
             if let Some(why) = c.unsupported(shape) {
@@ -586,6 +681,10 @@ fn measure_all(args: &Args) -> Result<Results> {
                 .any(|e| e.spec.is_some_and(|s| s.ops != Ops::NN));
             let (mut bufs, reference) =
                 runner::problem(&gpu, *shape, storage, args.seed, transposed)?;
+            if let Some(activation) = args.epilogue {
+                // The fused launches' bias, from the same seed.
+                bufs.set_epilogue(&gpu, activation, args.seed)?;
+            }
             let mut checks = Vec::with_capacity(group.len());
             for e in &group {
                 bar.set_message(format!("{shape}: verifying {}", e.v.name()));
@@ -605,7 +704,8 @@ fn measure_all(args: &Args) -> Result<Results> {
             let mut timings = runner::time_interleaved(&gpu, &mut bufs, &passed, opts)?.into_iter();
             for (e, check) in group.into_iter().zip(checks) {
                 let timing = if check.passed { timings.next() } else { None };
-                rows.push(row(&gpu, shape, e, check, timing));
+                let epilogue = args.epilogue.filter(|_| e.v.fused());
+                rows.push(row(&gpu, shape, e, check, timing, epilogue));
             }
         }
         if let Some(mhz) = sm_clock_mhz(args.device) {
@@ -613,6 +713,11 @@ fn measure_all(args: &Args) -> Result<Results> {
         }
     }
     bar.finish_and_clear();
+    // Which type cuBLASLt read the bias in, where not f32 (the run's log
+    // only: `notes` lists the kernels' copies).
+    for note in variants.cublas.iter().filter_map(Cublas::bias_note) {
+        eprintln!("note: {note}");
+    }
 
     let info = gpu.info.clone();
     let ptx = gpu.ptx_description();
@@ -667,13 +772,15 @@ struct Entry<'a> {
 }
 
 /// One variant's row: its check (a failure is a FAIL row, not an abort)
-/// and, if it passed, its timing.
+/// and, if it passed, its timing; `epilogue`, the activation fused into
+/// its launches (with a bias per column), if any.
 fn row(
     gpu: &Gpu,
     shape: &Shape,
     e: &Entry,
     verification: Verification,
     timing: Option<Timing>,
+    epilogue: Option<Activation>,
 ) -> Row {
     let (shape, v, kind, spec, twin) = (*shape, e.v, e.kind, e.spec, e.twin);
     let model = spec.map(|s| model::estimate(s, &shape, model::Peaks::of(&gpu.info)));
@@ -707,6 +814,9 @@ fn row(
         model_intensity: model.map(|m| m.intensity),
         model_ceiling_gflops: model.and_then(|m| m.ceiling_gflops),
         ncu: None,
+        epilogue: epilogue.map(|a| a.name().to_string()),
+        fused_over_plain: None,
+        over_cublaslt_fused: None,
     }
 }
 
@@ -799,4 +909,47 @@ fn update_readme(args: &Args, results: &Results) -> Result<()> {
     );
     std::fs::write(&args.readme, new)
         .with_context(|| format!("cannot write {}", args.readme.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `--epilogue` takes the activations' names; a bad one is a clap
+    /// error whose first line (the one `cli::parse` prints) names them all.
+    #[test]
+    fn epilogue_flag_takes_activation_names() {
+        let parse = |v: &str| Args::try_parse_from(["bench", "--epilogue", v]);
+        for a in Activation::ALL {
+            assert_eq!(parse(a.name()).unwrap().epilogue, Some(a));
+        }
+        assert_eq!(Args::try_parse_from(["bench"]).unwrap().epilogue, None);
+        let e = parse("gelu").unwrap_err().render().to_string();
+        let first = e.lines().next().unwrap();
+        assert!(
+            first.contains("'gelu'")
+                && first.contains("choose from none, relu, gelu-tanh, gelu-erf, silu"),
+            "{first}"
+        );
+    }
+
+    /// Every fused baseline has a plain one of the same types, and no name
+    /// is taken twice.
+    #[test]
+    fn fused_baselines_mirror_the_plain_ones() {
+        for (name, elems) in CUBLASLT_FUSED_BASELINES {
+            assert!(
+                CUBLAS_BASELINES.iter().any(|(_, e)| *e == elems),
+                "{name} has no plain baseline"
+            );
+        }
+        let mut names: Vec<&str> = (CUBLAS_BASELINES.iter())
+            .chain(&CUBLASLT_FUSED_BASELINES)
+            .map(|(n, _)| *n)
+            .collect();
+        let len = names.len();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), len);
+    }
 }

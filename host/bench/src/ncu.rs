@@ -49,7 +49,11 @@ pub fn profile(results: &mut Results, n: usize) -> Result<()> {
     let names: Vec<String> = results
         .rows
         .iter()
-        .filter(|r| r.kind == Kind::Rust && r.is_square() && r.n == n && r.verified)
+        // Plain launches only: `host --kernel` runs a kernel without an
+        // epilogue.
+        .filter(|r| {
+            r.kind == Kind::Rust && r.epilogue.is_none() && r.is_square() && r.n == n && r.verified
+        })
         .map(|r| r.variant.clone())
         .collect();
     if names.is_empty() {

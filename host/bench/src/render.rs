@@ -48,11 +48,31 @@ fn error_cell(r: &Row) -> String {
     }
 }
 
+/// Whether a run has fused rows (`--epilogue`): its tables then have the
+/// fused rows' two columns.
+fn has_fused(results: &Results) -> bool {
+    results.rows.iter().any(|r| r.epilogue.is_some())
+}
+
+/// A fused row's two cells: its median time over its plain row's, and its
+/// GFLOP/s over cuBLASLt's with the same epilogue ("-" where there is no
+/// such row, e.g. an activation cuBLASLt has not).
+fn fused_cells(r: &Row) -> [String; 2] {
+    [
+        fmt(r.fused_over_plain, |v| format!("{v:.3}")),
+        fmt(r.over_cublaslt_fused, |v| format!("{v:.3}")),
+    ]
+}
+
+/// The headers of [`fused_cells`].
+const FUSED_HEADERS: [&str; 2] = ["fused / plain time", "fused / cuBLASLt fused GFLOP/s"];
+
 /// One terminal table for one size.
 pub fn size_table(results: &Results, size: (usize, usize, usize)) -> Table {
+    let fused = has_fused(results);
     let mut t = Table::new();
     t.load_preset(UTF8_FULL_CONDENSED);
-    t.set_header([
+    let mut header = vec![
         "kernel",
         "check",
         "max error (x cuBLAS, same types)",
@@ -66,9 +86,13 @@ pub fn size_table(results: &Results, size: (usize, usize, usize)) -> Table {
         "model GB",
         "FLOP/B",
         "model ceiling",
-    ]);
+    ];
+    if fused {
+        header.extend(FUSED_HEADERS);
+    }
+    t.set_header(header);
     for r in rows_of(results, size) {
-        t.add_row([
+        let mut cells = vec![
             format!("{} ({})", r.variant, r.precision),
             status(r),
             error_cell(r),
@@ -85,9 +109,13 @@ pub fn size_table(results: &Results, size: (usize, usize, usize)) -> Table {
             fmt(r.model_bytes, |v| format!("{:.2}", v / 1e9)),
             fmt(r.model_intensity, |v| format!("{v:.2}")),
             fmt(r.model_ceiling_gflops, thousands),
-        ]);
+        ];
+        if fused {
+            cells.extend(fused_cells(r));
+        }
+        t.add_row(cells);
     }
-    for i in 2..13 {
+    for i in 2..13 + 2 * usize::from(fused) {
         if let Some(c) = t.column_mut(i) {
             c.set_cell_alignment(CellAlignment::Right);
         }
@@ -183,13 +211,28 @@ pub fn readme_markdown(results: &Results, headline: usize, plot: &str) -> String
         crate::results::MAX_ERROR_OVER_CUBLAS,
     );
     let head = (headline, headline, headline);
+    let fused = has_fused(results);
     if rows_of(results, head).next().is_some() {
+        let (fused_header, fused_align) = if fused {
+            (
+                format!(" {} | {} |", FUSED_HEADERS[0], FUSED_HEADERS[1]),
+                "---:|---:|",
+            )
+        } else {
+            (String::new(), "")
+        };
         s += &format!(
-            "**n = {headline}**\n\n| kernel | precision | ms | GFLOP/s | % of peak (its precision) | % of cuBLAS SGEMM | % of cuBLAS of its types | max error (x that cuBLAS's) | Rust / CUDA C++ | lesson's model: GB moved | FLOP/byte |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n"
+            "**n = {headline}**\n\n| kernel | precision | ms | GFLOP/s | % of peak (its precision) | % of cuBLAS SGEMM | % of cuBLAS of its types | max error (x that cuBLAS's) | Rust / CUDA C++ | lesson's model: GB moved | FLOP/byte |{fused_header}\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|{fused_align}\n"
         );
         for r in rows_of(results, head) {
+            let fused_cells = if fused {
+                let [plain, lt] = fused_cells(r);
+                format!(" {plain} | {lt} |")
+            } else {
+                String::new()
+            };
             s += &format!(
-                "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
+                "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |{fused_cells}\n",
                 r.variant,
                 r.precision,
                 fmt(r.median_ms, |v| format!("{v:.2}")),
@@ -274,6 +317,14 @@ pub fn readme_markdown(results: &Results, headline: usize, plot: &str) -> String
                 n.achieved_occupancy_percent,
             );
         }
+    }
+    if fused {
+        s += "\nFused rows (`--epilogue`, named `kernel + bias + activation`): the kernel with a bias \
+              per column of C and the activation fused into its epilogue, on the same inputs as its \
+              plain row, verified against `act(A B + bias)` in f64 and timed in the same rounds; \
+              \"fused / plain time\" is its median over the plain row's, \"fused / cuBLASLt fused \
+              GFLOP/s\" its GFLOP/s over cuBLASLt's with the same epilogue (`CUBLASLT_EPILOGUE_BIAS`, \
+              `RELU_BIAS`, `GELU_BIAS`; cuBLASLt has no erf GELU and no SiLU).\n";
     }
     if !m.notes.is_empty() {
         s += &format!("\nCopies before the kernel: {}\n", m.notes.join("; "));

@@ -76,6 +76,21 @@ pub struct Row {
     pub model_intensity: Option<f64>,
     pub model_ceiling_gflops: Option<f64>,
     pub ncu: Option<NcuMetrics>,
+    /// The epilogue fused into this row's launches (`--epilogue`): its
+    /// activation's name (`Activation::name`), always with a bias per
+    /// column of C. Absent for plain rows (and in files written before
+    /// fused rows existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub epilogue: Option<String>,
+    /// Fused rows: median time over that of the plain row of the same
+    /// kernel (for cuBLASLt's, of plain cuBLAS of the same types), same
+    /// size, same run: what the epilogue costs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fused_over_plain: Option<f64>,
+    /// Fused kernel rows: GFLOP/s over cuBLASLt's with the same epilogue
+    /// and element types, same size, same run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub over_cublaslt_fused: Option<f64>,
 }
 
 fn fp32() -> String {
@@ -109,6 +124,21 @@ impl Row {
             && self
                 .error_over_cublas_math
                 .is_none_or(|e| e <= MAX_ERROR_OVER_CUBLAS)
+    }
+
+    /// Whether this is the plain row of `fused`, a row with the epilogue
+    /// of `activation`: the same kernel (named [`harness::runner::fused_name`]
+    /// of this one) or, for cuBLASLt's fused row, plain cuBLAS of the same
+    /// types.
+    pub fn is_plain_of(&self, fused: &Row, activation: &str) -> bool {
+        if self.epilogue.is_some() || self.kind != fused.kind {
+            return false;
+        }
+        if fused.kind == Kind::Cublas {
+            return self.precision == fused.precision && self.elems == fused.elems;
+        }
+        kernels_gpu::epilogue::Activation::from_name(activation)
+            .is_some_and(|a| harness::runner::fused_name(&self.variant, a) == fused.variant)
     }
 
     pub fn size_label(&self) -> String {
@@ -186,14 +216,31 @@ impl Results {
                 .cloned()
         };
         let find = |r: &Row, pred: &dyn Fn(&Row) -> bool| find_row(r, pred).and_then(|o| o.gflops);
-        let sgemm = |o: &Row| o.kind == Kind::Cublas && o.math() == Math::Fp32;
+        // The plain baselines: a fused cuBLASLt row is none of them.
+        let sgemm =
+            |o: &Row| o.kind == Kind::Cublas && o.math() == Math::Fp32 && o.epilogue.is_none();
         for r in &mut self.rows {
             let cublas = find(r, &sgemm);
             r.percent_of_cublas = r.gflops.zip(cublas).map(|(g, c)| 100.0 * g / c);
             if r.math().tensor_cores() && r.kind != Kind::Cublas {
                 // cuBLAS of the same types, or of the math the kernel's
-                // claims are measured against (3xTF32: SGEMM).
-                let same = find_row(r, &|o| o.kind == Kind::Cublas && o.is_yardstick_of(r));
+                // claims are measured against (3xTF32: SGEMM); for a fused
+                // row, cuBLASLt with the same epilogue where it ran (its
+                // D, too, rounds once more than a plain one), else plain
+                // cuBLAS (the error is measured on the same scale,
+                // `reference::with_epilogue`).
+                let yardstick = |epilogue: Option<&str>| {
+                    find_row(r, &|o| {
+                        o.kind == Kind::Cublas
+                            && o.epilogue.as_deref() == epilogue
+                            && o.is_yardstick_of(r)
+                    })
+                };
+                let same = r
+                    .epilogue
+                    .as_deref()
+                    .and_then(|e| yardstick(Some(e)))
+                    .or_else(|| yardstick(None));
                 let same_gflops = same.as_ref().and_then(|o| o.gflops);
                 r.percent_of_cublas_math = r.gflops.zip(same_gflops).map(|(g, c)| 100.0 * g / c);
                 r.error_over_cublas_math = same
@@ -206,6 +253,20 @@ impl Results {
                 });
                 r.rust_over_cuda = r.gflops.zip(twin).map(|(g, c)| g / c);
             }
+            if let Some(activation) = r.epilogue.as_deref() {
+                r.fused_over_plain = find_row(r, &|o| o.is_plain_of(r, activation))
+                    .and_then(|o| o.median_ms)
+                    .zip(r.median_ms)
+                    .map(|(plain, fused)| fused / plain);
+                if r.kind != Kind::Cublas {
+                    let lt = find(r, &|o| {
+                        o.kind == Kind::Cublas
+                            && o.epilogue.as_deref() == Some(activation)
+                            && o.is_yardstick_of(r)
+                    });
+                    r.over_cublaslt_fused = r.gflops.zip(lt).map(|(g, c)| g / c);
+                }
+            }
         }
     }
 
@@ -215,7 +276,7 @@ impl Results {
              gflops,percent_of_peak,percent_of_cublas,percent_of_cublas_math,error_over_cublas_math,\
              rust_over_cuda,model_bytes,model_intensity,model_ceiling_gflops,ncu_dram_read_bytes,\
              ncu_l2_bytes,ncu_shared_store_conflicts,ncu_shared_load_conflicts,ncu_tensor_pipe_percent,\
-             ncu_achieved_occupancy_percent\n",
+             ncu_achieved_occupancy_percent,epilogue,fused_over_plain,over_cublaslt_fused\n",
         );
         let opt = |x: Option<f64>| x.map_or(String::new(), |v| format!("{v}"));
         for r in &self.rows {
@@ -251,10 +312,81 @@ impl Results {
                 opt(ncu.map(|n| n.shared_load_bank_conflicts)),
                 opt(ncu.map(|n| n.tensor_pipe_percent)),
                 opt(ncu.map(|n| n.achieved_occupancy_percent)),
+                r.epilogue.clone().unwrap_or_default(),
+                opt(r.fused_over_plain),
+                opt(r.over_cublaslt_fused),
             ]
             .join(",");
             s.push('\n');
         }
         s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A row as an older bench.json holds it (no epilogue fields).
+    fn row(variant: &str, kind: &str, precision: &str, elems: &str, ms: f64) -> Row {
+        serde_json::from_value(serde_json::json!({
+            "m": 4096, "n": 4096, "k": 4096, "variant": variant, "kind": kind,
+            "precision": precision, "elems": elems, "step": null, "twin": null,
+            "verified": true, "max_error": 1e-3, "reps": 10, "median_ms": ms,
+            "p20_ms": ms, "p80_ms": ms, "min_ms": ms, "gflops": 1000.0 / ms,
+            "percent_of_peak": null, "percent_of_cublas": null,
+            "rust_over_cuda": null, "model_bytes": null, "model_intensity": null,
+            "model_ceiling_gflops": null, "ncu": null
+        }))
+        .expect("an old row reads")
+    }
+
+    /// Fused rows get their time over their plain row's and their GFLOP/s
+    /// over cuBLASLt's fused row; a fused cuBLASLt row is neither SGEMM
+    /// nor the plain baseline of its types; plain rows are written as
+    /// before (no epilogue fields).
+    #[test]
+    fn fused_rows_link_to_their_plain_row_and_to_cublaslt() {
+        let bf16 = "bf16 x bf16 -> bf16";
+        let fused = |mut r: Row| {
+            r.epilogue = Some("gelu-tanh".into());
+            r
+        };
+        let mut results = Results {
+            meta: serde_json::from_str(include_str!("../../../docs/bench.json"))
+                .map(|r: Results| r.meta)
+                .expect("docs/bench.json reads"),
+            rows: vec![
+                row("k", "rust", "BF16", bf16, 1.0),
+                fused(row("k + bias + gelu-tanh", "rust", "BF16", bf16, 1.02)),
+                row("cuBLAS BF16 (bf16 C)", "cublas", "BF16", bf16, 1.1),
+                fused(row(
+                    "cuBLASLt BF16 (bf16 C) + bias + gelu-tanh",
+                    "cublas",
+                    "BF16",
+                    bf16,
+                    1.2,
+                )),
+            ],
+        };
+        results.link_rows();
+        let close = |a: f64, b: f64| assert!((a / b - 1.0).abs() < 1e-12, "{a} vs {b}");
+        let [plain, k, cublas, lt] = &results.rows[..] else {
+            unreachable!()
+        };
+        close(k.fused_over_plain.unwrap(), 1.02);
+        close(k.over_cublaslt_fused.unwrap(), 1.2 / 1.02);
+        close(lt.fused_over_plain.unwrap(), 1.2 / 1.1);
+        // "% of cuBLAS of its types" is plain cuBLAS's, fused rows too.
+        close(k.percent_of_cublas_math.unwrap(), 110.0 / 1.02);
+        assert_eq!(plain.percent_of_cublas_math.map(|p| p.round()), Some(110.0));
+        assert!(plain.fused_over_plain.is_none() && plain.over_cublaslt_fused.is_none());
+        assert!(cublas.fused_over_plain.is_none() && lt.over_cublaslt_fused.is_none());
+        let json = serde_json::to_value(plain).unwrap();
+        assert!(json.get("epilogue").is_none() && json.get("fused_over_plain").is_none());
+        let json = serde_json::to_value(k).unwrap();
+        assert_eq!(json["epilogue"], "gelu-tanh");
+        let csv = results.csv();
+        assert!(csv.lines().nth(2).unwrap().contains(",gelu-tanh,"));
     }
 }

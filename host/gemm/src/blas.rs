@@ -88,7 +88,9 @@ use std::sync::{Arc, Mutex};
 use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, DevicePtr, DevicePtrMut};
 use kernels_gpu::elem::Scaling;
 use kernels_gpu::elem::{Elem, Elems, Math, Storage};
-use kernels_gpu::gemm::{GemmParams, ScaleParams};
+pub use kernels_gpu::emu::{EmuEpilogue, EmuScales};
+pub use kernels_gpu::epilogue::{Activation, Per};
+use kernels_gpu::gemm::{EpilogueParams, GemmParams, ScaleParams};
 use kernels_gpu::k14_split_k::REDUCE;
 use kernels_gpu::launch::{KernelSpec, Operands, Ops, TmaBoxes, TmaCopy};
 use kernels_gpu::quant::QuantStep;
@@ -493,6 +495,16 @@ pub enum GemmError {
          B stored n x k), and this call is column-major: call row-major with op_b = T"
     )]
     BlockScalesLayout,
+    #[error(
+        "the epilogue's {what} holds {len} f32s, but C has {needs} {lines}s and it runs along \
+         them: pass one f32 per {lines} of C (as the caller sees C, before any transpose)"
+    )]
+    EpilogueTooSmall {
+        what: &'static str,
+        lines: &'static str,
+        len: usize,
+        needs: usize,
+    },
     #[error("split_k = {split_k}: {why}")]
     BadSplit { split_k: usize, why: String },
     #[error("no kernel is called {name}: name one of `kernels_gpu::registry::all()`")]
@@ -742,6 +754,96 @@ impl<'a, S> Scales<'a, S> {
     pub fn with_d(self, d: &'a S) -> Self {
         Self { d: Some(d), ..self }
     }
+}
+
+/// A fused epilogue ([`Sgemm::gemm_fused`]):
+///
+/// `D = act(s * (alpha * op(A) op(B) + beta * C) + bias)`
+///
+/// with `s` an optional f32 per row or per column of C (1 without), the
+/// bias an optional f32 per row or per column (0 without), and `act` an
+/// [`Activation`], all computed in f32 and stored in C's type. The
+/// kernels store `alpha * op(A) op(B) + beta * C` first and apply the
+/// rest in a pass over the tile they stored, so a 16-bit C is rounded
+/// twice (once before the activation).
+/// Rows and columns are those of C as the caller lays it out (a
+/// column-major call's bias per row stays per row). Every product of a
+/// batch uses the same vectors. For FP8 calls `alpha` and `beta` include
+/// the scales (`scale_d` multiplies the sum, not the bias).
+pub struct Epilogue<'a, S> {
+    pub activation: Activation,
+    pub bias: Option<(&'a S, Per)>,
+    pub scale: Option<(&'a S, Per)>,
+}
+
+impl<S> Clone for Epilogue<'_, S> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<S> Copy for Epilogue<'_, S> {}
+
+impl<'a, S> Epilogue<'a, S> {
+    /// No bias, no scales, no activation: a plain GEMM.
+    pub fn none() -> Self {
+        Self {
+            activation: Activation::None,
+            bias: None,
+            scale: None,
+        }
+    }
+
+    /// `activation` alone.
+    pub fn activation(activation: Activation) -> Self {
+        Self {
+            activation,
+            ..Self::none()
+        }
+    }
+
+    /// This epilogue with a bias along `per`.
+    pub fn with_bias(self, bias: &'a S, per: Per) -> Self {
+        Self {
+            bias: Some((bias, per)),
+            ..self
+        }
+    }
+
+    /// This epilogue with scales along `per`.
+    pub fn with_scale(self, scale: &'a S, per: Per) -> Self {
+        Self {
+            scale: Some((scale, per)),
+            ..self
+        }
+    }
+}
+
+/// An epilogue vector's length and the dimension of C it runs along, if
+/// there is that vector.
+pub type VectorLen = Option<(usize, Per)>;
+
+/// Checks an epilogue's vectors, of lengths `(bias, scale)`, against the
+/// call `cfg` (typed errors naming the vector). No GPU needed.
+pub fn check_epilogue(
+    cfg: &GemmConfig,
+    (bias, scale): (VectorLen, VectorLen),
+) -> Result<(), GemmError> {
+    for (what, v) in [("bias", bias), ("scale", scale)] {
+        if let Some((len, per)) = v {
+            let needs = per.len(cfg.m, cfg.n);
+            if len < needs {
+                let lines = if per == Per::Row { "row" } else { "column" };
+                return Err(GemmError::EpilogueTooSmall {
+                    what,
+                    lines,
+                    len,
+                    needs,
+                });
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Checks an FP8 call's scales: their kind, and the lengths `(a, b, d)`
@@ -1582,15 +1684,45 @@ impl Sgemm {
         B: DevicePtr<TB>,
         C: DevicePtrMut<TC>,
     {
+        self.gemm_fused(cfg, a, b, c, &Epilogue::<CudaSlice<f32>>::none())
+    }
+
+    /// [`Sgemm::gemm`] with a fused epilogue: `D = act(s * (alpha * op(A)
+    /// op(B) + beta * C) + bias)` ([`Epilogue`]: a bias and scales per row
+    /// or per column of C, f32, and an [`Activation`]), in the same
+    /// launch as the product (with split-K, in the reduction, once).
+    pub fn gemm_fused<TA, TB, TC, A, B, C, S>(
+        &self,
+        cfg: &GemmConfig,
+        a: &A,
+        b: &B,
+        c: &mut C,
+        epilogue: &Epilogue<'_, S>,
+    ) -> Result<Choice, GemmError>
+    where
+        TA: GemmElement,
+        TB: GemmElement,
+        TC: GemmElement,
+        A: DevicePtr<TA>,
+        B: DevicePtr<TB>,
+        C: DevicePtrMut<TC>,
+        S: DevicePtr<f32>,
+    {
         let storage = storage_of::<TA, TB, TC>();
         if storage.scaled() {
             check_types(storage)?;
             return Err(GemmError::MissingScales { storage });
         }
         let plan = plan_for(cfg, (a.len(), b.len(), c.len()), storage)?;
+        check_epilogue(cfg, epilogue_lens(epilogue))?;
         let choice = self.choice(&plan, &cfg.algorithm)?;
-        // SAFETY: `plan` checked the buffers against the call.
-        unsafe { self.enqueue_on(&plan, choice, (a, b, c), ScaleParams::default()) }?;
+        let stream = &self.gpu.stream;
+        let bias = epilogue.bias.map(|(v, per)| (v.device_ptr(stream), per));
+        let scale = epilogue.scale.map(|(v, per)| (v.device_ptr(stream), per));
+        let ep = epilogue_params(&plan, epilogue.activation, &bias, &scale);
+        // SAFETY: `plan` checked the buffers against the call,
+        // `check_epilogue` the epilogue's vectors.
+        unsafe { self.enqueue_on(&plan, choice, (a, b, c), ScaleParams::default(), ep) }?;
         Ok(choice)
     }
 
@@ -1626,6 +1758,31 @@ impl Sgemm {
         C: DevicePtrMut<TC>,
         S: DevicePtr<f32>,
     {
+        self.gemm_scaled_fused(cfg, a, b, c, scales, &Epilogue::<S>::none())
+    }
+
+    /// [`Sgemm::gemm_scaled`] with a fused [`Epilogue`] (as
+    /// [`Sgemm::gemm_fused`]; `alpha` and `beta` include the scales).
+    #[allow(clippy::too_many_arguments)]
+    pub fn gemm_scaled_fused<TA, TB, TC, A, B, C, S, V>(
+        &self,
+        cfg: &GemmConfig,
+        a: &A,
+        b: &B,
+        c: &mut C,
+        scales: &Scales<'_, S>,
+        epilogue: &Epilogue<'_, V>,
+    ) -> Result<Choice, GemmError>
+    where
+        TA: GemmElement,
+        TB: GemmElement,
+        TC: GemmElement,
+        A: DevicePtr<TA>,
+        B: DevicePtr<TB>,
+        C: DevicePtrMut<TC>,
+        S: DevicePtr<f32>,
+        V: DevicePtr<f32>,
+    {
         let storage = storage_of::<TA, TB, TC>();
         if !storage.scaled() {
             return Err(GemmError::UnexpectedScales { storage });
@@ -1637,8 +1794,12 @@ impl Sgemm {
         let plan = plan_for(cfg, (a.len(), b.len(), c.len()), storage)?;
         let lens = (scales.a.len(), scales.b.len(), scales.d.map(|d| d.len()));
         check_scales(cfg, scales.scaling, lens)?;
+        check_epilogue(cfg, epilogue_lens(epilogue))?;
         let choice = self.choice(&plan, &cfg.algorithm)?;
         let stream = &self.gpu.stream;
+        let bias = epilogue.bias.map(|(v, per)| (v.device_ptr(stream), per));
+        let scale = epilogue.scale.map(|(v, per)| (v.device_ptr(stream), per));
+        let ep = epilogue_params(&plan, epilogue.activation, &bias, &scale);
         let (sa, _sa_sync) = scales.a.device_ptr(stream);
         let (sb, _sb_sync) = scales.b.device_ptr(stream);
         let d = scales.d.map(|d| d.device_ptr(stream));
@@ -1651,9 +1812,10 @@ impl Sgemm {
             b: sb,
             d: d.as_ref().map_or(0, |(ptr, _)| *ptr),
         };
-        // SAFETY: `plan` checked the buffers against the call, and
-        // `check_scales` the scales' buffers against the call's scaling.
-        unsafe { self.enqueue_on(&plan, choice, (a, b, c), params) }?;
+        // SAFETY: `plan` checked the buffers against the call,
+        // `check_scales` the scales' buffers against the call's scaling,
+        // `check_epilogue` the epilogue's vectors.
+        unsafe { self.enqueue_on(&plan, choice, (a, b, c), params, ep) }?;
         Ok(choice)
     }
 
@@ -1661,14 +1823,16 @@ impl Sgemm {
     /// swapped for a column-major call).
     ///
     /// # Safety
-    /// `plan` was made for these buffers by [`plan_for`], and each
-    /// non-zero address of `scales` holds the scales the choice reads.
+    /// `plan` was made for these buffers by [`plan_for`], each non-zero
+    /// address of `scales` holds the scales the choice reads, and the
+    /// vectors `epilogue` names hold `m` or `n` f32s of the plan.
     unsafe fn enqueue_on<TA, TB, TC, A, B, C>(
         &self,
         plan: &Plan,
         choice: Choice,
         (a, b, c): (&A, &B, &mut C),
         scales: ScaleParams,
+        epilogue: EpilogueParams,
     ) -> Result<(), GemmError>
     where
         TA: GemmElement,
@@ -1692,8 +1856,8 @@ impl Sgemm {
         // and that the products' Cs do not overlap; A and B are shared
         // borrows and C an exclusive one, so C overlaps neither; the
         // guards above keep cudarc's stream ordering until the launches
-        // are enqueued; the scales are the caller's word.
-        unsafe { self.enqueue(plan, choice, (a_ptr, b_ptr, c_ptr), scales) }
+        // are enqueued; the scales and the epilogue are the caller's word.
+        unsafe { self.enqueue(plan, choice, (a_ptr, b_ptr, c_ptr), scales, epilogue) }
     }
 
     /// Enqueues the quantization of a `cfg.rows x cfg.cols` matrix `src`
@@ -1917,13 +2081,14 @@ impl Sgemm {
     /// # Safety
     /// The addresses hold the matrices `plan` was checked against, C
     /// overlapping neither A nor B, alive until the stream has run the
-    /// launches.
+    /// launches; `epilogue`'s vectors hold `m` or `n` f32s of the plan.
     unsafe fn enqueue(
         &self,
         plan: &Plan,
         choice: Choice,
         (a, b, c): (u64, u64, u64),
         scales: ScaleParams,
+        epilogue: EpilogueParams,
     ) -> Result<(), GemmError> {
         let gpu = &self.gpu;
         let steps = steps(plan, choice);
@@ -1951,6 +2116,11 @@ impl Sgemm {
                 params: step.params,
                 batch: step.batch,
                 scales,
+                epilogue: if step.fused {
+                    epilogue
+                } else {
+                    EpilogueParams::NONE
+                },
             };
             // SAFETY: `steps` keeps every launch inside the buffers the
             // plan checked and the workspace it sized (see `Step`); the
@@ -1980,6 +2150,9 @@ pub struct Step {
     pub a: Buf,
     pub b: Buf,
     pub c: Buf,
+    /// Whether this launch applies the call's epilogue (all but split-K's
+    /// partial sums).
+    pub fused: bool,
 }
 
 /// The launches of a call, and the workspace they need (floats).
@@ -2004,8 +2177,9 @@ impl Steps {
 ///   read (a NaN in them reaches C).
 /// - No split: the kernel, once, on A, B and C.
 /// - Split-K: the kernel with `k_slice` set, product z being slice z of
-///   K written to plane z of the workspace (alpha 1, beta 0), then
-///   `reduce_slices` from the workspace into C with the call's scalars.
+///   K written to plane z of the workspace (alpha 1, beta 0, no
+///   epilogue), then `reduce_slices` from the workspace into C with the
+///   call's scalars and epilogue.
 pub fn steps(plan: &Plan, choice: Choice) -> Steps {
     let p = plan.params;
     let one = |step| Steps {
@@ -2021,6 +2195,7 @@ pub fn steps(plan: &Plan, choice: Choice) -> Steps {
                 a: Buf::C,
                 b: Buf::C,
                 c: Buf::C,
+                fused: true,
             });
         }
         // A 16-bit C: a step-21 kernel of the call's types with K = 0,
@@ -2040,6 +2215,7 @@ pub fn steps(plan: &Plan, choice: Choice) -> Steps {
             a: Buf::C,
             b: Buf::C,
             c: Buf::C,
+            fused: true,
         });
     }
     if choice.split_k <= 1 {
@@ -2050,6 +2226,7 @@ pub fn steps(plan: &Plan, choice: Choice) -> Steps {
             a: Buf::A,
             b: Buf::B,
             c: Buf::C,
+            fused: true,
         });
     }
     let (k_slice, slices) = slices(p.k, choice.split_k);
@@ -2076,6 +2253,7 @@ pub fn steps(plan: &Plan, choice: Choice) -> Steps {
         a: Buf::A,
         b: Buf::B,
         c: Buf::Workspace,
+        fused: false,
     };
     let sum = Step {
         spec: &REDUCE,
@@ -2084,11 +2262,35 @@ pub fn steps(plan: &Plan, choice: Choice) -> Steps {
         a: Buf::Workspace,
         b: Buf::Workspace,
         c: Buf::C,
+        fused: true,
     };
     Steps {
         steps: [Some(partial), Some(sum)],
         workspace: slices * plane as usize,
     }
+}
+
+/// The lengths of an epilogue's vectors, with their dimensions.
+fn epilogue_lens<S: DevicePtr<f32>>(ep: &Epilogue<'_, S>) -> (VectorLen, VectorLen) {
+    (
+        ep.bias.map(|(v, per)| (v.len(), per)),
+        ep.scale.map(|(v, per)| (v.len(), per)),
+    )
+}
+
+/// The entries' epilogue for a call planned as `plan`, from the caller's
+/// activation and the device addresses of its vectors (with the guards
+/// that keep cudarc's stream ordering): rows and columns swap where the
+/// call runs as its transpose (column-major).
+fn epilogue_params<G>(
+    plan: &Plan,
+    activation: Activation,
+    bias: &Option<((u64, G), Per)>,
+    scale: &Option<((u64, G), Per)>,
+) -> EpilogueParams {
+    let address = |v: &Option<((u64, G), Per)>| v.as_ref().map(|((ptr, _), per)| (*ptr, *per));
+    let ep = EpilogueParams::new(activation, address(bias), address(scale));
+    if plan.swapped { ep.transposed() } else { ep }
 }
 
 /// The step-21 kernel that computes `C = beta * C` for a 16-bit C
@@ -2133,12 +2335,39 @@ pub fn emulate(
     b: &[f32],
     c: &[f32],
 ) -> Result<Result<Vec<f32>, String>, GemmError> {
+    emulate_fused(cfg, choice, (a, b, c), &EmuEpilogue::default())
+}
+
+/// [`emulate`] with a fused epilogue, as [`Sgemm::gemm_fused`] runs it:
+/// `epilogue`'s vectors run along C as the caller lays it out.
+pub fn emulate_fused(
+    cfg: &GemmConfig,
+    choice: Choice,
+    (a, b, c): (&[f32], &[f32], &[f32]),
+    epilogue: &EmuEpilogue,
+) -> Result<Result<Vec<f32>, String>, GemmError> {
     let plan = plan_for(
         cfg,
         (a.len(), b.len(), c.len()),
         choice.kernel.elems.storage(),
     )?;
+    let lens = |v: &Option<(Vec<f32>, Per)>| v.as_ref().map(|(v, per)| (v.len(), *per));
+    check_epilogue(cfg, (lens(&epilogue.bias), lens(&epilogue.scale)))?;
     let (a, b) = if plan.swapped { (b, a) } else { (a, b) };
+    // The kernels compute C^T for a column-major call: rows and columns
+    // of the caller's C swap.
+    let transposed = |v: &Option<(Vec<f32>, Per)>| {
+        v.as_ref().map(|(v, per)| {
+            let per = if plan.swapped { per.transposed() } else { *per };
+            (v.clone(), per)
+        })
+    };
+    let fused = EmuEpilogue {
+        activation: epilogue.activation,
+        bias: transposed(&epilogue.bias),
+        scale: transposed(&epilogue.scale),
+    };
+    let none = EmuEpilogue::default();
     let steps = steps(&plan, choice);
     let mut c = c.to_vec();
     let mut w = vec![f32::NAN; steps.workspace.max(1)];
@@ -2158,14 +2387,14 @@ pub fn emulate(
                 Buf::Workspace => w.clone(),
             }
         };
-        let report = kernels_gpu::emu::run(
+        let report = kernels_gpu::emu::run_fused(
             step.spec,
             body,
             &step.params,
             step.batch,
-            &buf(step.a),
-            &buf(step.b),
-            &buf(step.c),
+            (&buf(step.a), &buf(step.b), &buf(step.c)),
+            &EmuScales::default(),
+            if step.fused { &fused } else { &none },
         );
         if !report.is_clean() {
             return Ok(Err(report.to_string()));

@@ -4,7 +4,7 @@
 //! (`crate::launch`).
 
 use cudarc::driver::sys::CUdeviceptr;
-use kernels_gpu::gemm::{GemmParams, ScaleParams};
+use kernels_gpu::gemm::{EpilogueParams, GemmParams, ScaleParams};
 
 /// One call of a GEMM entry: where A, B and C are, what to compute, and
 /// how many products of a batch (block `z` of the grid computes product
@@ -16,7 +16,11 @@ pub struct GemmCall {
     pub c: CUdeviceptr,
     pub params: GemmParams,
     pub batch: usize,
-    /// An FP8 kernel's scales (its entry's last parameter); ignored by
-    /// the others.
+    /// An FP8 kernel's scales (its entry's parameter after the maps);
+    /// ignored by the others.
     pub scales: ScaleParams,
+    /// The epilogue's arguments, every Rust entry's last parameter (the
+    /// CUDA C++ twins declare none: the driver passes what an entry
+    /// declares).
+    pub epilogue: EpilogueParams,
 }

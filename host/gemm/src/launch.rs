@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 
 use cudarc::driver::{CudaFunction, CudaSlice, DeviceRepr, LaunchConfig, PushKernelArg};
-use kernels_gpu::gemm::{GemmParams, ScaleParams};
+use kernels_gpu::gemm::{EpilogueParams, GemmParams, ScaleParams};
 use kernels_gpu::launch::{KernelSpec, Operands, c_by_tma};
 
 use crate::HostError;
@@ -319,6 +319,15 @@ struct ScaleArg(ScaleParams);
 // addresses): the struct the FP8 entries declare, byte for byte.
 unsafe impl DeviceRepr for ScaleArg {}
 
+/// [`EpilogueParams`] as cudarc passes a kernel parameter: by value.
+#[repr(transparent)]
+#[derive(Clone, Copy)]
+struct EpilogueArg(EpilogueParams);
+
+// SAFETY: EpilogueParams is #[repr(C)] plain data (two u64 device
+// addresses and two u32s): the struct every Rust entry declares last.
+unsafe impl DeviceRepr for EpilogueArg {}
+
 /// A kernel's launch configuration for `call`, from its spec, with
 /// `shared_bytes` of launch-sized shared memory, on a GPU of `sms` SMs
 /// (a persistent kernel's grid: `Launch::persistent_grid`).
@@ -344,17 +353,21 @@ pub fn launch_config(
     })
 }
 
-/// Enqueues `func(A, B, C, params)`: the signature of every GEMM entry,
-/// Rust (`gemm_kernel!`) or CUDA C++ (the twins); with `maps`, `func(A, B,
-/// C, params, maps)` (a TMA kernel, `gemm_kernel!(name, tensor_maps)`),
-/// and with `scales` too, `func(A, B, C, params, maps, scales)` (an FP8
-/// kernel, `gemm_kernel!(name, scaled)`).
+/// Enqueues `func(A, B, C, params, epilogue)`: the signature of every
+/// Rust GEMM entry (`gemm_kernel!`); with `maps`, `func(A, B, C, params,
+/// maps, epilogue)` (a TMA kernel, `gemm_kernel!(name, tensor_maps)`),
+/// and with `scales` too, `func(A, B, C, params, maps, scales, epilogue)`
+/// (an FP8 kernel, `gemm_kernel!(name, scaled)`). The CUDA C++ twins
+/// declare the same parameters but the epilogue, and the driver passes
+/// an entry the parameters it declares: the same launch serves them.
 ///
 /// # Safety
-/// `func` takes exactly these parameters, `cfg` launches it so that it
-/// stays inside the buffers `call` describes, `maps` holds the tensor
-/// maps the kernel expects, made for these buffers and this problem, and
-/// each non-zero address of `scales` holds an f32.
+/// `func` takes these parameters (or all but the last), `cfg` launches
+/// it so that it stays inside the buffers `call` describes, `maps` holds
+/// the tensor maps the kernel expects, made for these buffers and this
+/// problem, each non-zero address of `scales` holds an f32, and the
+/// epilogue's bias and scales, where its flags name them, hold `m` or
+/// `n` f32s (their dimension's).
 pub unsafe fn launch_gemm(
     gpu: &Gpu,
     func: &CudaFunction,
@@ -366,6 +379,7 @@ pub unsafe fn launch_gemm(
 ) -> Result<(), HostError> {
     let params = Params(call.params);
     let scales = scales.map(ScaleArg);
+    let epilogue = EpilogueArg(call.epilogue);
     let mut launch = gpu.stream.launch_builder(func);
     launch.arg(&call.a).arg(&call.b).arg(&call.c).arg(&params);
     if let Some(maps) = maps {
@@ -374,6 +388,7 @@ pub unsafe fn launch_gemm(
     if let Some(scales) = &scales {
         launch.arg(scales);
     }
+    launch.arg(&epilogue);
     // SAFETY: forwarded from this function's contract.
     unsafe { launch.launch(cfg) }
         .map(|_| ())

@@ -3,8 +3,9 @@
 //! caller's cudarc buffers and stream with BLAS semantics.
 //!
 //! The API is [`blas`] (re-exported here): [`Sgemm`], the handle;
-//! [`GemmConfig`], one call; [`GemmError`], every way a call can be
-//! refused. Below it, bottom up: [`gpu`] (the device, the PTX modules it
+//! [`GemmConfig`], one call; [`Epilogue`], what a call fuses after the
+//! product (bias, scales, activation); [`GemmError`], every way a call
+//! can be refused. Below it, bottom up: [`gpu`] (the device, the PTX modules it
 //! can run, [`HostError`]), [`tma`] (tensor maps and padded copies for the
 //! Hopper kernels), [`launch`] (one kernel's launch, the path every call
 //! takes) and [`quant`] (the FP8 quantizer's launches). The harness that
@@ -20,8 +21,8 @@ pub mod quant;
 pub mod tma;
 
 pub use blas::{
-    Algorithm, Compute, GemmConfig, GemmElement, GemmError, Layout, Op, QuantConfig, Quantize,
-    Scales, Sgemm,
+    Activation, Algorithm, Compute, Epilogue, GemmConfig, GemmElement, GemmError, Layout, Op, Per,
+    QuantConfig, Quantize, Scales, Sgemm,
 };
 /// The cudarc this library is built with: a program can take its
 /// `CudaContext`, streams and buffers from here and be sure the versions

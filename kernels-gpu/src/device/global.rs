@@ -198,6 +198,30 @@ impl<T: Element> GlobalOut<T> {
         unsafe { backend::write(self.ptr, index, value) }
     }
 
+    /// Writes `value` over element `index`, which a thread of the same
+    /// block stored before a barrier both passed (the fused epilogue's
+    /// pass over a tile: `crate::epilogue`). On the GPU, [`Self::write`];
+    /// the emulator accepts the second writer because it is of the same
+    /// block, and reports it otherwise.
+    ///
+    /// # Safety
+    /// As [`Self::write`], with "no other thread" meaning none after the
+    /// barrier.
+    #[inline(always)]
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    pub unsafe fn rewrite(self, index: usize, value: T) {
+        // SAFETY: in bounds and single-writer by this function's contract.
+        #[cfg(target_arch = "nvptx64")]
+        unsafe {
+            backend::write(self.ptr, index, value)
+        }
+        // SAFETY: as above.
+        #[cfg(not(target_arch = "nvptx64"))]
+        unsafe {
+            backend::rewrite(self.ptr, index, value)
+        }
+    }
+
     /// Reads elements `index..index + 2` of a 16-bit type as one 32-bit
     /// load (for `beta * C` in a 16-bit C).
     ///
@@ -453,6 +477,14 @@ mod backend {
     pub unsafe fn write<T: Element>(buffer: Buffer, index: usize, value: T) {
         // SAFETY: checked by the emulator.
         unsafe { emu::write(buffer, index, value.to_f32()) }
+    }
+
+    /// # Safety
+    /// None on the host (the access is checked, and so is the writer
+    /// before: a thread of the same block).
+    #[track_caller]
+    pub unsafe fn rewrite<T: Element>(buffer: Buffer, index: usize, value: T) {
+        emu::rewrite(buffer, index, value.to_f32())
     }
 
     /// # Safety

@@ -7,7 +7,9 @@
 //! returns the canonical NaN). The narrowings to FP8 are
 //! `cvt.rn.satfinite` (sm_89 and newer) on the GPU and
 //! `elem::Fp8Format::from_f32` on the host, checked against the OCP
-//! table and a search of every value (`elem`'s tests).
+//! table and a search of every value (`elem`'s tests). `exp2` and
+//! `recip` are the GPU's approximate instructions (2 and 1 ulp) and exact
+//! on the host: the GPU tests of the epilogue bound the difference.
 
 /// `a * b + c` rounded once (`fma.rn.f32`). rustc never contracts a
 /// separate multiply and add into an FMA (nvcc does by default), so
@@ -121,6 +123,48 @@ pub fn to_e4m3_bits(x: f32) -> u8 {
 #[inline(always)]
 pub fn to_e5m2_bits(x: f32) -> u8 {
     to_fp8_bits!("e5m2x2", E5M2, x)
+}
+
+/// `2^x` (`ex2.approx.ftz.f32`: 2 ulp, a single MUFU instruction; a
+/// result below f32's smallest normal is 0; the host computes it
+/// exactly). The epilogue's activations use it.
+#[inline(always)]
+pub fn exp2(x: f32) -> f32 {
+    #[cfg(target_arch = "nvptx64")]
+    {
+        let y: f32;
+        // SAFETY: a register-only instruction.
+        unsafe {
+            core::arch::asm!("ex2.approx.ftz.f32 {y}, {x};", y = out(reg32) y, x = in(reg32) x,
+                options(pure, nomem, nostack));
+        }
+        y
+    }
+    #[cfg(not(target_arch = "nvptx64"))]
+    {
+        x.exp2()
+    }
+}
+
+/// `1 / x` (`rcp.approx.ftz.f32`: 1 ulp, a single MUFU instruction, for
+/// a normal `x`; the host divides exactly). The epilogue's activations
+/// take it of values at least 1.
+#[inline(always)]
+pub fn recip(x: f32) -> f32 {
+    #[cfg(target_arch = "nvptx64")]
+    {
+        let y: f32;
+        // SAFETY: a register-only instruction.
+        unsafe {
+            core::arch::asm!("rcp.approx.ftz.f32 {y}, {x};", y = out(reg32) y, x = in(reg32) x,
+                options(pure, nomem, nostack));
+        }
+        y
+    }
+    #[cfg(not(target_arch = "nvptx64"))]
+    {
+        1.0 / x
+    }
 }
 
 /// The host's conversions: what `cvt.rn` does, in integer arithmetic.

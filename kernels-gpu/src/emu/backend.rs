@@ -328,6 +328,21 @@ pub mod global {
         write_n::<1>(buffer, index, [value]);
     }
 
+    /// A second store to an element a thread of the same block stored
+    /// first (the fused epilogue's pass, after a barrier).
+    #[track_caller]
+    pub fn rewrite(buffer: Buffer, index: usize, value: f32) {
+        let site = Location::caller();
+        with(|t| {
+            let at = buffer.base + index;
+            if check(at, 1, buffer.len).is_err() {
+                t.bad_access(site, buffer.memory, Op::Store, at, 1, buffer.len);
+                return;
+            }
+            t.launch.rewrite_c(at, value, t.block_idx, t.thread, site);
+        })
+    }
+
     /// # Safety
     /// As for [`read`].
     #[track_caller]

@@ -157,6 +157,7 @@ fn measure(pool: &Pool, spec: &KernelSpec, m: usize, n: usize, k: usize) -> f64 
         vec![1.0; k * n],
         &vec![0.0; m * n],
         &super::EmuScales::default(),
+        &super::EmuEpilogue::default(),
     );
     let gemm = launch.gemm(&p, 0);
     let mut times = Vec::with_capacity(RUNS);

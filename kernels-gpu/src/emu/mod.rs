@@ -59,6 +59,7 @@ use std::sync::{Arc, Mutex, Once, PoisonError};
 use std::thread;
 
 use crate::device::{GlobalIn, GlobalOut};
+use crate::epilogue::{Activation, Epilogue, EpilogueParams, Per};
 use crate::gemm::{Gemm, GemmParams};
 use crate::launch::{self, KernelSpec};
 use backend::global::Buffer;
@@ -224,17 +225,32 @@ pub fn run(
     b: &[f32],
     c: &[f32],
 ) -> EmuReport {
-    run_with(spec, body, params, batch, (a, b, c), &EmuScales::default())
+    run_fused(
+        spec,
+        body,
+        params,
+        batch,
+        (a, b, c),
+        &EmuScales::default(),
+        &EmuEpilogue::default(),
+    )
 }
 
-/// [`run`] and [`run_scaled`].
-fn run_with(
+/// [`run`] with an FP8 kernel's scales (none for the others) and an
+/// epilogue ([`EmuEpilogue`], the same for every product of the batch):
+/// what the entry's `ScaleParams` and `EpilogueParams` carry on the GPU.
+///
+/// # Panics
+/// As [`run`], and if a vector of the epilogue holds fewer than the `m`
+/// or `n` values its dimension needs.
+pub fn run_fused(
     spec: &KernelSpec,
     body: fn(Gemm),
     params: &GemmParams,
     batch: usize,
     (a, b, c): (&[f32], &[f32], &[f32]),
     scales: &EmuScales,
+    epilogue: &EmuEpilogue,
 ) -> EmuReport {
     let p = params;
     for z in 0..batch {
@@ -254,8 +270,17 @@ fn run_with(
             );
         }
     }
+    for (what, v) in [("bias", &epilogue.bias), ("scales", &epilogue.scale)] {
+        if let Some((v, per)) = v {
+            let len = per.len(p.m as usize, p.n as usize);
+            assert!(
+                v.len() >= len,
+                "the epilogue's {what} must hold {len} floats"
+            );
+        }
+    }
     install_panic_hook();
-    let launch = Launch::new(spec, p, a.to_vec(), b.to_vec(), c, scales);
+    let launch = Launch::new(spec, p, a.to_vec(), b.to_vec(), c, scales, epilogue);
     let (gx, gy) = launch.grid;
     thread::scope(|scope| {
         let pool = Pool::new(scope, launch.block_dims, launch.shared_words, body)
@@ -321,7 +346,36 @@ pub fn run_scaled(
     c: &[f32],
     scales: &EmuScales,
 ) -> EmuReport {
-    run_with(spec, body, params, batch, (a, b, c), scales)
+    run_fused(
+        spec,
+        body,
+        params,
+        batch,
+        (a, b, c),
+        scales,
+        &EmuEpilogue::default(),
+    )
+}
+
+/// The epilogue of an emulated launch ([`run_fused`]): the activation,
+/// and the bias and the scales with the dimension of C they run along
+/// (`None`: absent), as `EpilogueParams` describes them on the GPU.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct EmuEpilogue {
+    pub activation: Activation,
+    pub bias: Option<(Vec<f32>, Per)>,
+    pub scale: Option<(Vec<f32>, Per)>,
+}
+
+impl EmuEpilogue {
+    /// The flags the GPU's entry would get (addresses aside).
+    pub fn params(&self) -> EpilogueParams {
+        EpilogueParams::new(
+            self.activation,
+            self.bias.as_ref().map(|(_, per)| (0, *per)),
+            self.scale.as_ref().map(|(_, per)| (0, *per)),
+        )
+    }
 }
 
 /// Kernel panics are findings: an emulated thread's panic is recorded by
@@ -364,8 +418,11 @@ pub(crate) struct Launch {
     pub shared_words: usize,
     a: Vec<f32>,
     b: Vec<f32>,
-    /// A's, B's and D's scales ([`EmuScales`]; `None`: a scale of 1).
-    scales: [Option<Vec<f32>>; 3],
+    /// A's, B's and D's scales ([`EmuScales`]; `None`: a scale of 1),
+    /// then the epilogue's bias and scales ([`EmuEpilogue`]).
+    scales: [Option<Vec<f32>>; 5],
+    /// The epilogue's flags ([`EpilogueParams::flags`]).
+    epilogue_flags: u32,
     /// C as `f32` bits: threads of a racy kernel may write it at once.
     c: Vec<AtomicU32>,
     /// Who wrote each element of C: 0 for nobody, else the writer's
@@ -408,6 +465,7 @@ impl Launch {
         b: Vec<f32>,
         c: &[f32],
         scales: &EmuScales,
+        epilogue: &EmuEpilogue,
     ) -> Arc<Launch> {
         let (bx, by) = spec.launch.block_threads;
         let (m, n, k) = (p.m as usize, p.n as usize, p.k as usize);
@@ -420,7 +478,14 @@ impl Launch {
             shared_words: spec.launch.shared_bytes / 4,
             a,
             b,
-            scales: [scales.a.clone(), scales.b.clone(), scales.d.clone()],
+            scales: [
+                scales.a.clone(),
+                scales.b.clone(),
+                scales.d.clone(),
+                epilogue.bias.as_ref().map(|(v, _)| v.clone()),
+                epilogue.scale.as_ref().map(|(v, _)| v.clone()),
+            ],
+            epilogue_flags: epilogue.params().flags,
             c: c.iter().map(|x| AtomicU32::new(x.to_bits())).collect(),
             c_writer: c.iter().map(|_| AtomicUsize::new(0)).collect(),
             findings: Mutex::new(Findings::default()),
@@ -446,23 +511,30 @@ impl Launch {
             GlobalOut::emulated(c),
             *p,
             z as u32,
+            Epilogue::emulated(
+                self.view(3, Memory::Bias),
+                self.view(4, Memory::Scale),
+                self.epilogue_flags,
+            ),
         )
+    }
+
+    /// A view of vector `i` of [`Self::scales`], if the launch has it.
+    fn view(&self, i: usize, memory: Memory) -> Option<GlobalIn<f32>> {
+        let len = self.scales[i].as_ref()?.len();
+        Some(GlobalIn::emulated(Buffer {
+            memory,
+            base: 0,
+            len,
+        }))
     }
 
     /// Views of the launch's scales, as [`crate::gemm::Scales`] holds them.
     pub fn scales(&self) -> crate::gemm::Scales {
-        let view = |i: usize, memory| {
-            let len = self.scales[i].as_ref()?.len();
-            Some(GlobalIn::emulated(Buffer {
-                memory,
-                base: 0,
-                len,
-            }))
-        };
         crate::gemm::Scales {
-            a: view(0, Memory::ScalesA),
-            b: view(1, Memory::ScalesB),
-            d: view(2, Memory::ScalesD),
+            a: self.view(0, Memory::ScalesA),
+            b: self.view(1, Memory::ScalesB),
+            d: self.view(2, Memory::ScalesD),
         }
     }
 
@@ -481,7 +553,7 @@ impl Launch {
             Memory::A => self.a[index],
             Memory::B => self.b[index],
             Memory::C => f32::from_bits(self.c[index].load(Relaxed)),
-            Memory::ScalesA | Memory::ScalesB | Memory::ScalesD => {
+            Memory::ScalesA | Memory::ScalesB | Memory::ScalesD | Memory::Bias | Memory::Scale => {
                 let i = memory as usize - Memory::ScalesA as usize;
                 self.scales[i]
                     .as_ref()
@@ -503,6 +575,34 @@ impl Launch {
                 row: index / self.ldc,
                 col: index % self.ldc,
                 first: self.grid_thread(previous - 1),
+                second: GridThread { block, thread },
+                site,
+            };
+            self.findings(|f| Findings::keep(&mut f.double_writes, &mut f.omitted, double));
+        }
+    }
+
+    /// `C[index] = value` by `thread` of `block` over a value a thread of
+    /// the same block stored (the fused epilogue's pass over the block's
+    /// tile, after a barrier): reports a first writer of another block,
+    /// or none (a pass over an element nobody stored).
+    pub fn rewrite_c(&self, index: usize, value: f32, block: Coord, thread: Coord, site: Site) {
+        let id = self.launch_thread_id(block, thread) + 1;
+        let per_block = self.block_dims.0 * self.block_dims.1;
+        self.c[index].store(value.to_bits(), Relaxed);
+        let previous = self.c_writer[index].swap(id, Relaxed);
+        if previous == 0 || (previous - 1) / per_block != (id - 1) / per_block {
+            let first = if previous == 0 {
+                GridThread { block, thread }
+            } else {
+                self.grid_thread(previous - 1)
+            };
+            let double = DoubleWrite {
+                kernel: self.kernel,
+                index,
+                row: index / self.ldc,
+                col: index % self.ldc,
+                first,
                 second: GridThread { block, thread },
                 site,
             };

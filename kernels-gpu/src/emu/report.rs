@@ -23,6 +23,9 @@ pub enum Memory {
     ScalesA,
     ScalesB,
     ScalesD,
+    /// The epilogue's bias and scales (`emu::run_fused`).
+    Bias,
+    Scale,
     /// The block's shared memory (indices are 4-byte words).
     Shared,
 }
@@ -267,6 +270,8 @@ impl fmt::Display for Memory {
             Memory::ScalesA => "A's scales",
             Memory::ScalesB => "B's scales",
             Memory::ScalesD => "D's scale",
+            Memory::Bias => "the epilogue's bias",
+            Memory::Scale => "the epilogue's scales",
             Memory::Shared => "shared memory",
         })
     }
