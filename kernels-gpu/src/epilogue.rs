@@ -827,12 +827,15 @@ impl<A: Element, B: Element, C: Output> Gemm<A, B, C> {
 
     /// The fused pass over a staging box in shared memory (steps 20, 22,
     /// 25, 26, before the TMA store), one 32-bit word of each of the
-    /// tile's `R` rows per lane: word `word(r)` of row `r`, which holds `C[row][col]` (f32) or `C[row][col..col +
-    /// 2]` (16-bit, the first in the low half) in C's type, with `(row,
-    /// col) = at(r)`. [`PASS`] rows a trip, loads first (as
-    /// [`Self::fuse_region`]). Where the box reaches past C, the values
-    /// are computed and dropped by the copy engine (the bias and the
-    /// scales are read clamped to their ends).
+    /// tile's `R` rows per lane: word `word(r)` of row `r` holds
+    /// `C[row0 + r][col]` (f32) or `C[row0 + r][col..col + 2]` (16-bit,
+    /// the first in the low half) in C's type. The lane's columns are the
+    /// same in every row (the caller undoes the box's swizzle in
+    /// `word`), so a bias or scales per column are read once per box, and
+    /// per row once per row (one address for the warp). [`PASS`] rows a
+    /// trip, loads first (as [`Self::fuse_region`]). Where the box
+    /// reaches past C, the values are computed and dropped by the copy
+    /// engine (the bias and the scales are read clamped to their ends).
     ///
     /// # Safety
     /// `word(r) < W`, the tile lies inside the launch's shared memory,
@@ -844,33 +847,50 @@ impl<A: Element, B: Element, C: Output> Gemm<A, B, C> {
         self,
         tile: crate::device::SharedTile<R, W>,
         word: impl Fn(usize) -> usize,
-        at: impl Fn(usize) -> (usize, usize),
+        (row0, col): (usize, usize),
     ) {
-        let (pair, rows) = (C::ELEM.bytes() == 2, R);
+        let ep = self.ep;
+        let dims = (self.m, self.n);
+        let scale_cols = ep.flags & EpilogueParams::SCALE_PER_COLUMN != 0;
+        let bias_cols = ep.flags & EpilogueParams::BIAS_PER_COLUMN != 0;
+        let pair = C::ELEM.bytes() == 2;
+        // The column vectors' values of the lane's one or two columns
+        // (identities where a vector is per row or absent).
+        let mut col_ops = [(1.0f32, 0.0f32); 2];
+        crate::unroll::unroll!(2; 2, |e| {
+            if e == 0 || pair {
+                let at = (row0, col + e);
+                col_ops[e] = (
+                    if scale_cols { Epilogue::at(ep.scale(), true, at, dims, 1.0) } else { 1.0 },
+                    if bias_cols { Epilogue::at(ep.bias(), true, at, dims, 0.0) } else { 0.0 },
+                );
+            }
+        });
         let mut r = 0;
-        while r < rows {
+        while r < R {
             let mut bits = [0u32; PASS];
-            let mut ops = [[(1.0f32, 0.0f32); 2]; PASS];
+            let mut row_ops = [(1.0f32, 0.0f32); PASS];
             crate::unroll::unroll!(PASS; 4, |u| {
-                if r + u < rows {
-                    let (row, col) = at(r + u);
+                if r + u < R {
                     // SAFETY: inside this lane's words (the contract).
                     bits[u] = unsafe { tile.load(r + u, word(r + u)) }.to_bits();
-                    ops[u][0] = self.operands((row, col));
-                    if pair {
-                        ops[u][1] = self.operands((row, col + 1));
-                    }
+                    let at = (row0 + r + u, col);
+                    row_ops[u] = (
+                        if scale_cols { 1.0 } else { Epilogue::at(ep.scale(), false, at, dims, 1.0) },
+                        if bias_cols { 0.0 } else { Epilogue::at(ep.bias(), false, at, dims, 0.0) },
+                    );
                 }
             });
             crate::unroll::unroll!(PASS; 4, |u| {
-                if r + u < rows {
+                if r + u < R {
                     let w = bits[u];
+                    let ops = |e: usize| (row_ops[u].0 * col_ops[e].0, row_ops[u].1 + col_ops[e].1);
                     let out = if pair {
-                        let lo = self.fused(ops[u][0], C::from_bits(w & 0xffff).to_f32());
-                        let hi = self.fused(ops[u][1], C::from_bits(w >> 16).to_f32());
+                        let lo = self.fused(ops(0), C::from_bits(w & 0xffff).to_f32());
+                        let hi = self.fused(ops(1), C::from_bits(w >> 16).to_f32());
                         C::from_f32(lo).bits() | C::from_f32(hi).bits() << 16
                     } else {
-                        self.fused(ops[u][0], f32::from_bits(w)).to_bits()
+                        self.fused(ops(0), f32::from_bits(w)).to_bits()
                     };
                     // SAFETY: as above.
                     unsafe { tile.store(r + u, word(r + u), f32::from_bits(out)) };

@@ -188,15 +188,16 @@ pub(crate) unsafe fn store_tile_tma<A: Element, B: Element, C: Output, const ACC
                 }
             });
             if g.ep.flags != 0 {
-                // The fused epilogue's pass over the box: lane `l`
-                // rewrites word `l` of each row once every lane's writes
-                // are in. The swizzle is its own inverse, so it also
-                // gives the word's place in the row of C.
+                // The fused epilogue's pass over the box, once every
+                // lane's writes are in: lane `l` takes the word where the
+                // swizzle put bytes 4 l.. of each row, so its columns are
+                // the same in every row; per row the words are a
+                // permutation of the 32 banks.
                 sync_warp();
-                let col = |r: usize| col0 + b * cols + swizzled(r, 4 * lane) % 128 / bytes;
-                // SAFETY: word `lane` < 32 of each of the box's rows, this
+                let word = |r: usize| swizzled(r, 4 * lane) % 128 / 4;
+                // SAFETY: word < 32 of each of the box's 16 rows, this
                 // warp's box, written above and ordered by the barrier.
-                unsafe { g.fuse_box(tile, |_| lane, |r| (first_row + r, col(r))) };
+                unsafe { g.fuse_box(tile, word, (first_row, col0 + b * cols + 4 * lane / bytes)) };
             }
             fence_proxy_async();
             sync_warp();
