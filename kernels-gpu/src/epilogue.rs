@@ -31,7 +31,7 @@
 //! it is hot in L2 ([`Gemm::fuse_block`] for a block whose threads all
 //! store, [`Gemm::fuse_warp`] for a warp's own rows and columns), or
 //! rewrite the staging box in shared memory before a TMA store
-//! ([`Gemm::fuse_word`]). A 16-bit C is therefore rounded twice, before
+//! ([`Gemm::fuse_box`]). A 16-bit C is therefore rounded twice, before
 //! and after the pass (the checks allow for it).
 //!
 //! Split-K's partial launches run without an epilogue (their C is a

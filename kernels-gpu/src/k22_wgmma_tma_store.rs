@@ -125,7 +125,7 @@ pub const fn swizzled(row: usize, byte: usize) -> usize {
 /// into one of its two boxes at `staging`, alternately; lane 0 first waits
 /// until the engine has read that box's previous contents, and after the
 /// warp's writes (and, with a fused epilogue, the warp's pass over the
-/// box: [`Gemm::fuse_word`]) and fences issues the box's store, one bulk
+/// box: [`Gemm::fuse_box`]) and fences issues the box's store, one bulk
 /// group each.
 /// The stores are not waited for here: the next call's waits and the
 /// block's last `bulk_wait` do that.
