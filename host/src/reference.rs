@@ -385,10 +385,7 @@ impl Reference {
 /// (`kernels_gpu::epilogue`), so one more `u_c` (relative to the same
 /// scale: the activation's slope is in it, and `|act(x)| <= |x|`).
 pub fn fused_tolerance(elems: Elems, k: usize, epilogue: &EmuEpilogue) -> f64 {
-    let plain = epilogue.activation == Activation::None
-        && epilogue.bias.is_none()
-        && epilogue.scale.is_none();
-    let once_more = if plain || elems.c.bytes() == 4 {
+    let once_more = if epilogue.params().is_plain() || elems.c.bytes() == 4 {
         0.0
     } else {
         elems.c.unit_roundoff()

@@ -565,21 +565,7 @@ impl Launch {
 
     /// `C[index] = value` by `thread` of `block`; reports a second writer.
     pub fn write_c(&self, index: usize, value: f32, block: Coord, thread: Coord, site: Site) {
-        let id = self.launch_thread_id(block, thread) + 1;
-        self.c[index].store(value.to_bits(), Relaxed);
-        let previous = self.c_writer[index].swap(id, Relaxed);
-        if previous != 0 && previous != id {
-            let double = DoubleWrite {
-                kernel: self.kernel,
-                index,
-                row: index / self.ldc,
-                col: index % self.ldc,
-                first: self.grid_thread(previous - 1),
-                second: GridThread { block, thread },
-                site,
-            };
-            self.findings(|f| Findings::keep(&mut f.double_writes, &mut f.omitted, double));
-        }
+        self.store_c(index, value, (block, thread), site, false);
     }
 
     /// `C[index] = value` by `thread` of `block` over a value a thread of
@@ -587,22 +573,39 @@ impl Launch {
     /// tile, after a barrier): reports a first writer of another block,
     /// or none (a pass over an element nobody stored).
     pub fn rewrite_c(&self, index: usize, value: f32, block: Coord, thread: Coord, site: Site) {
+        self.store_c(index, value, (block, thread), site, true);
+    }
+
+    /// The store of [`Self::write_c`] and [`Self::rewrite_c`], and the
+    /// check of the element's writer before it.
+    fn store_c(
+        &self,
+        index: usize,
+        value: f32,
+        (block, thread): (Coord, Coord),
+        site: Site,
+        rewrite: bool,
+    ) {
         let id = self.launch_thread_id(block, thread) + 1;
         let per_block = self.block_dims.0 * self.block_dims.1;
         self.c[index].store(value.to_bits(), Relaxed);
         let previous = self.c_writer[index].swap(id, Relaxed);
-        if previous == 0 || (previous - 1) / per_block != (id - 1) / per_block {
-            let first = if previous == 0 {
-                GridThread { block, thread }
-            } else {
-                self.grid_thread(previous - 1)
-            };
+        let wrong = if rewrite {
+            previous == 0 || (previous - 1) / per_block != (id - 1) / per_block
+        } else {
+            previous != 0 && previous != id
+        };
+        if wrong {
             let double = DoubleWrite {
                 kernel: self.kernel,
                 index,
                 row: index / self.ldc,
                 col: index % self.ldc,
-                first,
+                first: if previous == 0 {
+                    GridThread { block, thread }
+                } else {
+                    self.grid_thread(previous - 1)
+                },
                 second: GridThread { block, thread },
                 site,
             };
