@@ -715,9 +715,9 @@ impl<A: Element, B: Element, C: Output> Gemm<A, B, C> {
     /// take consecutive columns, so a warp reads and writes whole
     /// sectors where the rectangle's rows allow. Each trip handles [`PASS`]
     /// elements of the thread, their loads (the value, the scale, the
-    /// bias) issued before any is used: one at a time, each trip waited
-    /// for a read from L2, and the pass cost more than the product.
-    /// Only for `self.ep.flags != 0`.
+    /// bias) issued before any is used, so that a trip waits for L2 once,
+    /// not once per element (docs/measurements.md, twenty-second session,
+    /// has what that bought). Only for `self.ep.flags != 0`.
     ///
     /// # Safety
     /// The rectangle's elements inside C are the group's alone, all
