@@ -29,10 +29,14 @@
 //! called once per kernel, not at each of its store sites: the threads
 //! that stored a rectangle of C meet at a barrier and read it back while
 //! it is hot in L2 ([`Gemm::fuse_block`] for a block whose threads all
-//! store, [`Gemm::fuse_warp`] for a warp's own rows and columns), or
-//! rewrite the staging box in shared memory before a TMA store
-//! ([`Gemm::fuse_box`]). A 16-bit C is therefore rounded twice, before
-//! and after the pass (the checks allow for it).
+//! store, [`Gemm::fuse_warp`] for a warp's own rows and columns). A
+//! 16-bit C is therefore rounded twice, before and after the pass (the
+//! checks allow for it). The TMA-stored kernels (steps 20, 22, 25, 26
+//! with beta = 0) instead finish their values in registers before they
+//! write the staging box ([`Gemm::fuse_values`]): the pass over L2 costs
+//! a round trip per tile that the tensor cores wait for, which the
+//! flagship kernel cannot afford (docs/measurements.md, twenty-third
+//! session).
 //!
 //! Split-K's partial launches run without an epilogue (their C is a
 //! workspace of partial sums); the reduction applies it once, after the
@@ -550,6 +554,7 @@ pub trait Output: Element {
     /// C starts and its rows run on boundaries of a pair (`ldc` even):
     /// [`Self::store2`] may be used.
     fn pairs<A: Element, B: Element>(g: Gemm<A, B, Self>) -> bool;
+
     /// `C[idx]` in f32 (the fused pass reads back what was stored).
     ///
     /// # Safety
@@ -825,84 +830,77 @@ impl<A: Element, B: Element, C: Output> Gemm<A, B, C> {
         }
     }
 
-    /// The fused pass over a staging box in shared memory (steps 20, 22,
-    /// 25, 26, before the TMA store), one 32-bit word of each of the
-    /// tile's `R` rows per lane: word `word(r)` of row `r` holds
-    /// `C[row0 + r][col]` (f32) or `C[row0 + r][col..col + 2]` (16-bit,
-    /// the first in the low half) in C's type. The lane's columns are the
-    /// same in every row (the caller undoes the box's swizzle in
-    /// `word`), so a bias or scales per column are read once per box, and
-    /// per row once per row (one address for the warp). [`PASS`] rows a
-    /// trip, loads first (as [`Self::fuse_region`]). Where the box
-    /// reaches past C, the values are computed and dropped by the copy
-    /// engine (the bias and the scales are read clamped to their ends).
-    ///
-    /// # Safety
-    /// `word(r) < W`, the tile lies inside the launch's shared memory,
-    /// and its words `(r, word(r))` are this lane's alone while it runs,
-    /// written before a barrier of the warp that precedes the call.
-    #[cfg(target_arch = "nvptx64")]
+    /// The scale and the bias of C's row `row` or column `col` (`column`
+    /// says which) from those vectors that run along that dimension,
+    /// `(1, 0)` for the others and for absent ones: `operands((row, col))`
+    /// is the row's and the column's combined ([`Self::combined`]).
     #[inline(always)]
-    pub unsafe fn fuse_box<const R: usize, const W: usize>(
-        self,
-        tile: crate::device::SharedTile<R, W>,
-        word: impl Fn(usize) -> usize,
-        (row0, col): (usize, usize),
-    ) {
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    pub fn operands_along(self, column: bool, at: (usize, usize)) -> (f32, f32) {
         let ep = self.ep;
         let dims = (self.m, self.n);
-        let scale_cols = ep.flags & EpilogueParams::SCALE_PER_COLUMN != 0;
-        let bias_cols = ep.flags & EpilogueParams::BIAS_PER_COLUMN != 0;
-        let pair = C::ELEM.bytes() == 2;
-        // The column vectors' values of the lane's one or two columns
-        // (identities where a vector is per row or absent).
-        let mut col_ops = [(1.0f32, 0.0f32); 2];
-        crate::unroll::unroll!(2; 2, |e| {
-            if e == 0 || pair {
-                let at = (row0, col + e);
-                col_ops[e] = (
-                    if scale_cols { Epilogue::at(ep.scale(), true, at, dims, 1.0) } else { 1.0 },
-                    if bias_cols { Epilogue::at(ep.bias(), true, at, dims, 0.0) } else { 0.0 },
-                );
-            }
+        let here = |per: u32| (ep.flags & per != 0) == column;
+        (
+            if here(EpilogueParams::SCALE_PER_COLUMN) {
+                Epilogue::at(ep.scale(), column, at, dims, 1.0)
+            } else {
+                1.0
+            },
+            if here(EpilogueParams::BIAS_PER_COLUMN) {
+                Epilogue::at(ep.bias(), column, at, dims, 0.0)
+            } else {
+                0.0
+            },
+        )
+    }
+
+    /// An element's operands from its row's and its column's
+    /// ([`Self::operands_along`]): each vector runs along one of the two,
+    /// so the product and the sum are exact.
+    #[inline(always)]
+    pub fn combined(row: (f32, f32), column: (f32, f32)) -> (f32, f32) {
+        (row.0 * column.0, row.1 + column.1)
+    }
+
+    /// The fused part applied in registers to `N` values before they are
+    /// stored (the `wgmma` fragments of steps 20, 22, 25 and 26 on their
+    /// way to a TMA staging box): `act(s * x[i] + bias)` with `(s, bias)
+    /// = ops(i)`. The activation is chosen once for the `N` values (one
+    /// uniform branch), and each arm is straight-line code over all of
+    /// them, so their loads and MUFU instructions interleave; a kernel
+    /// holds the five arms once per call site.
+    #[inline(always)]
+    pub fn fuse_values<const N: usize>(
+        self,
+        x: [f32; N],
+        ops: impl Fn(usize) -> (f32, f32),
+    ) -> [f32; N] {
+        let mut y = [0.0f32; N];
+        crate::unroll::unroll!(N; 16, |i| {
+            let (s, bias) = ops(i);
+            y[i] = fma(s, x[i], bias);
         });
-        let mut r = 0;
-        while r < R {
-            let mut bits = [0u32; PASS];
-            let mut row_ops = [(1.0f32, 0.0f32); PASS];
-            crate::unroll::unroll!(PASS; 4, |u| {
-                if r + u < R {
-                    // SAFETY: inside this lane's words (the contract).
-                    bits[u] = unsafe { tile.load(r + u, word(r + u)) }.to_bits();
-                    let at = (row0 + r + u, col);
-                    row_ops[u] = (
-                        if scale_cols { 1.0 } else { Epilogue::at(ep.scale(), false, at, dims, 1.0) },
-                        if bias_cols { 0.0 } else { Epilogue::at(ep.bias(), false, at, dims, 0.0) },
-                    );
-                }
-            });
-            crate::unroll::unroll!(PASS; 4, |u| {
-                if r + u < R {
-                    let w = bits[u];
-                    let ops = |e: usize| (row_ops[u].0 * col_ops[e].0, row_ops[u].1 + col_ops[e].1);
-                    let out = if pair {
-                        let lo = self.fused(ops(0), C::from_bits(w & 0xffff).to_f32());
-                        let hi = self.fused(ops(1), C::from_bits(w >> 16).to_f32());
-                        C::from_f32(lo).bits() | C::from_f32(hi).bits() << 16
-                    } else {
-                        self.fused(ops(0), f32::from_bits(w)).to_bits()
-                    };
-                    // SAFETY: as above.
-                    unsafe { tile.store(r + u, word(r + u), f32::from_bits(out)) };
-                }
-            });
-            r += PASS;
+        let act = self.ep.flags & EpilogueParams::ACTIVATION;
+        macro_rules! arm {
+            ($a:expr) => {
+                crate::unroll::unroll!(N; 16, |i| { y[i] = activate($a as u32, y[i]) })
+            };
         }
+        if act == Activation::Relu as u32 {
+            arm!(Activation::Relu);
+        } else if act == Activation::GeluTanh as u32 {
+            arm!(Activation::GeluTanh);
+        } else if act == Activation::GeluErf as u32 {
+            arm!(Activation::GeluErf);
+        } else if act == Activation::Silu as u32 {
+            arm!(Activation::Silu);
+        }
+        y
     }
 }
 
-/// Elements (or box rows) a thread of the fused pass handles per trip,
-/// their loads issued together.
+/// Elements a thread of the fused pass handles per trip, their loads
+/// issued together.
 pub const PASS: usize = 4;
 
 #[cfg(test)]

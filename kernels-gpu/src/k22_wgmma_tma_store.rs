@@ -124,9 +124,10 @@ pub const fn swizzled(row: usize, byte: usize) -> usize {
 /// Each warp writes its 16 rows one box of 128 bytes per row at a time
 /// into one of its two boxes at `staging`, alternately; lane 0 first waits
 /// until the engine has read that box's previous contents, and after the
-/// warp's writes (and, with a fused epilogue, the warp's pass over the
-/// box: [`Gemm::fuse_box`]) and fences issues the box's store, one bulk
-/// group each.
+/// warp's writes and fences issues the box's store, one bulk group each.
+/// A fused epilogue is applied to the values in registers before they
+/// are written ([`Gemm::fuse_values`]; column operands read once per box,
+/// row ones once per tile), so C is rounded once.
 /// The stores are not waited for here: the next call's waits and the
 /// block's last `bulk_wait` do that.
 ///
@@ -153,10 +154,40 @@ pub(crate) unsafe fn store_tile_tma<A: Element, B: Element, C: Output, const ACC
     // Columns of C per box row, and boxes per warp's 16 rows.
     let cols = 128 / bytes;
     let boxes_base = staging + (tid / 32) * 2 * BOX_WORDS;
+    let fused = g.ep.flags != 0;
+    // The fused epilogue's operands of the lane's two rows (per-row
+    // vectors; identities otherwise), read once per tile.
+    let mut row_ops = [(1.0f32, 0.0f32); 2];
+    if fused {
+        unroll!(2; 2, |h| { row_ops[h] = g.operands_along(false, (first_row + group + 8 * h, col0)) });
+    }
     unroll!(2 * ACC / 32; 8, |b| {
         // f32: 8 boxes of 32 columns of a 256-column tile; 16-bit: 4
         // boxes of 64 (the rest of the unrolled trips do nothing).
         if b < 2 * ACC / cols {
+            // The box's values, in halves of 4 column octets: `v[q][4 jq
+            // + 2 h + e]` is C[first_row + group + 8 h][col0 + b cols + 8
+            // (4 q + jq) + pair + e], computed (and, with a fused
+            // epilogue, finished in registers) before the box is free.
+            let mut v = [[0.0f32; 16]; 2];
+            unroll!(2; 2, |q| {
+                if 4 * q < cols / 8 {
+                    unroll!(4; 4, |jq| {
+                        let j = b * (cols / 8) + 4 * q + jq;
+                        unroll!(4; 4, |i| { v[q][4 * jq + i] = g.alpha * acc[4 * j + i] });
+                    });
+                    if fused {
+                        let mut col_ops = [(1.0f32, 0.0f32); 8];
+                        unroll!(8; 8, |c| {
+                            let col = col0 + b * cols + 8 * (4 * q + c / 2) + pair + c % 2;
+                            col_ops[c] = g.operands_along(true, (first_row, col));
+                        });
+                        v[q] = g.fuse_values(v[q], |i| {
+                            Gemm::<A, B, C>::combined(row_ops[i / 2 % 2], col_ops[i / 4 * 2 + i % 2])
+                        });
+                    }
+                }
+            });
             let box_word = boxes_base + (b % 2) * BOX_WORDS;
             let tile = StagingBox::at(box_word);
             if lane == 0 {
@@ -166,10 +197,10 @@ pub(crate) unsafe fn store_tile_tma<A: Element, B: Element, C: Output, const ACC
             sync_warp();
             unroll!(8; 8, |jj| {
                 if jj < cols / 8 {
-                    let j = b * (cols / 8) + jj;
                     unroll!(2; 2, |h| {
                         let row = group + 8 * h;
-                        let v = [g.alpha * acc[4 * j + 2 * h], g.alpha * acc[4 * j + 2 * h + 1]];
+                        let at = 4 * (jj % 4) + 2 * h;
+                        let pv = [v[jj / 4][at], v[jj / 4][at + 1]];
                         // The pair's word in the row, after the swizzle.
                         let col = swizzled(row, (8 * jj + pair) * bytes) % 128 / 4;
                         // SAFETY: inside this warp's box (row < 16, byte
@@ -177,28 +208,16 @@ pub(crate) unsafe fn store_tile_tma<A: Element, B: Element, C: Output, const ACC
                         // engine read the box's old contents (the wait).
                         unsafe {
                             if bytes == 4 {
-                                tile.store2(row, col, v);
+                                tile.store2(row, col, pv);
                             } else {
-                                let lo = C::from_f32(v[0]).bits();
-                                let hi = C::from_f32(v[1]).bits();
+                                let lo = C::from_f32(pv[0]).bits();
+                                let hi = C::from_f32(pv[1]).bits();
                                 tile.store(row, col, f32::from_bits(lo | hi << 16));
                             }
                         }
                     });
                 }
             });
-            if g.ep.flags != 0 {
-                // The fused epilogue's pass over the box, once every
-                // lane's writes are in: lane `l` takes the word where the
-                // swizzle put bytes 4 l.. of each row, so its columns are
-                // the same in every row; per row the words are a
-                // permutation of the 32 banks.
-                sync_warp();
-                let word = |r: usize| swizzled(r, 4 * lane) % 128 / 4;
-                // SAFETY: word < 32 of each of the box's 16 rows, this
-                // warp's box, written above and ordered by the barrier.
-                unsafe { g.fuse_box(tile, word, (first_row, col0 + b * cols + 4 * lane / bytes)) };
-            }
             fence_proxy_async();
             sync_warp();
             if lane == 0 {

@@ -78,6 +78,7 @@ pub const KERNELS: &[KernelSpec] = &[
 /// transposed calls (also as `k10_tuned::TRANSPOSED`, `k20_wgmma_persistent::TRANSPOSED`, `k21_mma_16bit::TRANSPOSED`). Not in [`KERNELS`], whose users (host, bench, the
 /// emulator tests) give every kernel A and B as they are.
 pub const TRANSPOSED: &[KernelSpec] = &[
+    crate::k28_decode_nt::SPEC,
     crate::k10_tuned::SPEC_128X128X16_W32X64_TN,
     crate::k10_tuned::SPEC_128X128X16_W32X64_NT,
     crate::k10_tuned::SPEC_128X128X16_W32X64_TT,

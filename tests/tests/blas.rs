@@ -815,6 +815,31 @@ fn auto_takes_the_matrix_vector_kernel_for_a_column_of_c_only() {
 }
 
 #[test]
+fn auto_takes_the_decode_kernel_for_few_rows_of_a_times_b_transposed() {
+    let model = |cfg: &GemmConfig| {
+        let plan = blas::plan(cfg, lens(cfg)).unwrap();
+        choose(&plan, &candidates(), 132, 4800.0).unwrap()
+    };
+    // A decode step (one token, four sequences, sixteen) and an LM head;
+    // a column-major call with A transposed is the same row-major NT call.
+    for cfg in [
+        GemmConfig::new(1, 4096, 11008).op_b(Op::T),
+        GemmConfig::new(4, 14336, 4096).op_b(Op::T),
+        GemmConfig::new(blas::DECODE_ROWS, 4096, 4096).op_b(Op::T),
+        GemmConfig::new(13, 38964, 4096).op_b(Op::T),
+        GemmConfig::new(4096, 2, 4096)
+            .op_a(Op::T)
+            .layout(Layout::ColMajor),
+    ] {
+        let c = model(&cfg);
+        assert_eq!(c.kernel.name, "decode_nt_8x16", "{cfg:?}: {c}");
+    }
+    // B as it is stored: not step 28, which reads B^T.
+    let c = model(&GemmConfig::new(4, 4096, 4096));
+    assert_ne!(c.kernel.step, 28, "{c}");
+}
+
+#[test]
 fn auto_reads_transposed_operands_with_a_transposed_kernel() {
     for (op_a, op_b) in [(Op::T, Op::N), (Op::N, Op::T), (Op::T, Op::T)] {
         let c = auto(&GemmConfig::new(256, 256, 256).op_a(op_a).op_b(op_b));

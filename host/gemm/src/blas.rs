@@ -1180,7 +1180,8 @@ pub const TABLE_REACH: f64 = 1.0;
 /// The kernels `Auto` chooses from for `ops` on buffers of `storage` in
 /// mode `compute`: for f32, the FP32 pointer kernels of step 10 (A and B
 /// as they are, or the transposed instances), step 15's skinny kernel (C
-/// of one row) and step 16's matrix-vector kernel (C of one column); with
+/// of one row), step 16's matrix-vector kernel (C of one column) and step
+/// 28's decode kernel (B transposed, few rows of A); with
 /// [`Compute::Tf32x3`] also the 3xTF32 kernels (steps 23 and 24, A and B
 /// as they are), and with [`Compute::Tf32`] the TF32 tensor-core kernels
 /// too (steps 11, 17 and 18); for BF16 and FP16, steps 19, 20 and 22
@@ -1198,7 +1199,9 @@ pub fn auto_candidates(
     registry::all().filter(move |k| {
         let steps = if storage == Storage::F32 {
             match k.elems.math {
-                Math::Fp32 => matches!(k.step, 10 | 15 | 16) && k.operands == Operands::Pointers,
+                Math::Fp32 => {
+                    matches!(k.step, 10 | 15 | 16 | 28) && k.operands == Operands::Pointers
+                }
                 Math::Tf32x3 => matches!(k.step, 23 | 24),
                 Math::Tf32 => matches!(k.step, 11 | 17 | 18),
                 Math::Bf16 | Math::F16 | Math::Fp8 => false,
@@ -1243,7 +1246,11 @@ pub fn auto_candidates(
 ///      in for a matrix-vector product; of two kernels the traffic bounds
 ///      alike, the one with the faster arithmetic wins;
 ///    - a kernel whose grid CUDA cannot launch for the call, or that does
-///      not take batches when the call is one, is skipped.
+///      not take batches when the call is one, is skipped;
+///    - a call with B transposed and at most [`DECODE_ROWS`] rows of A
+///      runs step 28 (decode) where it can: its traffic is the weight
+///      once, while the bound above charges A once per column of tiles
+///      as if A did not stay in L2; the model still picks the split.
 ///
 /// The measured table holds f32 calls: a 16-bit call is modelled.
 ///
@@ -1315,8 +1322,22 @@ pub fn choose(plan: &Plan, candidates: &[Candidate], sms: usize, dram_gbs: f64) 
         bytes(plan.storage.b),
         bytes(plan.storage.c),
     );
+    // A decode call (B transposed, at most DECODE_ROWS rows of A) goes to
+    // step 28 where the call may run it: its DRAM traffic is the weight,
+    // once, and A stays in L2, which the traffic below (A once per column
+    // of tiles) does not see. The model still picks its split.
+    let decode = plan.ops == Ops::NT
+        && (p.m as usize) <= DECODE_ROWS
+        && candidates
+            .iter()
+            .filter(of_the_call)
+            .any(|c| c.spec.step == 28);
     let mut best: Option<((f64, f64), Choice)> = None;
-    for c in candidates.iter().filter(of_the_call) {
+    for c in candidates
+        .iter()
+        .filter(of_the_call)
+        .filter(|c| !decode || c.spec.step == 28)
+    {
         let (bm, bn) = c.spec.launch.block_tile;
         let rate = listed(&c).unwrap_or(slowest) * 1e9;
         let per_sm = c.blocks_per_sm.max(1) as f64;
@@ -1373,6 +1394,10 @@ pub fn choose(plan: &Plan, candidates: &[Candidate], sms: usize, dram_gbs: f64) 
     }
     best.map(|(_, c)| c)
 }
+
+/// The most rows of A for which `Auto`'s model sends a call with B
+/// transposed to step 28 (`decode_nt_8x16`, two rows of its blocks).
+pub const DECODE_ROWS: usize = 16;
 
 /// What `Auto`'s model adds for each copy a launch makes before its
 /// kernel: about a launch's latency.
