@@ -322,6 +322,50 @@ fn two_threads_writing_one_element_of_c_is_reported() {
     );
 }
 
+/// The fused pass's second store (`GlobalOut::rewrite`): thread 1 of
+/// each block rewrites what thread 0 of the same block stored (allowed,
+/// after the barrier), and block 1 rewrites C[0], which block 0 stored,
+/// and C[7], which nobody stored (both reported).
+fn rewrites_across_blocks(g: Gemm) {
+    let (block, thread) = (block_idx_x(), thread_idx_x());
+    if thread == 0 {
+        // SAFETY: each block's thread 0 writes its own first element.
+        unsafe { g.c.write(4 * block, 1.0) };
+    }
+    sync_threads();
+    // SAFETY: deliberately wrong in block 1 (another block's element, an
+    // element nobody stored): the emulator must report it; never run on
+    // a GPU.
+    unsafe {
+        if thread == 1 {
+            g.c.rewrite(4 * block, 2.0);
+        }
+        if block == 1 && thread == 2 {
+            g.c.rewrite(0, 3.0);
+            g.c.rewrite(7, 3.0);
+        }
+    }
+}
+
+#[test]
+fn a_rewrite_is_accepted_from_the_same_block_only() {
+    let spec = probe("rewrite", 4, 0, rewrites_across_blocks);
+    let (report, ..) = run(&spec, rewrites_across_blocks, (1, 8, 1));
+    let found: Vec<(usize, (usize, usize), (usize, usize))> = report
+        .double_writes
+        .iter()
+        .map(|d| (d.index, d.first.block, d.second.block))
+        .collect();
+    // C[0]: first written by block 0, rewritten by block 1; C[7]: never
+    // written before, so "first" is the rewriter itself.
+    assert_eq!(
+        found,
+        [(0, (0, 0), (1, 0)), (7, (1, 0), (1, 0))],
+        "{report}"
+    );
+    assert_eq!((report.c[4], report.c[7]), (2.0, 3.0), "{report}");
+}
+
 /// Thread 3 panics; the others then wait at a barrier it never reaches.
 fn panics_before_a_barrier(_: Gemm) {
     if thread_idx_x() == 3 {
