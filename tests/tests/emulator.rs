@@ -351,7 +351,7 @@ fn rewrites_across_blocks(g: Gemm) {
 fn a_rewrite_is_accepted_from_the_same_block_only() {
     let spec = probe("rewrite", 4, 0, rewrites_across_blocks);
     let (report, ..) = run(&spec, rewrites_across_blocks, (1, 8, 1));
-    let found: Vec<(usize, (usize, usize), (usize, usize))> = report
+    let found: Vec<_> = report
         .double_writes
         .iter()
         .map(|d| (d.index, d.first.block, d.second.block))
