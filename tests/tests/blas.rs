@@ -834,9 +834,24 @@ fn auto_takes_the_decode_kernel_for_few_rows_of_a_times_b_transposed() {
         let c = model(&cfg);
         assert_eq!(c.kernel.name, "decode_nt_8x16", "{cfg:?}: {c}");
     }
-    // B as it is stored: not step 28, which reads B^T.
-    let c = model(&GemmConfig::new(4, 4096, 4096));
-    assert_ne!(c.kernel.step, 28, "{c}");
+    // B as it is stored (step 28 reads B^T), K too short for its vector
+    // loop, or more rows of A: not step 28.
+    for cfg in [
+        GemmConfig::new(4, 4096, 4096),
+        GemmConfig::new(2, 7812, 72)
+            .op_b(Op::T)
+            .batched(7, 2 * 72, 7812 * 72, 2 * 7812),
+        GemmConfig::new(blas::DECODE_ROWS + 1, 4096, 4096).op_b(Op::T),
+    ] {
+        let c = model(&cfg);
+        assert_ne!(c.kernel.step, 28, "{cfg:?}: {c}");
+    }
+    // A narrow C: split until every SM has a block (367 columns are 23
+    // blocks of 16); a wide one needs no split.
+    let narrow = model(&GemmConfig::new(1, 367, 3555).op_b(Op::T));
+    assert_eq!((narrow.kernel.step, narrow.split_k), (28, 6), "{narrow}");
+    let wide = model(&GemmConfig::new(1, 4096, 11008).op_b(Op::T));
+    assert_eq!(wide.split_k, 1, "{wide}");
 }
 
 #[test]

@@ -1247,10 +1247,11 @@ pub fn auto_candidates(
 ///      alike, the one with the faster arithmetic wins;
 ///    - a kernel whose grid CUDA cannot launch for the call, or that does
 ///      not take batches when the call is one, is skipped;
-///    - a call with B transposed and at most [`DECODE_ROWS`] rows of A
-///      runs step 28 (decode) where it can: its traffic is the weight
-///      once, while the bound above charges A once per column of tiles
-///      as if A did not stay in L2; the model still picks the split.
+///    - a call with B transposed, at most [`DECODE_ROWS`] rows of A and
+///      K of at least [`DECODE_MIN_K`] runs step 28 (decode) where it can:
+///      its traffic is the weight once, while the bound above charges A
+///      once per column of tiles as if A did not stay in L2; its split is
+///      the least that gives every SM a block. No other call runs it.
 ///
 /// The measured table holds f32 calls: a 16-bit call is modelled.
 ///
@@ -1322,12 +1323,17 @@ pub fn choose(plan: &Plan, candidates: &[Candidate], sms: usize, dram_gbs: f64) 
         bytes(plan.storage.b),
         bytes(plan.storage.c),
     );
-    // A decode call (B transposed, at most DECODE_ROWS rows of A) goes to
-    // step 28 where the call may run it: its DRAM traffic is the weight,
-    // once, and A stays in L2, which the traffic below (A once per column
-    // of tiles) does not see. The model still picks its split.
+    // A decode call (B transposed, at most DECODE_ROWS rows of A, K deep
+    // enough for its vector loop) goes to step 28 where the call may run
+    // it: its DRAM traffic is the weight, once, and A stays in L2, which
+    // the traffic below (A once per column of tiles) does not see. Its
+    // split gives every SM a block (the bound below assumes all SMs pull
+    // from DRAM, so it would keep too few blocks for a narrow C). Other
+    // calls never get it: its rate is not modelled, and on a short K it
+    // lost to step 10.
     let decode = plan.ops == Ops::NT
         && (p.m as usize) <= DECODE_ROWS
+        && (p.k as usize) >= DECODE_MIN_K
         && candidates
             .iter()
             .filter(of_the_call)
@@ -1336,7 +1342,7 @@ pub fn choose(plan: &Plan, candidates: &[Candidate], sms: usize, dram_gbs: f64) 
     for c in candidates
         .iter()
         .filter(of_the_call)
-        .filter(|c| !decode || c.spec.step == 28)
+        .filter(|c| decode == (c.spec.step == 28))
     {
         let (bm, bn) = c.spec.launch.block_tile;
         let rate = listed(&c).unwrap_or(slowest) * 1e9;
@@ -1363,7 +1369,11 @@ pub fn choose(plan: &Plan, candidates: &[Candidate], sms: usize, dram_gbs: f64) 
         } else {
             1
         };
+        let decode_split = sms.div_ceil(tiles.max(1)).clamp(1, max_split);
         for split in 1..=max_split {
+            if decode && split != decode_split {
+                continue;
+            }
             let depth = (k / split as f64).ceil();
             // One block's work at an SM's share of the full-GPU rate;
             // full waves put `per_sm` blocks on every SM, the last one
@@ -1398,6 +1408,12 @@ pub fn choose(plan: &Plan, candidates: &[Candidate], sms: usize, dram_gbs: f64) 
 /// The most rows of A for which `Auto`'s model sends a call with B
 /// transposed to step 28 (`decode_nt_8x16`, two rows of its blocks).
 pub const DECODE_ROWS: usize = 16;
+
+/// The least K for which it does: one round of step 28's vector loop
+/// (128 of K). Below, it runs its scalar loop alone, which lost to step 10
+/// on the random suite's 2 x 7812 x 72 (batch 7) and tied on 3 x 2019 x 8
+/// (docs/measurements.md, twenty-third session).
+pub const DECODE_MIN_K: usize = 128;
 
 /// What `Auto`'s model adds for each copy a launch makes before its
 /// kernel: about a launch's latency.
