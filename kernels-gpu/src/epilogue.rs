@@ -33,10 +33,9 @@
 //! 16-bit C is therefore rounded twice, before and after the pass (the
 //! checks allow for it). The TMA-stored kernels (steps 20, 22, 25, 26
 //! with beta = 0) instead finish their values in registers before they
-//! write the staging box ([`Gemm::fuse_values`]): the pass over L2 costs
-//! a round trip per tile that the tensor cores wait for, which the
-//! flagship kernel cannot afford (docs/measurements.md, twenty-third
-//! session).
+//! write the staging box ([`Gemm::fuse_values`]): a second pass over the
+//! box in shared memory cost them more, since the tensor cores wait for
+//! every tile's epilogue (docs/measurements.md, twenty-third session).
 //!
 //! Split-K's partial launches run without an epilogue (their C is a
 //! workspace of partial sums); the reduction applies it once, after the
@@ -554,7 +553,6 @@ pub trait Output: Element {
     /// C starts and its rows run on boundaries of a pair (`ldc` even):
     /// [`Self::store2`] may be used.
     fn pairs<A: Element, B: Element>(g: Gemm<A, B, Self>) -> bool;
-
     /// `C[idx]` in f32 (the fused pass reads back what was stored).
     ///
     /// # Safety

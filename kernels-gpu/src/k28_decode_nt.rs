@@ -23,9 +23,9 @@
 //! loop. Split-K and batches come from the entry (`gemm_kernel!`).
 //!
 //! Prediction (H200, 1 x 4096 x 11008, f32): the 180 MB weight at 3.5-4
-//! TB/s, 45-52 us, against cuBLAS SGEMM's 57 us. Measured:
-//! `bench --suite --random 2` (docs/random-suite) and
-//! docs/measurements.md.
+//! TB/s, 45-52 us, against cuBLAS SGEMM's 57 us. Measured: `bench
+//! --suite --random 2 --calls ...`, in docs/measurements.md (the recorded
+//! runs in docs/random-suite predate this step).
 
 use crate::device::warp::{WARP, lane, warp_idx, warp_sum};
 use crate::device::{block_idx_x, block_idx_y, fma};
@@ -49,7 +49,7 @@ pub const SPEC: KernelSpec = KernelSpec {
     step: 28,
     module: &modules::LADDER,
     elems: Elems::FP32,
-    summary: "a warp per 4 rows of B^T and all 8 rows of A: 128-bit loads along K, a shuffle sum per element",
+    summary: "a warp per 4 stored rows of B (columns of C) and the block's 8 rows of A: 128-bit loads along K, a shuffle sum per element",
     launch: Launch {
         block_threads: ((WARPS * WARP) as u32, 1),
         block_tile: (MR, WARPS * NB),
