@@ -3,7 +3,7 @@
 //! `$OUT_DIR/ptx_modules.rs`. Two sources:
 //!
 //! - Shipped (the default, what a program that depends on the library
-//!   gets): `ptx/<module>.ptx.gz` in this package, so that its build needs
+//!   gets): `ptx/<module>.ptx.lzma` in this package, so that its build needs
 //!   no nightly and no kernel build, only a stable Rust.
 //! - From source, with `RUST_GEMM_BUILD_PTX=1` (set for every build inside
 //!   this repository by its `.cargo/config.toml`): `kernels-gpu` built
@@ -64,28 +64,29 @@ fn main() {
         vec![None; MODULES.len()]
     };
     let mut list = String::from(
-        "/// `(module name, gzip of its PTX text)` for every module of \
+        "/// `(module name, LZMA of its PTX text)` for every module of \
          `kernels_gpu::modules::MODULES`, in order.\n\
          pub const PTX_MODULES: &[(&str, &[u8])] = &[\n",
     );
     let mut sass = String::from(
-        "/// `(module name, architecture, gzip of its cubin)`: the SASS shipped for each\n\
+        "/// `(module name, architecture, LZMA of its cubin)`: the SASS shipped for each\n\
          /// module (`Arch::sass`), where it was assembled from this PTX.\n\
          pub const SASS_MODULES: &[(&str, &str, &[u8])] = &[\n",
     );
     for (module, built) in MODULES.iter().zip(built) {
-        // The library embeds the PTX compressed (a fifth of its size) and
-        // decompresses a module when a GPU first needs its PTX.
-        let (gz, built) = match built {
+        // The library embeds the PTX compressed (the shipped files a
+        // fifteenth of its size) and decompresses a module when a GPU first
+        // needs its PTX.
+        let (packed, built) = match built {
             Some(result) => {
                 let ptx = result.unwrap_or_else(|e| fail(&e));
                 write_if_changed(&out_dir.join(format!("{}.ptx", module.name)), &ptx);
-                let gz = out_dir.join(format!("{}.ptx.gz", module.name));
-                write_if_changed(&gz, gzip(ptx.as_bytes()));
-                (gz, Some(ptx))
+                let packed = out_dir.join(format!("{}.ptx.lzma", module.name));
+                write_if_changed(&packed, compress(ptx.as_bytes()));
+                (packed, Some(ptx))
             }
             None => (
-                shipped_gz(&manifest_dir, module).unwrap_or_else(|e| fail(&e)),
+                shipped_packed(&manifest_dir, module).unwrap_or_else(|e| fail(&e)),
                 None,
             ),
         };
@@ -93,7 +94,7 @@ fn main() {
             list,
             "    ({:?}, include_bytes!({:?})),",
             module.name,
-            gz.display().to_string()
+            packed.display().to_string()
         )
         .unwrap();
         // The shipped cubins were assembled from the shipped PTX: built
@@ -105,19 +106,19 @@ fn main() {
             continue;
         }
         for arch in module.arch.sass {
-            let gz = manifest_dir
+            let packed = manifest_dir
                 .join("sass")
-                .join(format!("{}.{arch}.cubin.gz", module.name));
-            println!("cargo::rerun-if-changed={}", gz.display());
-            if !gz.exists() {
+                .join(format!("{}.{arch}.cubin.lzma", module.name));
+            println!("cargo::rerun-if-changed={}", packed.display());
+            if !packed.exists() {
                 continue;
             }
-            check_gzip(&gz).unwrap_or_else(|e| fail(&e));
+            check_lzma(&packed).unwrap_or_else(|e| fail(&e));
             writeln!(
                 sass,
                 "    ({:?}, {arch:?}, include_bytes!({:?})),",
                 module.name,
-                gz.display().to_string()
+                packed.display().to_string()
             )
             .unwrap();
         }
@@ -168,25 +169,25 @@ fn build_all(manifest_dir: &Path, out_dir: &Path) -> Vec<Result<String, String>>
     })
 }
 
-/// The shipped PTX of `module`: `ptx/<module>.ptx.gz` in this package,
+/// The shipped PTX of `module`: `ptx/<module>.ptx.lzma` in this package,
 /// made from the kernels' source by the nightly build (`UPDATE_PTX=1
 /// cargo test -p tests --test ptx shipped`, which also fails while they
 /// differ).
 fn shipped(manifest_dir: &Path, module: &PtxModule) -> Result<String, String> {
-    let path = shipped_gz(manifest_dir, module)?;
-    let ptx = String::from_utf8(read_gz(&path)?)
+    let path = shipped_packed(manifest_dir, module)?;
+    let ptx = String::from_utf8(read_lzma(&path)?)
         .map_err(|_| format!("the shipped PTX module {} is not text", path.display()))?;
     check_ptx(module, &ptx)?;
     Ok(ptx)
 }
 
-/// The shipped PTX of `module`, `ptx/<module>.ptx.gz`, checked to be a
-/// gzip file (its text is checked by `tests/tests/ptx.rs` in the
+/// The shipped PTX of `module`, `ptx/<module>.ptx.lzma`, checked to be
+/// an LZMA file (its text is checked by `tests/tests/ptx.rs` in the
 /// repository, and by cargo's checksums in a downloaded package).
-fn shipped_gz(manifest_dir: &Path, module: &PtxModule) -> Result<PathBuf, String> {
+fn shipped_packed(manifest_dir: &Path, module: &PtxModule) -> Result<PathBuf, String> {
     let path = manifest_dir
         .join("ptx")
-        .join(format!("{}.ptx.gz", module.name));
+        .join(format!("{}.ptx.lzma", module.name));
     println!("cargo::rerun-if-changed={}", path.display());
     if !path.exists() {
         return Err(format!(
@@ -196,33 +197,39 @@ fn shipped_gz(manifest_dir: &Path, module: &PtxModule) -> Result<PathBuf, String
             path.display()
         ));
     }
-    check_gzip(&path)?;
+    check_lzma(&path)?;
     Ok(path)
 }
 
-/// `path` starts as a gzip file does.
-fn check_gzip(path: &Path) -> Result<(), String> {
-    let mut magic = [0u8; 2];
+/// `path` starts as the LZMA files of this package do: the `.lzma`
+/// header with the properties byte of every preset (lc 3, lp 0, pb 2)
+/// and the size of the text (the writers below and in `tests/tests/ptx.rs`
+/// record it).
+fn check_lzma(path: &Path) -> Result<(), String> {
+    let mut header = [0u8; 13];
     std::fs::File::open(path)
-        .and_then(|mut f| f.read_exact(&mut magic))
+        .and_then(|mut f| f.read_exact(&mut header))
         .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    if magic != [0x1f, 0x8b] {
+    let size = u64::from_le_bytes(header[5..13].try_into().unwrap());
+    if header[0] != 0x5d || size == u64::MAX {
         return Err(format!(
-            "{} is not gzip-compressed; restore it from the repository",
+            "{} is not LZMA-compressed as this package writes it; restore it from the repository",
             path.display()
         ));
     }
     Ok(())
 }
 
-/// `bytes` gzip-compressed (fast: this runs in every build from source).
-fn gzip(bytes: &[u8]) -> Vec<u8> {
+/// `bytes` LZMA-compressed at preset 1 (fast, about 1 s for every module:
+/// this runs in every build from source; the shipped files are preset 9).
+fn compress(bytes: &[u8]) -> Vec<u8> {
     use std::io::Write as _;
-    let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
-    encoder
-        .write_all(bytes)
-        .and_then(|()| encoder.finish())
-        .unwrap_or_else(|e| fail(&format!("cannot compress the PTX: {e}")))
+    let mut out = Vec::new();
+    let options = lzma_rust2::LzmaOptions::with_preset(1);
+    lzma_rust2::LzmaWriter::new_use_header(&mut out, &options, Some(bytes.len() as u64))
+        .and_then(|mut w| w.write_all(bytes).and_then(|()| w.finish().map(|_| ())))
+        .unwrap_or_else(|e| fail(&format!("cannot compress the PTX: {e}")));
+    out
 }
 
 /// Where the modules' own target folders go: `<target>/ptx/`, shared by
@@ -312,16 +319,15 @@ fn build_module(root: &Path, ptx_dir: &Path, module: &PtxModule) -> Result<Strin
     Ok(ptx)
 }
 
-/// The bytes of a gzip file, or a one-line reason.
-fn read_gz(path: &Path) -> Result<Vec<u8>, String> {
-    let file =
-        std::fs::File::open(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+/// The bytes of an LZMA file, or a one-line reason.
+fn read_lzma(path: &Path) -> Result<Vec<u8>, String> {
+    let packed = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
     let mut bytes = Vec::new();
-    flate2::read::GzDecoder::new(file)
-        .read_to_end(&mut bytes)
+    lzma_rust2::LzmaReader::new_mem_limit(&packed[..], u32::MAX, None)
+        .and_then(|mut r| r.read_to_end(&mut bytes))
         .map_err(|e| {
             format!(
-                "{} is not gzip-compressed: {e}; restore it from the repository",
+                "{} is not LZMA-compressed: {e}; restore it from the repository",
                 path.display()
             )
         })?;

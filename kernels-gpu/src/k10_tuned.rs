@@ -282,6 +282,17 @@ mod instances {
     instance!(TUNED_T = "tuned_t", tuned_128x128x16_w32x64_tn, SPEC_128X128X16_W32X64_TN, 128, 128, 16, 2, 2, TN);
     instance!(TUNED_T = "tuned_t", tuned_128x128x16_w32x64_nt, SPEC_128X128X16_W32X64_NT, 128, 128, 16, 2, 2, NT);
     instance!(TUNED_T = "tuned_t", tuned_128x128x16_w32x64_tt, SPEC_128X128X16_W32X64_TT, 128, 128, 16, 2, 2, TT);
+    // The small tiles in every transposed layout: a transposed call with
+    // a small C fills the SMs as an untransposed one does.
+    instance!(TUNED_T = "tuned_t", tuned_64x64x16_w32x32_tn, SPEC_64X64X16_W32X32_TN, 64, 64, 16, 2, 1, TN);
+    instance!(TUNED_T = "tuned_t", tuned_64x64x16_w32x32_nt, SPEC_64X64X16_W32X32_NT, 64, 64, 16, 2, 1, NT);
+    instance!(TUNED_T = "tuned_t", tuned_64x64x16_w32x32_tt, SPEC_64X64X16_W32X32_TT, 64, 64, 16, 2, 1, TT);
+    instance!(TUNED_T = "tuned_t", tuned_32x64x16_w16x32_tn, SPEC_32X64X16_W16X32_TN, 32, 64, 16, 1, 1, TN);
+    instance!(TUNED_T = "tuned_t", tuned_32x64x16_w16x32_nt, SPEC_32X64X16_W16X32_NT, 32, 64, 16, 1, 1, NT);
+    instance!(TUNED_T = "tuned_t", tuned_32x64x16_w16x32_tt, SPEC_32X64X16_W16X32_TT, 32, 64, 16, 1, 1, TT);
+    instance!(TUNED_T = "tuned_t", tuned_32x32x16_w16x32_tn, SPEC_32X32X16_W16X32_TN, 32, 32, 16, 1, 1, TN);
+    instance!(TUNED_T = "tuned_t", tuned_32x32x16_w16x32_nt, SPEC_32X32X16_W16X32_NT, 32, 32, 16, 1, 1, NT);
+    instance!(TUNED_T = "tuned_t", tuned_32x32x16_w16x32_tt, SPEC_32X32X16_W16X32_TT, 32, 32, 16, 1, 1, TT);
 }
 pub use instances::*;
 
@@ -291,6 +302,15 @@ pub const TRANSPOSED: &[KernelSpec] = &[
     SPEC_128X128X16_W32X64_TN,
     SPEC_128X128X16_W32X64_NT,
     SPEC_128X128X16_W32X64_TT,
+    SPEC_64X64X16_W32X32_TN,
+    SPEC_64X64X16_W32X32_NT,
+    SPEC_64X64X16_W32X32_TT,
+    SPEC_32X64X16_W16X32_TN,
+    SPEC_32X64X16_W16X32_NT,
+    SPEC_32X64X16_W16X32_TT,
+    SPEC_32X32X16_W16X32_TN,
+    SPEC_32X32X16_W16X32_NT,
+    SPEC_32X32X16_W16X32_TT,
 ];
 
 /// Every instance that reads A and B as they are, for the search.

@@ -152,8 +152,9 @@ pub const TUNED_B: PtxModule = PtxModule {
     files: "k10_tuned (the other six)",
     utility_entries: &[],
 };
-/// Step 10's best instance with A or B transposed (the library's
-/// transposed calls), a module of their own for the same reason.
+/// Step 10's instances with A or B transposed (the library's transposed
+/// calls: the 128 x 128 tile and the three small ones), a module of
+/// their own for the same reason.
 pub const TUNED_T: PtxModule = PtxModule {
     name: "tuned_t",
     arch: Arch::SM70,

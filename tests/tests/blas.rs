@@ -925,13 +925,17 @@ fn aligned_leading_dimensions_take_the_vector_path_and_match() {
         .lds(36, 132, 136)
         .scalars(1.0, 1.0);
     emulate_and_check(&cfg, kernel("tuned_128x128x16_w32x64", 1));
-    for (op_a, op_b, name) in [
-        (Op::T, Op::N, "tuned_128x128x16_w32x64_tn"),
-        (Op::N, Op::T, "tuned_128x128x16_w32x64_nt"),
-        (Op::T, Op::T, "tuned_128x128x16_w32x64_tt"),
+    // Every tile of the transposed instances, each block inside C.
+    for tile in [
+        "128x128x16_w32x64",
+        "64x64x16_w32x32",
+        "32x64x16_w16x32",
+        "32x32x16_w16x32",
     ] {
-        let cfg = GemmConfig::new(128, 128, 32).op_a(op_a).op_b(op_b);
-        emulate_and_check(&cfg, kernel(name, 1));
+        for (op_a, op_b, ops) in [(Op::T, Op::N, "tn"), (Op::N, Op::T, "nt"), (Op::T, Op::T, "tt")] {
+            let cfg = GemmConfig::new(128, 128, 32).op_a(op_a).op_b(op_b);
+            emulate_and_check(&cfg, kernel(&format!("tuned_{tile}_{ops}"), 1));
+        }
     }
 }
 

@@ -176,9 +176,9 @@ fn a_stable_crate_outside_the_workspace_builds_and_runs() {
     std::fs::create_dir_all(dir.join("src")).unwrap();
     let [kernels, library] = packaged(&repo, &dir);
     for module in kernels_gpu::modules::MODULES {
-        let ptx = format!("ptx/{}.ptx.gz", module.name);
+        let ptx = format!("ptx/{}.ptx.lzma", module.name);
         let sass =
-            (module.arch.sass.iter()).map(|arch| format!("sass/{}.{arch}.cubin.gz", module.name));
+            (module.arch.sass.iter()).map(|arch| format!("sass/{}.{arch}.cubin.lzma", module.name));
         for file in std::iter::once(ptx).chain(sass) {
             assert!(library.join(&file).is_file(), "the package lacks {file}");
         }

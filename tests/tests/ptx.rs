@@ -25,34 +25,25 @@ fn kernels_of(module: &PtxModule) -> Vec<&'static KernelSpec> {
     registry::all().filter(|k| k.module == module).collect()
 }
 
-/// The PTX the library ships (`host/gemm/ptx/<module>.ptx.gz`, what a
+/// The PTX the library ships (`host/gemm/ptx/<module>.ptx.lzma`, what a
 /// program outside this repository builds with) is the PTX the kernels'
 /// source makes now (`rust_gemm::ptx`: inside the repository the build
 /// compiles it from source). `UPDATE_PTX=1` rewrites the shipped files
 /// that differ instead of failing.
 #[test]
 fn shipped_ptx_is_the_kernels_ptx() {
-    use std::io::{Read as _, Write as _};
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../host/gemm/ptx");
     let update = std::env::var("UPDATE_PTX").is_ok_and(|v| v == "1");
     let mut stale = Vec::new();
     for module in MODULES {
         let built = rust_gemm::ptx(module);
-        let path = dir.join(format!("{}.ptx.gz", module.name));
-        let mut shipped = String::new();
-        let read = std::fs::File::open(&path)
-            .map(flate2::read::GzDecoder::new)
-            .and_then(|mut gz| gz.read_to_string(&mut shipped));
-        if read.is_ok() && shipped == built {
+        let path = dir.join(format!("{}.ptx.lzma", module.name));
+        if unpacked(&path).is_some_and(|shipped| shipped == built.as_bytes()) {
             continue;
         }
         if update {
             std::fs::create_dir_all(&dir).unwrap();
-            let file = std::fs::File::create(&path).unwrap();
-            let mut gz = flate2::write::GzEncoder::new(file, flate2::Compression::best());
-            gz.write_all(built.as_bytes()).unwrap();
-            gz.finish().unwrap();
-            eprintln!("rewrote {}", path.display());
+            pack(&path, built.as_bytes());
         } else {
             stale.push(module.name);
         }
@@ -848,7 +839,7 @@ fn ptxas_archs(module: &PtxModule) -> &'static [&'static str] {
 /// `ptxas -v` for each module and architecture: every entry assembles with
 /// no spills and no stack frame (a stack frame means a register array went
 /// to local memory). Where the library ships SASS for the architecture
-/// (`host/gemm/sass/<module>.<arch>.cubin.gz`), the cubin ptxas makes is
+/// (`host/gemm/sass/<module>.<arch>.cubin.lzma`), the cubin ptxas makes is
 /// the shipped one, byte for byte; `UPDATE_PTX=1` rewrites those that
 /// differ instead of failing (with the shipped PTX: `shipped_ptx_is_the_kernels_ptx`).
 #[test]
@@ -962,36 +953,50 @@ fn ptxas_assembles_every_module_without_spills() {
     );
 }
 
-/// Compares `cubin` with its shipped copy (`<sass_dir>/<file name>.gz`);
+/// Compares `cubin` with its shipped copy (`<sass_dir>/<file name>.lzma`);
 /// its name if they differ, after rewriting the copy when `update`.
 fn check_shipped_sass(
     sass_dir: &std::path::Path,
     cubin: &std::path::Path,
     update: bool,
 ) -> Option<String> {
-    use std::io::{Read as _, Write as _};
     let made = std::fs::read(cubin).unwrap();
     let name = cubin.file_name().unwrap().to_string_lossy().into_owned();
-    let path = sass_dir.join(format!("{name}.gz"));
-    let mut shipped = Vec::new();
-    let read = std::fs::File::open(&path)
-        .map(flate2::read::GzDecoder::new)
-        .and_then(|mut gz| gz.read_to_end(&mut shipped));
-    if read.is_ok() && shipped == made {
+    let path = sass_dir.join(format!("{name}.lzma"));
+    if unpacked(&path).is_some_and(|shipped| shipped == made) {
         return None;
     }
     if !update {
         return Some(name);
     }
     std::fs::create_dir_all(sass_dir).unwrap();
-    let mut gz = flate2::write::GzEncoder::new(
-        std::fs::File::create(&path).unwrap(),
-        flate2::Compression::best(),
-    );
-    gz.write_all(&made).unwrap();
-    gz.finish().unwrap();
-    eprintln!("rewrote {}", path.display());
+    pack(&path, &made);
     None
+}
+
+/// The bytes of a shipped LZMA file, if it reads.
+fn unpacked(path: &std::path::Path) -> Option<Vec<u8>> {
+    use std::io::Read as _;
+    let packed = std::fs::read(path).ok()?;
+    let mut bytes = Vec::new();
+    lzma_rust2::LzmaReader::new_mem_limit(&packed[..], u32::MAX, None)
+        .and_then(|mut r| r.read_to_end(&mut bytes))
+        .ok()?;
+    Some(bytes)
+}
+
+/// Writes `bytes` to `path` as the library ships its modules: LZMA at
+/// preset 9 (about a third of gzip's size for PTX), the size in the
+/// header (`host/gemm/build.rs` checks it).
+fn pack(path: &std::path::Path, bytes: &[u8]) {
+    use std::io::Write as _;
+    let options = lzma_rust2::LzmaOptions::with_preset(9);
+    let file = std::io::BufWriter::new(std::fs::File::create(path).unwrap());
+    let mut w = lzma_rust2::LzmaWriter::new_use_header(file, &options, Some(bytes.len() as u64))
+        .unwrap();
+    w.write_all(bytes).unwrap();
+    w.finish().unwrap().into_inner().unwrap();
+    eprintln!("rewrote {}", path.display());
 }
 
 #[test]

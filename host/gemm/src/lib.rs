@@ -33,22 +33,22 @@ pub use error::HostError;
 use kernels_gpu::modules::PtxModule;
 
 // `PTX_MODULES` and `SASS_MODULES`: every module's PTX and its shipped
-// SASS, gzip-compressed (`build.rs`).
+// SASS, LZMA-compressed (`build.rs`).
 include!(concat!(env!("OUT_DIR"), "/ptx_modules.rs"));
 
 /// Embedded data decompressed once, on first use, and kept for the
 /// program's life (each module's PTX or cubin, at most some MB, once).
-fn inflated(gz: &'static [u8], what: &dyn Fn() -> String) -> &'static [u8] {
+fn inflated(packed: &'static [u8], what: &dyn Fn() -> String) -> &'static [u8] {
     use std::collections::HashMap;
     use std::io::Read as _;
     use std::sync::{Mutex, OnceLock};
     static DONE: OnceLock<Mutex<HashMap<usize, &'static [u8]>>> = OnceLock::new();
     let done = DONE.get_or_init(|| Mutex::new(HashMap::new()));
     let mut done = done.lock().unwrap_or_else(|e| e.into_inner());
-    done.entry(gz.as_ptr() as usize).or_insert_with(|| {
+    done.entry(packed.as_ptr() as usize).or_insert_with(|| {
         let mut bytes = Vec::new();
-        flate2::read::GzDecoder::new(gz)
-            .read_to_end(&mut bytes)
+        lzma_rust2::LzmaReader::new_mem_limit(packed, u32::MAX, None)
+            .and_then(|mut lzma| lzma.read_to_end(&mut bytes))
             // An invariant of the build, not an input: build.rs embeds the
             // shipped files (checked by the tests and cargo's checksums) or
             // what it compressed itself; `every_embedded_module_inflates`.
@@ -61,12 +61,12 @@ fn inflated(gz: &'static [u8], what: &dyn Fn() -> String) -> &'static [u8] {
 /// time it is asked for). `build.rs` embeds every module of
 /// `kernels_gpu::modules::MODULES`.
 pub fn ptx(module: &PtxModule) -> &'static str {
-    let gz = PTX_MODULES
+    let packed = PTX_MODULES
         .iter()
         .find(|(name, _)| *name == module.name)
-        .map(|(_, gz)| *gz)
+        .map(|(_, packed)| *packed)
         .expect("build.rs embeds every module in kernels_gpu::modules::MODULES");
-    let text = inflated(gz, &|| format!("PTX of module {}", module.name));
+    let text = inflated(packed, &|| format!("PTX of module {}", module.name));
     std::str::from_utf8(text).expect("the PTX build writes text")
 }
 
@@ -81,9 +81,9 @@ pub fn sass(module: &PtxModule, capability: (u32, u32)) -> Option<(&'static str,
         .filter(|(name, arch, _)| {
             *name == module.name && kernels_gpu::modules::Arch::sass_runs_on(arch, capability)
         })
-        .map(|(_, arch, gz)| {
+        .map(|(_, arch, packed)| {
             let what = || format!("SASS of module {} for {arch}", module.name);
-            (*arch, inflated(gz, &what))
+            (*arch, inflated(packed, &what))
         })
         .next()
 }
