@@ -932,7 +932,11 @@ fn aligned_leading_dimensions_take_the_vector_path_and_match() {
         "32x64x16_w16x32",
         "32x32x16_w16x32",
     ] {
-        for (op_a, op_b, ops) in [(Op::T, Op::N, "tn"), (Op::N, Op::T, "nt"), (Op::T, Op::T, "tt")] {
+        for (op_a, op_b, ops) in [
+            (Op::T, Op::N, "tn"),
+            (Op::N, Op::T, "nt"),
+            (Op::T, Op::T, "tt"),
+        ] {
             let cfg = GemmConfig::new(128, 128, 32).op_a(op_a).op_b(op_b);
             emulate_and_check(&cfg, kernel(&format!("tuned_{tile}_{ops}"), 1));
         }

@@ -992,8 +992,8 @@ fn pack(path: &std::path::Path, bytes: &[u8]) {
     use std::io::Write as _;
     let options = lzma_rust2::LzmaOptions::with_preset(9);
     let file = std::io::BufWriter::new(std::fs::File::create(path).unwrap());
-    let mut w = lzma_rust2::LzmaWriter::new_use_header(file, &options, Some(bytes.len() as u64))
-        .unwrap();
+    let mut w =
+        lzma_rust2::LzmaWriter::new_use_header(file, &options, Some(bytes.len() as u64)).unwrap();
     w.write_all(bytes).unwrap();
     w.finish().unwrap().into_inner().unwrap();
     eprintln!("rewrote {}", path.display());

@@ -299,6 +299,20 @@ pub struct SuiteResults {
     /// launches in one stretch (absent in their JSON: false).
     #[serde(default)]
     pub interleaved: bool,
+    /// What `Auto`'s model read on this GPU: its SMs, its DRAM bandwidth
+    /// (GB/s) and each FP32 candidate's blocks per SM (absent in runs
+    /// before the twenty-fourth session), so that the model can be
+    /// replayed on the recorded calls without a GPU.
+    #[serde(default)]
+    pub model_inputs: Option<ModelInputs>,
+}
+
+/// The GPU's side of `Auto`'s model (`blas::choose`).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ModelInputs {
+    pub sms: usize,
+    pub dram_gbs: f64,
+    pub blocks_per_sm: Vec<(String, usize)>,
 }
 
 impl SuiteResults {
@@ -403,6 +417,13 @@ pub fn run(
         )?);
     }
     let (call_overhead_us, plan_and_choose_us) = overhead(gpu, &sgemm)?;
+    let model_inputs = ModelInputs {
+        sms,
+        dram_gbs: gpu.info.peak_dram_gbs().unwrap_or(1000.0),
+        blocks_per_sm: (sgemm.candidates()?.iter())
+            .map(|c| (c.spec.name.to_string(), c.blocks_per_sm))
+            .collect(),
+    };
     Ok(SuiteResults {
         gpu: gpu.info.name.clone(),
         git_commit: harness::GIT_COMMIT.into(),
@@ -411,6 +432,7 @@ pub fn run(
         call_overhead_us,
         plan_and_choose_us,
         interleaved: true,
+        model_inputs: Some(model_inputs),
     })
 }
 
@@ -727,6 +749,69 @@ mod tests {
             assert_eq!(names, drawn, "seed {seed}");
             assert!(recorded.all_verified(), "seed {seed}");
             assert!(recorded.geomean().is_some_and(|g| g > 0.0));
+        }
+    }
+
+    /// `Auto`'s rule replayed without a GPU on the recorded random suites:
+    /// for each call, the choice `blas::choose_with` makes from the GPU's
+    /// recorded SMs, DRAM bandwidth and occupancy (and the H200 table),
+    /// timed as the recorded run timed that kernel and split. A change to
+    /// the rule that makes a worse choice lowers the geometric mean and
+    /// fails here; one that picks a variant the run did not time says so
+    /// (Auto's own time stands for its choice).
+    /// The floors are the recorded runs' own replays (twenty-fourth
+    /// session: 0.705 on seed 1, fitted on, and 0.658 on seed 2, held
+    /// out; the runs' Auto columns say 0.71 and 0.67), less 0.005.
+    #[test]
+    fn auto_replayed_on_the_recorded_suites_keeps_its_geometric_mean() {
+        for (seed, floor) in [(1u64, 0.700), (2, 0.653)] {
+            let path = format!(
+                "{}/../../docs/random-suite/seed{seed}.json",
+                env!("CARGO_MANIFEST_DIR")
+            );
+            let text = std::fs::read_to_string(&path).expect("the recorded run");
+            let recorded: SuiteResults = serde_json::from_str(&text).expect("it parses");
+            let inputs = (recorded.model_inputs.as_ref())
+                .unwrap_or_else(|| panic!("seed {seed}: the run has no model inputs; rerun it"));
+            let candidates: Vec<blas::Candidate> = (inputs.blocks_per_sm.iter())
+                .map(|(name, per_sm)| blas::Candidate {
+                    spec: kernels_gpu::registry::find(name)
+                        .unwrap_or_else(|| panic!("{name} is no longer registered")),
+                    blocks_per_sm: *per_sm,
+                })
+                .collect();
+            let table = blas::table_for(&recorded.gpu);
+            let mut ratios = Vec::new();
+            for (case, result) in random_cases(seed, 24).iter().zip(&recorded.cases) {
+                let cfg = &case.cfg;
+                let plan = blas::plan(cfg, cfg.buffer_lens()).expect("a valid call");
+                let choice = blas::choose_with(
+                    &plan,
+                    &candidates,
+                    inputs.sms,
+                    inputs.dram_gbs,
+                    table.as_deref(),
+                )
+                .expect("a candidate");
+                // Auto's own measurement where the run's Auto chose the
+                // same (its split need not be one the run timed by name).
+                let name = choice.to_string();
+                let ms = (result.registered.iter())
+                    .find(|r| r.variant == name)
+                    .and_then(|r| r.median_ms)
+                    .or(result.auto.median_ms.filter(|_| result.auto_choice == name))
+                    .unwrap_or_else(|| {
+                        panic!(
+                            "seed {seed}, {}: Auto now takes {name}, which the recorded run did not \
+                             time; rerun `bench --suite --random {seed}` and record it",
+                            case.name
+                        )
+                    });
+                ratios.push(result.cublas.median_ms.expect("cuBLAS timed") / ms);
+            }
+            let geomean = (ratios.iter().map(|r| r.ln()).sum::<f64>() / ratios.len() as f64).exp();
+            eprintln!("seed {seed}: Auto replayed {geomean:.3}x cuBLAS");
+            assert!(geomean >= floor, "seed {seed}: {geomean:.3} < {floor}");
         }
     }
 }
