@@ -80,6 +80,7 @@ pub const SPEC: KernelSpec = KernelSpec {
 };
 
 /// Picks the unguarded body for interior blocks of aligned shapes.
+#[inline(always)]
 pub fn blocktile_2d(g: Gemm) {
     let row0 = block_idx_y() * BM;
     let col0 = block_idx_x() * BN;

@@ -121,6 +121,7 @@ pub const SPEC: KernelSpec = KernelSpec {
 };
 
 /// Picks the vector body for interior blocks of aligned shapes.
+#[inline(always)]
 pub fn warptile(g: Gemm) {
     let row0 = block_idx_y() * BM;
     let col0 = block_idx_x() * BN;

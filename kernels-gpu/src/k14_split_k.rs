@@ -31,6 +31,7 @@ use crate::gemm::Gemm;
 use crate::elem::Elems;
 use crate::launch::{KernelSpec, Launch, Operands, Ops, emulated};
 use crate::modules;
+use crate::unroll::unroll;
 
 /// Threads per block: consecutive columns of C.
 pub const THREADS: usize = 256;
@@ -63,8 +64,15 @@ pub const REDUCE: KernelSpec = KernelSpec {
     batches: true,
 };
 
-/// One thread per column of a ROWS x THREADS strip of C; the slices are
-/// added in order, so the result is the same on every run.
+/// One thread per column of a ROWS x THREADS strip of C, its ROWS sums
+/// at once: a slice's ROWS loads are independent and unconditional (rows
+/// past C's last read the last row again, and are not stored), so they
+/// are in flight together. A sum at a time waited out every load in
+/// turn, and so did loads each behind its own row test: 8 and 3.7 us per
+/// slice for a C of 110 x 9 (docs/measurements.md, twenty-fourth
+/// session). Each element still adds its slices in order, slice 0 first,
+/// so the result is the same on every run.
+#[inline(always)]
 pub fn reduce_slices(g: Gemm) {
     let col = block_idx_x() * THREADS + thread_idx_x();
     if col >= g.n {
@@ -72,20 +80,25 @@ pub fn reduce_slices(g: Gemm) {
     }
     let plane = g.m * g.n;
     let row0 = block_idx_y() * ROWS;
-    let mut row = row0;
-    while row < g.m && row < row0 + ROWS {
-        let mut sum = 0.0f32;
-        let mut s = 0;
-        while s < g.slices {
-            // SAFETY: s < slices, row < m, col < n: inside the workspace of
-            // `slices` dense m x n planes (the host's contract).
-            sum += unsafe { g.a.read(s * plane + row * g.n + col) };
-            s += 1;
-        }
-        // SAFETY: row < m, col < n; this thread alone owns C[row][col].
-        unsafe { g.store_c(row * g.ldc + col, sum) };
-        row += 1;
+    let mut sums = [0.0f32; ROWS];
+    let mut s = 0;
+    while s < g.slices {
+        unroll!(ROWS; 32, |r| {
+            // The block exists, so row0 < m.
+            let row = (row0 + r).min(g.m - 1);
+            // SAFETY: s < slices, row < m, col < n: inside the workspace
+            // of `slices` dense m x n planes (the host's contract).
+            sums[r] += unsafe { g.a.read(s * plane + row * g.n + col) };
+        });
+        s += 1;
     }
+    unroll!(ROWS; 32, |r| {
+        let row = row0 + r;
+        if row < g.m {
+            // SAFETY: row < m, col < n; this thread alone owns C[row][col].
+            unsafe { g.store_c(row * g.ldc + col, sums[r]) };
+        }
+    });
     if g.ep.flags != 0 {
         // SAFETY: this thread's own column of the strip, stored above.
         unsafe { g.fuse_region((row0, col), (ROWS, 1), 0, 1) };

@@ -100,6 +100,7 @@ pub fn skinny_1x256(g: Gemm) {
 const UNROLL: usize = 8;
 
 /// As [`skinny_1x256`], four columns per thread.
+#[inline(always)]
 pub fn skinny_1x512(g: Gemm) {
     let (m, n, k) = g.dims32();
     let row0 = (block_idx_y() * ROWS) as u32;

@@ -58,9 +58,11 @@ pub fn parse_ptxas(verbose: &str) -> Vec<PtxasEntry> {
                 ..Default::default()
             });
             current = Some(entries.len() - 1);
-        } else if line.contains("Function properties for") {
-            // Properties of a non-entry function (core's panic paths) follow.
-            let is_entry = current.is_some_and(|i| line.ends_with(&entries[i].name));
+        } else if let Some(rest) = line.split("Function properties for ").nth(1) {
+            // Properties of a non-entry function (core's panic paths, a
+            // body left out of line, whose mangled name ends with the
+            // entry's) follow.
+            let is_entry = current.is_some_and(|i| rest.trim() == entries[i].name);
             if !is_entry {
                 current = None;
             }

@@ -1424,10 +1424,12 @@ pub fn choose(plan: &Plan, candidates: &[Candidate], sms: usize, dram_gbs: f64) 
     best.map(|(_, c)| c)
 }
 
-/// The most slices `Auto`'s model cuts K into. The random suite's long-K
-/// calls ran slower with 32 or 64 slices than with 16 (seed 1: 125 x 27 x
-/// 34,498 0.23 ms at 32, 0.13 at 16; docs/random-suite/), and capping the
-/// model at 16 lifted seed 1 (the one fitted on) and seed 2 alike.
+/// The most slices `Auto`'s model cuts K into. Fitted on the random
+/// suite's seed 1: 16 gave 0.728x cuBLAS there, 32 0.720 (with the
+/// reduction's loads in flight together; before that fix 32 and 64
+/// slices cost 4-8 us each in the reduction alone). On seed 2, held out,
+/// 32 would have done better (0.719 against 0.696, replayed):
+/// docs/measurements.md, twenty-fourth session.
 pub const MAX_SPLIT: usize = 16;
 
 /// What the model adds per wave of blocks: the latency a wave waits out
