@@ -76,8 +76,9 @@
 //! into its `[BK][..]` tile; one whose rows run along M or N (B as it is,
 //! A transposed) in float4s along its rows, stored as they are. The
 //! compute loop is the same for all four layouts: both tiles are always
-//! K-major in shared memory. `tuned_128x128x16_w32x64_{tn,nt,tt}` are the
-//! instances (module `tuned_t`); measured in the library's suite (README).
+//! K-major in shared memory. `tuned_128x128x16_w32x64_{tn,nt,tt}` and the
+//! three small tiles' `_{tn,nt,tt}` are the instances (module `tuned_t`);
+//! measured in the library's suites (README, docs/random-suite/).
 
 use crate::device::{SharedTile, block_idx_x, block_idx_y, fma, sync_threads, thread_idx_x};
 use crate::gemm::Gemm;

@@ -68,8 +68,8 @@ pub const REDUCE: KernelSpec = KernelSpec {
 /// at once: a slice's ROWS loads are independent and unconditional (rows
 /// past C's last read the last row again, and are not stored), so they
 /// are in flight together. A sum at a time waited out every load in
-/// turn, and so did loads each behind its own row test: 8 and 3.7 us per
-/// slice for a C of 110 x 9 (docs/measurements.md, twenty-fourth
+/// turn, and so did loads each behind its own row test, which made many
+/// slices over a small C slow (docs/measurements.md, twenty-fourth
 /// session). Each element still adds its slices in order, slice 0 first,
 /// so the result is the same on every run.
 #[inline(always)]

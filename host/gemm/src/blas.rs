@@ -1050,20 +1050,8 @@ const FULL_RATE: &[(&str, f64)] = &[
     ("tuned_64x64x16_w32x32", 42_978.0),
     ("tuned_32x64x16_w16x32", 31_091.0),
     ("tuned_32x32x16_w16x32", 28_339.0),
-    // The transposed instances: their untransposed instance's rate until
-    // measured.
-    ("tuned_128x128x16_w32x64_tn", 45_701.0),
-    ("tuned_128x128x16_w32x64_nt", 45_701.0),
-    ("tuned_128x128x16_w32x64_tt", 45_701.0),
-    ("tuned_64x64x16_w32x32_tn", 42_978.0),
-    ("tuned_64x64x16_w32x32_nt", 42_978.0),
-    ("tuned_64x64x16_w32x32_tt", 42_978.0),
-    ("tuned_32x64x16_w16x32_tn", 31_091.0),
-    ("tuned_32x64x16_w16x32_nt", 31_091.0),
-    ("tuned_32x64x16_w16x32_tt", 31_091.0),
-    ("tuned_32x32x16_w16x32_tn", 28_339.0),
-    ("tuned_32x32x16_w16x32_nt", 28_339.0),
-    ("tuned_32x32x16_w16x32_tt", 28_339.0),
+    // Step 10's transposed instances (`_tn`, `_nt`, `_tt`) are not
+    // listed: they take their untransposed instance's rate (`full_rate`).
     // 16-bit: steps 19-20 and 22 (Hopper, A and B as they are), step 21
     // (any GPU since Ampere, every layout).
     // Step 22 (step 20 with C stored by TMA): step 20's rate times step
@@ -1325,7 +1313,7 @@ pub fn choose(plan: &Plan, candidates: &[Candidate], sms: usize, dram_gbs: f64) 
             && c.spec.unsupported(p, plan.batch).is_none()
             && crate::launch::grid(c.spec, p.m as usize, p.n as usize, 1).is_ok()
     };
-    let listed = |c: &&Candidate| FULL_RATE.iter().find(|r| r.0 == c.spec.name).map(|r| r.1);
+    let listed = |c: &&Candidate| full_rate(c.spec);
     let slowest = (candidates.iter().filter(of_the_call))
         .filter_map(|c| listed(&c))
         .fold(f64::INFINITY, f64::min);
@@ -1424,6 +1412,19 @@ pub fn choose(plan: &Plan, candidates: &[Candidate], sms: usize, dram_gbs: f64) 
     best.map(|(_, c)| c)
 }
 
+/// A kernel's rate in [`FULL_RATE`]; step 10's transposed instances,
+/// unmeasured at full size, take the rate of the same tile with A and B as
+/// they are.
+fn full_rate(spec: &KernelSpec) -> Option<f64> {
+    let rate = |name: &str| FULL_RATE.iter().find(|r| r.0 == name).map(|r| r.1);
+    rate(spec.name).or_else(|| {
+        let untransposed = ["_tn", "_nt", "_tt"]
+            .iter()
+            .find_map(|suffix| spec.name.strip_suffix(suffix))?;
+        (spec.step == 10).then(|| rate(untransposed)).flatten()
+    })
+}
+
 /// The most slices `Auto`'s model cuts K into. Fitted on the random
 /// suite's seed 1: 16 gave 0.728x cuBLAS there, 32 0.720 (with the
 /// reduction's loads in flight together; before that fix 32 and 64
@@ -1434,7 +1435,7 @@ pub const MAX_SPLIT: usize = 16;
 
 /// What the model adds per wave of blocks: the latency a wave waits out
 /// around its arithmetic (first loads, last stores). Fitted on the random
-/// suite's seed 1 (1, 2, 3, 5, 8 us tried: 2 and 3 tied best), judged on
+/// suite's seed 1 (1 to 20 us tried: 2 and 3 tied best), judged on
 /// seed 2 (docs/measurements.md, twenty-fourth session).
 pub const WAVE_LATENCY_S: f64 = 2e-6;
 
