@@ -1050,6 +1050,13 @@ const FULL_RATE: &[(&str, f64)] = &[
     ("tuned_64x64x16_w32x32", 42_978.0),
     ("tuned_32x64x16_w16x32", 31_091.0),
     ("tuned_32x32x16_w16x32", 28_339.0),
+    // Steps 15 and 16 (one row, one column of C per tile), from the same
+    // run: unlisted, they counted as the slowest tile above, 30 times
+    // step 16's real rate, which sent long-K calls of a few columns to it
+    // (docs/measurements.md, twenty-fifth session).
+    ("skinny_1x512", 6_313.0),
+    ("skinny_1x256", 5_422.0),
+    ("gemv_warp_8x1", 953.0),
     // Step 10's transposed instances (`_tn`, `_nt`, `_tt`) are not
     // listed: they take their untransposed instance's rate (`full_rate`).
     // 16-bit: steps 19-20 and 22 (Hopper, A and B as they are), step 21
@@ -1236,12 +1243,15 @@ pub fn auto_candidates(
 ///      `2 * BM * BN * depth` flops at an SM's share of the rate
 ///      (`rate / sms`), where `depth` is K, or a slice of it with split-K;
 ///      the time is that of the busiest SM: `blocks_per_sm` blocks per
-///      full wave, and `ceil(rest / sms)` for a last, partial wave; plus
-///      [`WAVE_LATENCY_S`] per wave, what a wave's blocks wait for before
-///      and after their arithmetic (which favours the fewer waves of
+///      full wave, and `ceil(rest / sms)` for a last, partial wave, which
+///      runs slower than a full one ([`Model::partial_wave`]); plus, per
+///      wave, [`Model::wave_latency_s`], what a wave's blocks wait for
+///      before and after their arithmetic, and [`Model::store_s_per_value`]
+///      for each value of C a thread stores (both favour the fewer waves of
 ///      smaller, more resident tiles when K is short);
-///    - split-K (FP32 pointer kernels, one product only, K at least 512) cuts K into
-///      2-[`MAX_SPLIT`] slices of at least 256 and adds the reduction, which moves
+///    - split-K (FP32 pointer kernels, one product only, tiles that leave
+///      SMs idle, K at least 512) cuts K into 2, 4, .. [`Model::max_split`]
+///      slices of at least 256 and adds the reduction, which moves
 ///      `slices * m * n` floats twice at the GPU's DRAM bandwidth
 ///      (`dram_gbs`);
 ///    - no kernel runs faster than its DRAM traffic: A read once per
@@ -1256,7 +1266,8 @@ pub fn auto_candidates(
 ///      rows of A and K of at least [`DECODE_MIN_K`] runs step 28 (decode) where it can:
 ///      its traffic is the weight once, while the bound above charges A
 ///      once per column of tiles as if A did not stay in L2; its split is
-///      the least that gives every SM a block. No other call runs it.
+///      the least power of two that gives every SM a block. No other call
+///      runs it.
 ///
 /// The measured table holds f32 calls: a 16-bit call is modelled.
 ///
@@ -1266,6 +1277,19 @@ pub fn auto_candidates(
 /// idle, a split only when the idle SMs cost more than the partial sums'
 /// trips.
 pub fn choose_with(
+    plan: &Plan,
+    candidates: &[Candidate],
+    sms: usize,
+    dram_gbs: f64,
+    table: Option<&[AutoEntry]>,
+) -> Option<Choice> {
+    choose_with_model(&MODEL, plan, candidates, sms, dram_gbs, table)
+}
+
+/// [`choose_with`] with the model's constants `model` instead of
+/// [`MODEL`]: what the bench's fit of them replays.
+pub fn choose_with_model(
+    model: &Model,
     plan: &Plan,
     candidates: &[Candidate],
     sms: usize,
@@ -1298,11 +1322,22 @@ pub fn choose_with(
             split_k: e.split_k.clamp(1, most),
         });
     }
-    choose(plan, candidates, sms, dram_gbs)
+    choose_by(model, plan, candidates, sms, dram_gbs)
 }
 
-/// Part 2 of [`choose_with`]'s rule alone: the model.
+/// Part 2 of [`choose_with`]'s rule alone: the model, with [`MODEL`].
 pub fn choose(plan: &Plan, candidates: &[Candidate], sms: usize, dram_gbs: f64) -> Option<Choice> {
+    choose_by(&MODEL, plan, candidates, sms, dram_gbs)
+}
+
+/// The model with the constants `model`.
+pub fn choose_by(
+    model: &Model,
+    plan: &Plan,
+    candidates: &[Candidate],
+    sms: usize,
+    dram_gbs: f64,
+) -> Option<Choice> {
     let p = &plan.params;
     let (m, n, k) = (p.m as f64, p.n as f64, p.k as f64);
     let of_the_call = |c: &&Candidate| {
@@ -1369,32 +1404,58 @@ pub fn choose(plan: &Plan, candidates: &[Candidate], sms: usize, dram_gbs: f64) 
         let memory_s = traffic / (dram_gbs * 1e9);
         // The copies its launch makes first, once whatever the split.
         let copies = copies_s(c.spec, plan, dram_gbs);
-        let splits = c.spec.elems == Elems::FP32 && c.spec.operands == Operands::Pointers;
-        let max_split = if splits && plan.batch == 1 && p.k >= 512 {
-            (p.k as usize / 256).clamp(1, MAX_SPLIT)
+        // Split-K: FP32 pointer kernels, one product, tiles that leave
+        // SMs idle, K at least 512; powers of two (what the bench times,
+        // so that the model's choices can be replayed on its runs), each
+        // slice at least 256 deep.
+        let splits = c.spec.elems == Elems::FP32
+            && c.spec.operands == Operands::Pointers
+            && plan.batch == 1
+            && tiles < sms
+            && p.k >= 512;
+        let max_split = if splits {
+            (p.k as usize / 256).clamp(1, model.max_split)
         } else {
             1
         };
-        let decode_split = sms.div_ceil(tiles.max(1)).clamp(1, max_split);
-        for split in 1..=max_split {
+        let decode_split = sms
+            .div_ceil(tiles.max(1))
+            .next_power_of_two()
+            .min(max_split);
+        for split in (0..).map(|e| 1usize << e).take_while(|&s| s <= max_split) {
             if decode && split != decode_split {
                 continue;
             }
             let depth = (k / split as f64).ceil();
             // One block's work at an SM's share of the full-GPU rate;
             // full waves put `per_sm` blocks on every SM, the last one
-            // `ceil(rest / sms)` on the busiest.
+            // `ceil(rest / sms)` on the busiest, which with fewer blocks
+            // than it holds runs slower: at `(resident / per_sm) ^
+            // partial_wave` of its full rate.
             let block_s = 2.0 * (bm * bn) as f64 * depth / (rate / sms as f64);
             let (blocks, slots) = (tiles * split, sms * per_sm as usize);
-            let on_busiest =
-                (blocks / slots) as f64 * per_sm + (blocks % slots).div_ceil(sms) as f64;
+            let last = (blocks % slots).div_ceil(sms) as f64;
+            let last_wave = if last > 0.0 {
+                last / (last / per_sm).powf(model.partial_wave)
+            } else {
+                0.0
+            };
+            let on_busiest = (blocks / slots) as f64 * per_sm + last_wave;
             let reduce_s = if split > 1 {
                 2.0 * 4.0 * split as f64 * m * n / (dram_gbs * 1e9)
             } else {
                 0.0
             };
             let waves = blocks.div_ceil(slots) as f64;
-            let compute_s = on_busiest * block_s + waves * WAVE_LATENCY_S;
+            // Fitted on the FP32 kernels, whose threads store C; the TMA
+            // kernels' copy engine stores it as their next tile runs.
+            let per_thread = if c.spec.operands == Operands::Pointers {
+                (bm * bn) as f64 / c.spec.launch.threads() as f64
+            } else {
+                0.0
+            };
+            let compute_s = on_busiest * block_s
+                + waves * (model.wave_latency_s + per_thread * model.store_s_per_value);
             // Ties (both bound by DRAM in the model) go to the faster
             // arithmetic.
             let t = (compute_s.max(memory_s) + reduce_s + copies, compute_s);
@@ -1425,19 +1486,39 @@ fn full_rate(spec: &KernelSpec) -> Option<f64> {
     })
 }
 
-/// The most slices `Auto`'s model cuts K into. Fitted on the random
-/// suite's seed 1: 16 gave 0.728x cuBLAS there, 32 0.720 (with the
-/// reduction's loads in flight together; before that fix 32 and 64
-/// slices cost 4-8 us each in the reduction alone). On seed 2, held out,
-/// 32 would have done better (0.719 against 0.696, replayed):
-/// docs/measurements.md, twenty-fourth session.
-pub const MAX_SPLIT: usize = 16;
+/// The constants of `Auto`'s model ([`choose_by`]), fitted to the
+/// random suite's seed 1 and judged on seed 2 by replaying the model on
+/// the recorded runs (the bench's test `fit_auto_model` holds the grid
+/// tried; what the best gave is in docs/measurements.md, twenty-fifth
+/// session: 0.756x cuBLAS on seed 1, 0.739x on seed 2, held out).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Model {
+    /// What the model adds per wave of blocks: the latency a wave waits
+    /// out around its arithmetic (first loads, last stores), in seconds.
+    pub wave_latency_s: f64,
+    /// The most slices it cuts K into (a power of two).
+    pub max_split: usize,
+    /// How a last wave that leaves an SM part-filled runs: `r` of the
+    /// `per_sm` blocks an SM holds run at `(r / per_sm) ^ partial_wave`
+    /// of the SM's full rate. 0: at the full rate, as if one block could
+    /// keep an SM busy; 1: each block at its share of a full SM.
+    pub partial_wave: f64,
+    /// What each wave adds per value of C a thread stores (`BM * BN /
+    /// threads`), in seconds: a thread's stores go out one after another
+    /// at the end of its block, so a tile with more values per thread
+    /// takes longer to leave, whatever K (what ranks the tiles when K is
+    /// short). Kernels whose C leaves by TMA (`Operands::TensorMaps`) do
+    /// not pay it.
+    pub store_s_per_value: f64,
+}
 
-/// What the model adds per wave of blocks: the latency a wave waits out
-/// around its arithmetic (first loads, last stores). Fitted on the random
-/// suite's seed 1 (1 to 20 us tried: 2 and 3 tied best), judged on
-/// seed 2 (docs/measurements.md, twenty-fourth session).
-pub const WAVE_LATENCY_S: f64 = 2e-6;
+/// The model `Auto` uses.
+pub const MODEL: Model = Model {
+    wave_latency_s: 0.5e-6,
+    max_split: 32,
+    partial_wave: 0.75,
+    store_s_per_value: 50e-9,
+};
 
 /// The most rows of A for which `Auto`'s model sends a call with B
 /// transposed to step 28 (`decode_nt_8x16`, two rows of its blocks).
