@@ -141,7 +141,8 @@ fn main() -> ExitCode {
             _ => library(&gpu),
         };
         let library = library.into_iter();
-        for (name, result) in library.chain(library_streams()).chain(library_graph()) {
+        let all = library.chain(library_streams()).chain(library_graph());
+        for (name, result) in all.chain(library_multi()) {
             check(format!("gpu::blas::{name}"), result);
         }
     }
@@ -1314,6 +1315,118 @@ fn library_streams() -> Named {
             })
             .collect()
     })
+}
+
+/// A product cut over devices (`rust_gemm::multi`) on one GPU: one
+/// stream as one device, and two streams as two, every split of calls in
+/// both layouts with scalars, each device's buffers cut from the whole
+/// operands by the plan, C assembled (a K split's partials added in
+/// device order) and checked against the f64 reference of the whole
+/// call; then the errors a wrong set of buffers gets.
+fn library_multi() -> Named {
+    use rust_gemm::multi::{MultiGemm, Split, split, sum_partials};
+    let mut out = Named::new();
+    let ctx = match cudarc::driver::CudaContext::new(0) {
+        Ok(ctx) => ctx,
+        Err(e) => return vec![("multi_setup".into(), Err(e.to_string()))],
+    };
+    for devices in [1usize, 2] {
+        let run = || -> Result<(), String> {
+            let streams = (0..devices)
+                .map(|_| ctx.new_stream().map_err(|e| e.to_string()))
+                .collect::<Result<Vec<_>, _>>()?;
+            let multi = MultiGemm::new(streams.clone()).map_err(|e| e.to_string())?;
+            let calls = [
+                GemmConfig::new(300, 700, 200).scalars(0.5, -2.0),
+                GemmConfig::new(700, 300, 260)
+                    .layout(Layout::ColMajor)
+                    .op_a(Op::T),
+                GemmConfig::new(200, 260, 2000)
+                    .op_b(Op::T)
+                    .scalars(1.0, 1.0),
+            ];
+            for cfg in &calls {
+                for how in [Split::Columns, Split::Rows, Split::K] {
+                    let (la, lb, lc) = lens(cfg);
+                    let (a, b, before) = (values(la, 61), values(lb, 62), values(lc, 63));
+                    let parts = split(cfg, devices, how).map_err(|e| e.to_string())?;
+                    let up = |d: usize, v: Vec<f32>| {
+                        streams[d].clone_htod(&v).map_err(|e| e.to_string())
+                    };
+                    let (mut da, mut db, mut dc) = (Vec::new(), Vec::new(), Vec::new());
+                    for d in 0..devices {
+                        // A device the plan gives no part still gets
+                        // (unused) buffers: one per device.
+                        let part = parts.iter().find(|p| p.device == d).unwrap_or(&parts[0]);
+                        da.push(up(d, part.a_of(&a))?);
+                        db.push(up(d, part.b_of(&b))?);
+                        dc.push(up(d, part.c_of(&before, 0.0))?);
+                    }
+                    let done = multi
+                        .gemm(cfg, how, &da, &db, &mut dc)
+                        .map_err(|e| e.to_string())?;
+                    let mut after = before.clone();
+                    let mut partials = Vec::new();
+                    for (part, _) in &done {
+                        let d = part.device;
+                        let shard = streams[d].clone_dtoh(&dc[d]).map_err(|e| e.to_string())?;
+                        match how {
+                            Split::K => partials.push(shard),
+                            _ => part.place(&shard, &mut after),
+                        }
+                    }
+                    if how == Split::K {
+                        after = sum_partials(&partials);
+                    }
+                    let elems = kernels_gpu::elem::Elems::FP32;
+                    let v = harness::reference::check_gemm(
+                        cfg,
+                        (&a, &b),
+                        (&before, &after),
+                        elems,
+                        4096,
+                        7,
+                    );
+                    if !v.passed {
+                        return Err(format!("{cfg:?} by {how:?} over {devices}: {v:?}"));
+                    }
+                }
+            }
+            // One buffer short, and a C shard too small for its part.
+            let cfg = GemmConfig::new(300, 300, 64);
+            let parts = split(&cfg, devices, Split::Columns).map_err(|e| e.to_string())?;
+            let buf = |len: usize| {
+                streams[0]
+                    .alloc_zeros::<f32>(len)
+                    .map_err(|e| e.to_string())
+            };
+            let a: Vec<_> = (0..devices)
+                .map(|_| buf(300 * 64))
+                .collect::<Result<_, _>>()?;
+            let b: Vec<_> = (0..devices)
+                .map(|_| buf(64 * 300))
+                .collect::<Result<_, _>>()?;
+            let mut c: Vec<_> = (0..devices)
+                .map(|_| buf(300 * 300))
+                .collect::<Result<_, _>>()?;
+            match multi.gemm(&cfg, Split::Columns, &a[1..], &b, &mut c) {
+                Err(rust_gemm::GemmError::ShardCount { what: "A", .. }) => {}
+                other => return Err(format!("one A short: {:?}", other.map(|d| d.len()))),
+            }
+            let last = parts.last().map_or(0, |p| p.device);
+            c[last] = buf(10)?;
+            match multi.gemm(&cfg, Split::Columns, &a, &b, &mut c) {
+                Err(e @ rust_gemm::GemmError::OnDevice { .. })
+                    if e.to_string().starts_with(&format!("device {last}: C")) =>
+                {
+                    Ok(())
+                }
+                other => Err(format!("a short C shard: {:?}", other.map(|d| d.len()))),
+            }
+        };
+        out.push((format!("multi_{devices}_devices_every_split"), run()));
+    }
+    out
 }
 
 /// Calls captured into a CUDA graph and replayed: a split-K call (its

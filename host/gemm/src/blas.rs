@@ -511,9 +511,40 @@ pub enum GemmError {
     UnknownKernel { name: String },
     #[error("kernel {kernel} cannot compute this call: {why}")]
     KernelUnsupported { kernel: String, why: String },
+    /// A call split over devices (`multi`) with none to split it over.
+    #[error("no devices: a split call needs at least one stream (one per device)")]
+    NoDevices,
+    #[error(
+        "a batch of {batch} products cannot be split over devices: split one product at a \
+         time, or give each device its own products"
+    )]
+    SplitBatch { batch: usize },
+    #[error("{given} {what} buffers for {devices} devices: give one per device, in device order")]
+    ShardCount {
+        what: &'static str,
+        given: usize,
+        devices: usize,
+    },
+    /// One device's part of a split call failed; `source` says how.
+    #[error("device {device}: {source}")]
+    OnDevice {
+        device: usize,
+        #[source]
+        source: Box<GemmError>,
+    },
     /// The GPU, the driver or a launch failed.
     #[error(transparent)]
     Gpu(#[from] HostError),
+}
+
+impl GemmError {
+    /// This error, as device `device`'s part of a split call.
+    pub fn on_device(self, device: usize) -> Self {
+        Self::OnDevice {
+            device,
+            source: Box::new(self),
+        }
+    }
 }
 
 /// A call reduced to what the kernels take: one row-major problem (with

@@ -8,7 +8,8 @@
 //! can be refused. Below it, bottom up: [`gpu`] (the device, the PTX modules it
 //! can run, [`HostError`]), [`tma`] (tensor maps and padded copies for the
 //! Hopper kernels), [`launch`] (one kernel's launch, the path every call
-//! takes) and [`quant`] (the FP8 quantizer's launches). The harness that
+//! takes) and [`quant`] (the FP8 quantizer's launches). Above it,
+//! [`multi`]: a product cut over several devices, a handle per device. The harness that
 //! verifies and times the kernels (the `host` and `bench` programs) is a
 //! user of this crate, in the `host` package.
 
@@ -17,6 +18,7 @@ pub mod call;
 pub mod error;
 pub mod gpu;
 pub mod launch;
+pub mod multi;
 pub mod quant;
 pub mod tma;
 
