@@ -869,6 +869,14 @@ fn auto_takes_the_decode_kernel_for_few_rows_of_a_times_b_transposed() {
     assert_eq!((narrow.kernel.step, narrow.split_k), (28, 8), "{narrow}");
     let wide = model(&GemmConfig::new(1, 4096, 11008).op_b(Op::T));
     assert_eq!(wide.split_k, 1, "{wide}");
+    // K allowing 3 slices (a cap that is no power of two): the decode
+    // split is capped at 2, one the model tries.
+    let capped = model(&GemmConfig::new(1, 367, 1000).op_b(Op::T));
+    assert_eq!((capped.kernel.step, capped.split_k), (28, 2), "{capped}");
+    // No SMs reported: still a choice, not a division by zero.
+    let cfg = GemmConfig::new(1, 367, 1000).op_b(Op::T);
+    let plan = blas::plan(&cfg, lens(&cfg)).unwrap();
+    assert!(choose(&plan, &candidates(), 0, 4800.0).is_some());
 }
 
 #[test]

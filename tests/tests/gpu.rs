@@ -1358,9 +1358,10 @@ fn library_multi() -> Named {
                         // A device the plan gives no part still gets
                         // (unused) buffers: one per device.
                         let part = parts.iter().find(|p| p.device == d).unwrap_or(&parts[0]);
-                        da.push(up(d, part.a_of(&a))?);
-                        db.push(up(d, part.b_of(&b))?);
-                        dc.push(up(d, part.c_of(&before, 0.0))?);
+                        let e = |e: rust_gemm::GemmError| e.to_string();
+                        da.push(up(d, part.a_of(&a).map_err(e)?)?);
+                        db.push(up(d, part.b_of(&b).map_err(e)?)?);
+                        dc.push(up(d, part.c_of(&before, 0.0).map_err(e)?)?);
                     }
                     let done = multi
                         .gemm(cfg, how, &da, &db, &mut dc)
@@ -1372,11 +1373,11 @@ fn library_multi() -> Named {
                         let shard = streams[d].clone_dtoh(&dc[d]).map_err(|e| e.to_string())?;
                         match how {
                             Split::K => partials.push(shard),
-                            _ => part.place(&shard, &mut after),
+                            _ => part.place(&shard, &mut after).map_err(|e| e.to_string())?,
                         }
                     }
                     if how == Split::K {
-                        after = sum_partials(&partials);
+                        after = sum_partials(&partials).map_err(|e| e.to_string())?;
                     }
                     let elems = kernels_gpu::elem::Elems::FP32;
                     let v = harness::reference::check_gemm(
@@ -1413,11 +1414,17 @@ fn library_multi() -> Named {
                 Err(rust_gemm::GemmError::ShardCount { what: "A", .. }) => {}
                 other => return Err(format!("one A short: {:?}", other.map(|d| d.len()))),
             }
+            // The last device's C too short: refused before any device
+            // is given work.
             let last = parts.last().map_or(0, |p| p.device);
             c[last] = buf(10)?;
             match multi.gemm(&cfg, Split::Columns, &a, &b, &mut c) {
-                Err(e @ rust_gemm::GemmError::OnDevice { .. })
-                    if e.to_string().starts_with(&format!("device {last}: C")) =>
+                Err(rust_gemm::GemmError::OnDevice { device, source })
+                    if device == last
+                        && matches!(
+                            *source,
+                            rust_gemm::GemmError::BufferTooSmall { arg: "c", .. }
+                        ) =>
                 {
                     Ok(())
                 }

@@ -38,7 +38,8 @@ fn split_and_emulate(cfg: &GemmConfig, devices: usize, how: Split) -> (Vec<Part>
     let mut after = before.clone();
     let mut partials = Vec::new();
     for part in &parts {
-        let (pa, pb, pc) = (part.a_of(&a), part.b_of(&b), part.c_of(&before, 0.0));
+        let (pa, pb) = (part.a_of(&a).unwrap(), part.b_of(&b).unwrap());
+        let pc = part.c_of(&before, 0.0).unwrap();
         assert_eq!(
             (pa.len(), pb.len(), pc.len()),
             part.cfg.buffer_lens(),
@@ -47,11 +48,11 @@ fn split_and_emulate(cfg: &GemmConfig, devices: usize, how: Split) -> (Vec<Part>
         let out = emulated(&part.cfg, &pa, &pb, &pc);
         match how {
             Split::K => partials.push(out),
-            _ => part.place(&out, &mut after),
+            _ => part.place(&out, &mut after).unwrap(),
         }
     }
     if how == Split::K {
-        after = sum_partials(&partials);
+        after = sum_partials(&partials).unwrap();
     }
     let v = check_gemm(cfg, (&a, &b), (&before, &after), Elems::FP32, usize::MAX, 0);
     assert!(v.passed, "{cfg:?} over {devices} by {how:?}: {v:?}");
@@ -172,5 +173,51 @@ fn split_calls_refuse_what_they_cannot_cut() {
     assert_eq!(
         wrapped.to_string(),
         format!("device 3: {}", GemmError::NoDevices)
+    );
+}
+
+/// The host helpers refuse what does not fit instead of panicking: a
+/// whole operand too short, a shard too short, a K part placed, partials
+/// of different lengths.
+#[test]
+fn the_host_helpers_refuse_short_buffers_and_partials() {
+    let cfg = GemmConfig::new(200, 300, 100);
+    let (la, lb, lc) = cfg.buffer_lens();
+    let part = &split(&cfg, 2, Split::Columns).unwrap()[1];
+    let e = part.a_of(&vec![0.0f32; la - 1]).unwrap_err();
+    assert!(
+        matches!(e, GemmError::BufferTooSmall { arg: "a", .. }),
+        "{e}"
+    );
+    assert!(part.b_of(&vec![0.0f32; lb - 1]).is_err());
+    assert!(part.c_of(&vec![0.0f32; lc - 1], 0.0).is_err());
+    let mut c = vec![0.0f32; lc];
+    let short = vec![0.0f32; part.cfg.buffer_lens().2 - 1];
+    let e = part.place(&short, &mut c).unwrap_err();
+    assert!(
+        matches!(e, GemmError::BufferTooSmall { arg: "shard", .. }),
+        "{e}"
+    );
+    let k_part = &split(&cfg, 2, Split::K).unwrap()[0];
+    let whole = vec![0.0f32; lc];
+    assert!(matches!(
+        k_part.place(&whole, &mut c),
+        Err(GemmError::PartialNotPlaced)
+    ));
+    let e = sum_partials(&[vec![1.0; 4], vec![1.0; 4], vec![1.0; 3]]).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            GemmError::PartialLengths {
+                device: 2,
+                len: 3,
+                first: 4
+            }
+        ),
+        "{e}"
+    );
+    assert_eq!(
+        sum_partials(&[vec![1.0, 2.0], vec![0.5, 0.25]]).unwrap(),
+        [1.5, 2.25]
     );
 }

@@ -28,6 +28,7 @@ use kernels_gpu::epilogue::Activation;
 use kernels_gpu::launch::KernelSpec;
 use kernels_gpu::launch::Ops;
 use kernels_gpu::registry::{EXPERIMENTS, KERNELS, TRANSPOSED};
+use rust_gemm::blas::Compute;
 use rust_gemm::gpu::Gpu;
 use rust_gemm::launch::Kernel;
 
@@ -112,6 +113,11 @@ struct Args {
     /// With --suite: only the calls of these names (as in the table).
     #[arg(long, value_delimiter = ',', requires = "suite")]
     calls: Option<Vec<String>>,
+    /// With --suite: what Auto may multiply the f32 calls in: fp32
+    /// (next to cuBLAS SGEMM), tf32 (the TF32 kernels too, next to cuBLAS
+    /// in TF32 math) or 3xtf32 (the 3xTF32 kernels too, next to SGEMM).
+    #[arg(long, default_value = "fp32", value_parser = parse_compute, requires = "suite")]
+    compute: Compute,
     /// Measure the 3xTF32 kernels' error instead, next to cuBLAS SGEMM's
     /// and TF32's, at m = n = 2048 and K = 1024, 4096, 16384, on uniform
     /// inputs and on inputs spread over 16 binades (--kernels narrows the
@@ -149,6 +155,16 @@ fn parse_activation(name: &str) -> Result<Activation, String> {
         let names: Vec<&str> = Activation::ALL.iter().map(|a| a.name()).collect();
         format!("choose from {}", names.join(", "))
     })
+}
+
+/// `--compute`'s values.
+fn parse_compute(s: &str) -> Result<Compute, String> {
+    match s.to_ascii_lowercase().as_str() {
+        "fp32" => Ok(Compute::Fp32),
+        "tf32" => Ok(Compute::Tf32),
+        "3xtf32" => Ok(Compute::Tf32x3),
+        other => Err(format!("unknown mode '{other}': fp32, tf32 or 3xtf32")),
+    }
 }
 
 fn main() -> ExitCode {
@@ -223,7 +239,7 @@ fn run_suite(args: &Args) -> Result<bool> {
             Some(seed) => suite::random_cases(seed, args.random_calls),
             None => suite::cases(),
         };
-        suite::run(&gpu, &budget, cases, args.calls.as_deref())
+        suite::run(&gpu, &budget, cases, args.calls.as_deref(), args.compute)
     })?;
     let text = suite::markdown(&results);
     println!("\n{text}");
@@ -931,6 +947,26 @@ mod tests {
                 && first.contains("choose from none, relu, gelu-tanh, gelu-erf, silu"),
             "{first}"
         );
+    }
+
+    /// `--compute` takes the suite's modes, FP32 unless given, and only
+    /// with `--suite`; a bad one names the three.
+    #[test]
+    fn compute_flag_takes_the_suite_modes() {
+        let parse = |v: &str| Args::try_parse_from(["bench", "--suite", "--compute", v]);
+        assert_eq!(parse("tf32").unwrap().compute, Compute::Tf32);
+        assert_eq!(parse("3xTF32").unwrap().compute, Compute::Tf32x3);
+        assert_eq!(parse("fp32").unwrap().compute, Compute::Fp32);
+        assert_eq!(
+            Args::try_parse_from(["bench", "--suite"]).unwrap().compute,
+            Compute::Fp32
+        );
+        let e = parse("bf16").unwrap_err().render().to_string();
+        assert!(
+            e.lines().next().unwrap().contains("fp32, tf32 or 3xtf32"),
+            "{e}"
+        );
+        assert!(Args::try_parse_from(["bench", "--compute", "tf32"]).is_err());
     }
 
     /// Every fused baseline has a plain one of the same types, and no name

@@ -17,10 +17,10 @@ use cudarc::driver::CudaSlice;
 use harness::baselines::Cublas;
 use harness::reference::check_gemm;
 use harness::runner::{self, L2Flush, TimingOptions};
-use kernels_gpu::elem::{Elems, Math};
+use kernels_gpu::elem::{Elem, Elems, Math};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
-use rust_gemm::blas::{self, Algorithm, AutoEntry, Choice, GemmConfig, Op, Sgemm};
+use rust_gemm::blas::{self, Algorithm, AutoEntry, Choice, Compute, GemmConfig, Op, Sgemm};
 use rust_gemm::gpu::Gpu;
 use serde::{Deserialize, Serialize};
 
@@ -305,6 +305,37 @@ pub struct SuiteResults {
     /// replayed on the recorded calls without a GPU.
     #[serde(default)]
     pub model_inputs: Option<ModelInputs>,
+    /// The mode `Auto` was allowed ([`compute_name`]: "FP32", "TF32",
+    /// "3xTF32"), and the math cuBLAS ran in: TF32 next to TF32, SGEMM
+    /// otherwise (absent in runs before the twenty-fifth session: FP32).
+    #[serde(default)]
+    pub compute: Option<String>,
+}
+
+/// The name a suite run records for a compute mode.
+pub fn compute_name(compute: Compute) -> &'static str {
+    match compute {
+        Compute::Fp32 => "FP32",
+        Compute::Tf32x3 => "3xTF32",
+        Compute::Tf32 => "TF32",
+    }
+}
+
+/// The math cuBLAS runs in next to `Auto` in mode `compute`: TF32 next
+/// to TF32, SGEMM's FP32 otherwise (3xTF32 claims FP32's accuracy).
+fn cublas_math(compute: Compute) -> Math {
+    match compute {
+        Compute::Tf32 => Math::Tf32,
+        Compute::Fp32 | Compute::Tf32x3 => Math::Fp32,
+    }
+}
+
+/// The cuBLAS column's name for a run in mode `compute`.
+fn cublas_name(compute: Compute) -> &'static str {
+    match cublas_math(compute) {
+        Math::Tf32 => "cuBLAS TF32",
+        _ => "cuBLAS SGEMM",
+    }
 }
 
 /// The GPU's side of `Auto`'s model (`blas::choose`).
@@ -401,9 +432,10 @@ pub fn run(
     budget: &Budget,
     cases: Vec<Case>,
     only: Option<&[String]>,
+    compute: Compute,
 ) -> Result<SuiteResults> {
     let sgemm = Sgemm::new(gpu.stream.clone()).context("loading the library")?;
-    let cublas = Cublas::load(gpu, Math::Fp32).map_err(anyhow::Error::msg)?;
+    let cublas = Cublas::load(gpu, cublas_math(compute)).map_err(anyhow::Error::msg)?;
     let mut flush = L2Flush::new(gpu)?;
     let sms = gpu.info.sms.max(1) as usize;
     let mut results = Vec::new();
@@ -412,6 +444,10 @@ pub fn run(
             continue;
         }
         eprintln!("suite: {}", case.name);
+        let case = Case {
+            cfg: case.cfg.clone().compute(compute),
+            ..case
+        };
         results.push(run_case(
             gpu, &sgemm, &cublas, &case, budget, &mut flush, sms,
         )?);
@@ -420,7 +456,7 @@ pub fn run(
     let model_inputs = ModelInputs {
         sms,
         dram_gbs: gpu.info.peak_dram_gbs().unwrap_or(1000.0),
-        blocks_per_sm: (sgemm.candidates()?.iter())
+        blocks_per_sm: (sgemm.candidates_in(compute)?.iter())
             .map(|c| (c.spec.name.to_string(), c.blocks_per_sm))
             .collect(),
     };
@@ -433,6 +469,7 @@ pub fn run(
         plan_and_choose_us,
         interleaved: true,
         model_inputs: Some(model_inputs),
+        compute: Some(compute_name(compute).into()),
     })
 }
 
@@ -482,16 +519,31 @@ fn run_case(
 
     let auto_choice = sgemm.choose(cfg, (la, lb, lc))?;
     let plan = blas::plan(cfg, (la, lb, lc))?;
+    // Each variant is verified in its own math (a TF32 kernel, and cuBLAS
+    // in TF32, with TF32's tolerance).
+    let f32_in = |math| Elems::new(Elem::F32, Elem::F32, Elem::F32, math);
     let mut variants = vec![
-        ("Auto".to_string(), Variant::Auto),
-        ("cuBLAS SGEMM".to_string(), Variant::Cublas),
+        ("Auto".to_string(), Variant::Auto, auto_choice.kernel.elems),
+        (
+            cublas_name(cfg.compute).to_string(),
+            Variant::Cublas,
+            f32_in(cublas_math(cfg.compute)),
+        ),
     ];
     for cand in sgemm
-        .candidates()?
+        .candidates_in(cfg.compute)?
         .iter()
         .filter(|c| c.spec.ops == plan.ops)
     {
-        for split in splits(cfg, cand.spec.launch.block_tile, sms) {
+        // Only the FP32 pointer kernels split K.
+        let splitting = cand.spec.elems == Elems::FP32
+            && cand.spec.operands == kernels_gpu::launch::Operands::Pointers;
+        let splits = if splitting {
+            splits(cfg, cand.spec.launch.block_tile, sms)
+        } else {
+            vec![1]
+        };
+        for split in splits {
             let choice = Choice {
                 kernel: cand.spec,
                 split_k: split,
@@ -500,7 +552,7 @@ fn run_case(
                 name: cand.spec.name.into(),
                 split_k: split,
             });
-            variants.push((choice.to_string(), Variant::Named(named)));
+            variants.push((choice.to_string(), Variant::Named(named), cand.spec.elems));
         }
     }
     let call = |variant: &Variant, c: &mut CudaSlice<f32>| -> Result<()> {
@@ -519,7 +571,7 @@ fn run_case(
     // Every variant verified first (C reset to the inputs' C before each),
     // then those that passed timed together, in interleaved rounds.
     let mut measured = Vec::with_capacity(variants.len());
-    for (name, variant) in &variants {
+    for (name, variant, elems) in &variants {
         stream.memcpy_htod(&c_host, &mut c)?;
         call(variant, &mut c)?;
         let after = stream.clone_dtoh(&c)?;
@@ -527,7 +579,7 @@ fn run_case(
             cfg,
             (&a_host, &b_host),
             (&c_host, &after),
-            Elems::FP32,
+            *elems,
             2048,
             budget.seed,
         );
@@ -667,13 +719,22 @@ pub fn markdown(results: &SuiteResults) -> String {
         .map(|c| c.name.as_str())
         .collect::<Vec<_>>();
     let mut s = format!(
-        "{} (commit {}, {}): `rust_gemm::blas` with `Algorithm::Auto` next to cuBLAS SGEMM \
+        "{} (commit {}, {}): `rust_gemm::blas` with `Algorithm::Auto`{} next to {} \
          on the same inputs, in one process; every variant verified against the f64 reference, \
          then timed (median, L2 flushed before each launch{}). \"Fastest registered\" is the \
          quickest of every kernel (and split) the library can run for the call.\n\n{}\n\n",
         results.gpu,
         results.git_commit,
         results.date,
+        match results.compute.as_deref() {
+            None | Some("FP32") => String::new(),
+            Some(mode) => format!(" in {mode} mode"),
+        },
+        if results.compute.as_deref() == Some("TF32") {
+            "cuBLAS TF32"
+        } else {
+            "cuBLAS SGEMM"
+        },
         if results.interleaved {
             "; a call's variants timed together in interleaved rounds, so that they share the \
              GPU's clock states"
@@ -724,6 +785,12 @@ pub struct Replay {
 /// made for).
 #[cfg(test)]
 pub fn replay(run: &SuiteResults, seed: u64, model: &blas::Model, nearest: bool) -> Result<Replay> {
+    if run.compute.as_deref().is_some_and(|c| c != "FP32") {
+        bail!(
+            "seed {seed}: the run is in {:?} mode; the replay takes FP32 runs",
+            run.compute
+        );
+    }
     let inputs = (run.model_inputs.as_ref())
         .with_context(|| format!("seed {seed}: the run has no model inputs; rerun it"))?;
     let mut candidates = Vec::new();

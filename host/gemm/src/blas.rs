@@ -525,6 +525,19 @@ pub enum GemmError {
         given: usize,
         devices: usize,
     },
+    /// A K split's parts are partial sums of the whole of C, not shards
+    /// to place (`multi::Part::place`).
+    #[error("a K split's parts are partial sums of all of C: add them with multi::sum_partials")]
+    PartialNotPlaced,
+    #[error(
+        "partial {device} holds {len} elements, partial 0 {first}: give every device's partial C \
+         of the same call"
+    )]
+    PartialLengths {
+        device: usize,
+        len: usize,
+        first: usize,
+    },
     /// One device's part of a split call failed; `source` says how.
     #[error("device {device}: {source}")]
     OnDevice {
@@ -1278,8 +1291,9 @@ pub fn auto_candidates(
 ///      runs slower than a full one ([`Model::partial_wave`]); plus, per
 ///      wave, [`Model::wave_latency_s`], what a wave's blocks wait for
 ///      before and after their arithmetic, and [`Model::store_s_per_value`]
-///      for each value of C a thread stores (both favour the fewer waves of
-///      smaller, more resident tiles when K is short);
+///      for each value of C a thread of a pointer kernel stores (both
+///      favour the fewer waves of smaller, more resident tiles when K is
+///      short);
 ///    - split-K (FP32 pointer kernels, one product only, tiles that leave
 ///      SMs idle, K at least 512) cuts K into 2, 4, .. [`Model::max_split`]
 ///      slices of at least 256 and adds the reduction, which moves
@@ -1297,8 +1311,8 @@ pub fn auto_candidates(
 ///      rows of A and K of at least [`DECODE_MIN_K`] runs step 28 (decode) where it can:
 ///      its traffic is the weight once, while the bound above charges A
 ///      once per column of tiles as if A did not stay in L2; its split is
-///      the least power of two that gives every SM a block. No other call
-///      runs it.
+///      the least power of two that gives every SM a block, within the
+///      split cap. No other call runs it.
 ///
 /// The measured table holds f32 calls: a 16-bit call is modelled.
 ///
@@ -1369,6 +1383,8 @@ pub fn choose_by(
     sms: usize,
     dram_gbs: f64,
 ) -> Option<Choice> {
+    // A GPU reported with no SMs (or a caller's 0) counts as one.
+    let sms = sms.max(1);
     let p = &plan.params;
     let (m, n, k) = (p.m as f64, p.n as f64, p.k as f64);
     let of_the_call = |c: &&Candidate| {
@@ -1444,8 +1460,11 @@ pub fn choose_by(
             && plan.batch == 1
             && tiles < sms
             && p.k >= 512;
+        // A power of two (the loop below visits no other), so that the
+        // decode split, capped by it, is one the loop visits.
         let max_split = if splits {
-            (p.k as usize / 256).clamp(1, model.max_split)
+            let most = (p.k as usize / 256).clamp(1, model.max_split.max(1));
+            1 << most.ilog2()
         } else {
             1
         };
@@ -1835,12 +1854,16 @@ impl Sgemm {
     /// `Auto`'s f32 candidates (FP32 mode, every layout) and their
     /// occupancy on this GPU, loaded now if no call has loaded them.
     pub fn candidates(&self) -> Result<Vec<Candidate>, GemmError> {
+        self.candidates_in(Compute::Fp32)
+    }
+
+    /// [`Sgemm::candidates`] in mode `compute`: what `Auto` chooses among
+    /// for an f32 call that allows it (the TF32 kernels too in
+    /// [`Compute::Tf32`]).
+    pub fn candidates_in(&self, compute: Compute) -> Result<Vec<Candidate>, GemmError> {
         let mut all = Vec::new();
         for ops in [Ops::NN, Ops::TN, Ops::NT, Ops::TT] {
-            all.extend(
-                self.candidates_for(Storage::F32, ops, Compute::Fp32)?
-                    .iter(),
-            );
+            all.extend(self.candidates_for(Storage::F32, ops, compute)?.iter());
         }
         Ok(all)
     }

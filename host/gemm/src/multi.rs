@@ -43,6 +43,7 @@ use std::sync::Arc;
 use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut};
 
 use crate::blas::{Choice, GemmConfig, GemmElement, GemmError, Layout, Op, Sgemm};
+use crate::error::HostError;
 
 /// How a call is cut over the devices (module docs).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -207,12 +208,22 @@ fn block<T: Copy>(
     out
 }
 
+/// `GemmError::BufferTooSmall` unless `len >= needs`.
+fn holds(arg: &'static str, len: usize, needs: usize) -> Result<(), GemmError> {
+    if len < needs {
+        return Err(GemmError::BufferTooSmall { arg, len, needs });
+    }
+    Ok(())
+}
+
 impl Part {
     /// The device's A, cut from the caller's whole A (as stored): its
-    /// shard, packed, or (columns) the whole of it.
-    pub fn a_of<T: Copy>(&self, a: &[T]) -> Vec<T> {
+    /// shard, packed, or (columns) the whole of it. Refused if `a` is
+    /// shorter than the whole call reads.
+    pub fn a_of<T: Copy>(&self, a: &[T]) -> Result<Vec<T>, GemmError> {
         let w = &self.whole;
-        match self.how {
+        holds("a", a.len(), w.buffer_lens().0)?;
+        Ok(match self.how {
             Split::Columns => a.to_vec(),
             Split::Rows => {
                 let (r, c) = stored(w.op_a, self.rows.len(), w.k);
@@ -224,13 +235,15 @@ impl Part {
                 let at = stored(w.op_a, 0, self.depth.start);
                 block(a, w.layout, w.lda, at, (r, c))
             }
-        }
+        })
     }
 
-    /// The device's B, cut from the caller's whole B (as stored).
-    pub fn b_of<T: Copy>(&self, b: &[T]) -> Vec<T> {
+    /// The device's B, cut from the caller's whole B (as stored); refused
+    /// if `b` is shorter than the whole call reads.
+    pub fn b_of<T: Copy>(&self, b: &[T]) -> Result<Vec<T>, GemmError> {
         let w = &self.whole;
-        match self.how {
+        holds("b", b.len(), w.buffer_lens().1)?;
+        Ok(match self.how {
             Split::Rows => b.to_vec(),
             Split::Columns => {
                 let (r, c) = stored(w.op_b, w.k, self.cols.len());
@@ -242,15 +255,17 @@ impl Part {
                 let at = stored(w.op_b, self.depth.start, 0);
                 block(b, w.layout, w.ldb, at, (r, c))
             }
-        }
+        })
     }
 
     /// The device's C before the call, from the caller's C: its shard,
     /// packed; for a K split, the whole of C on device 0 (which adds
-    /// `beta C`) and `zero` elsewhere (not read: beta is 0 there).
-    pub fn c_of<T: Copy>(&self, c: &[T], zero: T) -> Vec<T> {
+    /// `beta C`) and `zero` elsewhere (not read: beta is 0 there). Refused
+    /// if `c` is shorter than the whole call writes.
+    pub fn c_of<T: Copy>(&self, c: &[T], zero: T) -> Result<Vec<T>, GemmError> {
         let w = &self.whole;
-        match self.how {
+        holds("c", c.len(), w.buffer_lens().2)?;
+        Ok(match self.how {
             Split::K if self.device == 0 => c.to_vec(),
             Split::K => vec![zero; c.len()],
             _ => block(
@@ -260,14 +275,19 @@ impl Part {
                 (self.rows.start, self.cols.start),
                 (self.rows.len(), self.cols.len()),
             ),
-        }
+        })
     }
 
     /// Writes the device's computed C shard `shard` (as [`Part::c_of`]
-    /// laid it out) into the caller's C. For a K split, use
-    /// [`sum_partials`] instead.
-    pub fn place<T: Copy>(&self, shard: &[T], c: &mut [T]) {
+    /// laid it out) into the caller's C. Refused for a K split (add its
+    /// partials with [`sum_partials`]) and for a `shard` or `c` too short.
+    pub fn place<T: Copy>(&self, shard: &[T], c: &mut [T]) -> Result<(), GemmError> {
+        if self.how == Split::K {
+            return Err(GemmError::PartialNotPlaced);
+        }
         let w = &self.whole;
+        holds("c", c.len(), w.buffer_lens().2)?;
+        holds("shard", shard.len(), self.cfg.buffer_lens().2)?;
         let (rows, cols) = (self.rows.len(), self.cols.len());
         let ld = packed_ld(w.layout, rows, cols);
         for i in 0..rows {
@@ -285,18 +305,27 @@ impl Part {
                 c[to] = shard[from];
             }
         }
+        Ok(())
     }
 }
 
 /// C of a K split from the devices' partial C's (`partials[d]`, device
 /// `d`'s, as [`Part::c_of`] laid them out), added in device order, so the
-/// same partials give the same bits on every run.
-pub fn sum_partials(partials: &[Vec<f32>]) -> Vec<f32> {
+/// same partials give the same bits on every run. Refused when they
+/// differ in length.
+pub fn sum_partials(partials: &[Vec<f32>]) -> Result<Vec<f32>, GemmError> {
     let mut c = partials.first().cloned().unwrap_or_default();
-    for p in &partials[1.min(partials.len())..] {
+    for (device, p) in partials.iter().enumerate().skip(1) {
+        if p.len() != c.len() {
+            return Err(GemmError::PartialLengths {
+                device,
+                len: p.len(),
+                first: c.len(),
+            });
+        }
         c.iter_mut().zip(p).for_each(|(c, p)| *c += p);
     }
-    c
+    Ok(c)
 }
 
 /// One [`Sgemm`] handle per device, each on its own stream: a product
@@ -334,8 +363,9 @@ impl MultiGemm {
     /// `a[d]`, `b[d]`, `c[d]` are device `d`'s buffers, laid out as
     /// [`Part::a_of`], [`Part::b_of`], [`Part::c_of`] say (one per device,
     /// even for a device the plan gives no part). For [`Split::K`], `c[d]`
-    /// receives device `d`'s partial C: C is their sum. Nothing waits for
-    /// the GPUs.
+    /// receives device `d`'s partial C (zeros on a device without a part):
+    /// C is their sum. Every part is checked before any is enqueued, so a
+    /// refused call changes nothing. Nothing waits for the GPUs.
     pub fn gemm<TA, TB, TC, A, B, C>(
         &self,
         cfg: &GemmConfig,
@@ -363,6 +393,35 @@ impl MultiGemm {
             }
         }
         let parts = split(cfg, devices, how)?;
+        // Every part checked (its buffers, a kernel its device runs) before
+        // any is enqueued: a refused call changes no device's C.
+        let storage = crate::blas::storage_of::<TA, TB, TC>();
+        for part in &parts {
+            let d = part.device;
+            let lens = (a[d].len(), b[d].len(), c[d].len());
+            self.handles[d]
+                .choose_for(&part.cfg, lens, storage)
+                .map_err(|e| e.on_device(d))?;
+        }
+        // A K split's devices without a part (K shorter than a unit per
+        // device) hold zeros, so that an all-reduce over every device adds
+        // nothing of theirs.
+        if how == Split::K {
+            for (d, c) in c.iter_mut().enumerate().skip(parts.len()) {
+                let stream = self.handles[d].stream();
+                let bytes = c.len() * std::mem::size_of::<TC>();
+                let (ptr, _record) = c.device_ptr_mut(stream);
+                // SAFETY: `ptr` is this buffer's device memory and `bytes`
+                // its length; the memset is ordered on its device's stream.
+                let zeroed = unsafe {
+                    cudarc::driver::result::memset_d8_async(ptr, 0, bytes, stream.cu_stream())
+                };
+                zeroed.map_err(|source| {
+                    let doing = "zeroing a partial C".to_string();
+                    GemmError::from(HostError::Cuda { doing, source }).on_device(d)
+                })?;
+            }
+        }
         let mut done = Vec::with_capacity(parts.len());
         for part in parts {
             let d = part.device;
