@@ -523,7 +523,8 @@ impl<A: Element, B: Element> Gemm<A, B, f32> {
     ///
     /// # Safety
     /// As [`Self::store_c`] for all four elements, `idx % 4 == 0` and
-    /// [`Gemm::vec4`].
+    /// C 16-byte aligned with `ldc % 4 == 0` ([`Gemm::vec4`], or
+    /// [`Gemm::vec4_c`], which asks only that of C).
     #[inline(always)]
     #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
     pub unsafe fn store_c4(self, idx: usize, acc: [f32; 4]) {

@@ -273,6 +273,14 @@ impl<A: Element, B: Element> Gemm<A, B, f32> {
     pub fn vec2_c(self) -> bool {
         self.c.aligned(8) && self.ldc.is_multiple_of(2)
     }
+
+    /// C starts on a 16-byte boundary and `ldc` is a multiple of 4
+    /// (128-bit stores), whatever A and B (step 10's guarded blocks that
+    /// lie inside C: K not a multiple of BK, or A or B unaligned).
+    #[inline(always)]
+    pub fn vec4_c(self) -> bool {
+        self.c.aligned(16) && self.ldc.is_multiple_of(4)
+    }
 }
 
 #[cfg(target_arch = "nvptx64")]

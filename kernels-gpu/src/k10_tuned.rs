@@ -68,7 +68,10 @@
 //! Edges: as step 06. The vector path needs the block inside C,
 //! K % BK == 0 and 16-byte aligned rows (`Gemm::vec4`); other blocks take
 //! the guarded path (zeros staged outside A and B, scalar stores only
-//! inside C). Block-uniform; both paths reach the same barriers.
+//! inside C), except that a guarded block inside an aligned C
+//! (`Gemm::vec4_c`: K not a multiple of BK, or A or B unaligned) still
+//! stores 128 bits at a time. Block-uniform; both paths reach the same
+//! barriers.
 //!
 //! Layouts (for the library's transposed calls): `TA` and `TB` read A or
 //! B stored transposed. An operand whose stored rows run along K (A as it
@@ -551,13 +554,17 @@ fn body<
         k0 += BK;
     }
 
+    // A guarded block that lies inside an aligned C still stores 128
+    // bits at a time: what a short K (every block guarded when K is not a
+    // multiple of BK) spends most of its time on. Block-uniform.
+    let scalar_stores = GUARD && !(row0 + BM <= g.m && col0 + BN <= g.n && g.vec4_c());
     unroll!(WM_ITERS; 4, |mi| {
         unroll!(TM; 4, |i| {
             let row = row0 + m_base + mi * SUB_M + i;
             unroll!(WN_ITERS; 4, |ni| {
                 let col = col0 + n_base + ni * SUB_N;
                 let out = acc[mi][ni][i];
-                if GUARD {
+                if scalar_stores {
                     unroll!(TN; 4, |j| {
                         if row < g.m && col + j < g.n {
                             // SAFETY: row < m and col + j < n; this thread
@@ -567,7 +574,8 @@ fn body<
                     });
                 } else {
                     // SAFETY: the block lies inside C, so row < m and
-                    // col + 4 <= n; ldc % 4 == 0 (vec4) and col % 4 == 0 keep the
+                    // col + 4 <= n; ldc % 4 == 0 and C 16-byte aligned
+                    // (vec4, or vec4_c above) and col % 4 == 0 keep the
                     // index a multiple of 4; one owner thread.
                     unsafe { g.store_c4(row * g.ldc + col, out) };
                 }
