@@ -390,13 +390,15 @@ impl GemmConfig {
         }
     }
 
-    fn dense_ld(&self, which: Operand) -> usize {
+    /// The leading dimension of `which` stored packed: its line length.
+    pub(crate) fn dense_ld(&self, which: Operand) -> usize {
         self.stored(which).1
     }
 }
 
+/// One of a call's matrices.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Operand {
+pub(crate) enum Operand {
     A,
     B,
     C,

@@ -547,10 +547,21 @@ fn device_info(ctx: &Arc<CudaContext>, ordinal: usize) -> Result<DeviceInfo, Hos
 
 /// Sets every byte of `buf` to `byte`, enqueued on the GPU's stream.
 pub fn memset<T>(gpu: &Gpu, buf: &mut CudaSlice<T>, byte: u8) -> Result<(), DriverError> {
+    memset_on(&gpu.stream, buf, byte)
+}
+
+/// Sets every byte of `buf` (a buffer or a view of one) to `byte`,
+/// enqueued on `stream`.
+pub fn memset_on<T, B: DevicePtrMut<T>>(
+    stream: &CudaStream,
+    buf: &mut B,
+    byte: u8,
+) -> Result<(), DriverError> {
     let bytes = buf.num_bytes();
-    let (ptr, _sync) = buf.device_ptr_mut(&gpu.stream);
-    // SAFETY: writes exactly the buffer's own bytes, on the stream that owns it.
-    unsafe { cudarc::driver::result::memset_d8_async(ptr, byte, bytes, gpu.stream.cu_stream()) }
+    let (ptr, _sync) = buf.device_ptr_mut(stream);
+    // SAFETY: writes exactly the buffer's own bytes, ordered on `stream`
+    // after its earlier work (the recorded use keeps it alive).
+    unsafe { cudarc::driver::result::memset_d8_async(ptr, byte, bytes, stream.cu_stream()) }
 }
 
 /// The device address of `buf` (read once, outside any timed region:

@@ -42,7 +42,7 @@ use std::sync::Arc;
 
 use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut};
 
-use crate::blas::{Choice, GemmConfig, GemmElement, GemmError, Layout, Op, Sgemm};
+use crate::blas::{Choice, GemmConfig, GemmElement, GemmError, Layout, Op, Operand, Sgemm};
 use crate::error::HostError;
 
 /// How a call is cut over the devices (module docs).
@@ -113,14 +113,6 @@ fn stored(op: Op, rows: usize, cols: usize) -> (usize, usize) {
     }
 }
 
-/// The leading dimension of a packed `rows x cols` matrix in `layout`.
-fn packed_ld(layout: Layout, rows: usize, cols: usize) -> usize {
-    match layout {
-        Layout::RowMajor => cols,
-        Layout::ColMajor => rows,
-    }
-}
-
 /// The plan of `cfg` cut `how` over `devices` devices: one [`Part`] per
 /// device with work, in device order (a device whose shard would be empty,
 /// when a dimension has fewer [`SHARD_ALIGN`] units than there are
@@ -140,7 +132,6 @@ pub fn split(cfg: &GemmConfig, devices: usize, how: Split) -> Result<Vec<Part>, 
         Split::Rows => shards(m, devices),
         Split::K => shards(k, devices),
     };
-    let layout = cfg.layout;
     Ok(ranges
         .into_iter()
         .enumerate()
@@ -148,26 +139,21 @@ pub fn split(cfg: &GemmConfig, devices: usize, how: Split) -> Result<Vec<Part>, 
             let len = range.len();
             let mut part = cfg.clone();
             let (rows, cols, depth) = match how {
+                // A shard's leading dimension is its packed one (the
+                // part's own dense `ld`); whole operands keep the caller's.
                 Split::Columns => {
                     part.n = len;
-                    let (br, bc) = stored(cfg.op_b, k, len);
-                    part.ldb = packed_ld(layout, br, bc);
-                    part.ldc = packed_ld(layout, m, len);
+                    (part.ldb, part.ldc) = (part.dense_ld(Operand::B), part.dense_ld(Operand::C));
                     (0..m, range, 0..k)
                 }
                 Split::Rows => {
                     part.m = len;
-                    let (ar, ac) = stored(cfg.op_a, len, k);
-                    part.lda = packed_ld(layout, ar, ac);
-                    part.ldc = packed_ld(layout, len, n);
+                    (part.lda, part.ldc) = (part.dense_ld(Operand::A), part.dense_ld(Operand::C));
                     (range, 0..n, 0..k)
                 }
                 Split::K => {
                     part.k = len;
-                    let (ar, ac) = stored(cfg.op_a, m, len);
-                    let (br, bc) = stored(cfg.op_b, len, n);
-                    part.lda = packed_ld(layout, ar, ac);
-                    part.ldb = packed_ld(layout, br, bc);
+                    (part.lda, part.ldb) = (part.dense_ld(Operand::A), part.dense_ld(Operand::B));
                     if device > 0 {
                         part.beta = 0.0;
                     }
@@ -288,8 +274,7 @@ impl Part {
         let w = &self.whole;
         holds("c", c.len(), w.buffer_lens().2)?;
         holds("shard", shard.len(), self.cfg.buffer_lens().2)?;
-        let (rows, cols) = (self.rows.len(), self.cols.len());
-        let ld = packed_ld(w.layout, rows, cols);
+        let (rows, cols, ld) = (self.rows.len(), self.cols.len(), self.cfg.ldc);
         for i in 0..rows {
             for j in 0..cols {
                 let (from, to) = match w.layout {
@@ -408,15 +393,7 @@ impl MultiGemm {
         // nothing of theirs.
         if how == Split::K {
             for (d, c) in c.iter_mut().enumerate().skip(parts.len()) {
-                let stream = self.handles[d].stream();
-                let bytes = c.len() * std::mem::size_of::<TC>();
-                let (ptr, _record) = c.device_ptr_mut(stream);
-                // SAFETY: `ptr` is this buffer's device memory and `bytes`
-                // its length; the memset is ordered on its device's stream.
-                let zeroed = unsafe {
-                    cudarc::driver::result::memset_d8_async(ptr, 0, bytes, stream.cu_stream())
-                };
-                zeroed.map_err(|source| {
+                crate::gpu::memset_on(self.handles[d].stream(), c, 0).map_err(|source| {
                     let doing = "zeroing a partial C".to_string();
                     GemmError::from(HostError::Cuda { doing, source }).on_device(d)
                 })?;
