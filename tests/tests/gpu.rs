@@ -142,7 +142,7 @@ fn main() -> ExitCode {
         };
         let library = library.into_iter();
         let all = library.chain(library_streams()).chain(library_graph());
-        for (name, result) in all.chain(library_multi()) {
+        for (name, result) in all.chain(library_multi()).chain(library_multi_nccl()) {
             check(format!("gpu::blas::{name}"), result);
         }
     }
@@ -1433,6 +1433,119 @@ fn library_multi() -> Named {
         };
         out.push((format!("multi_{devices}_devices_every_split"), run()));
     }
+    out
+}
+
+/// The calls of a multi-device handle that go through NCCL, on one rank
+/// (one H200): a K split reduced on the devices (twice: the same bits)
+/// and an all-gather of A with the product, each checked against the
+/// reference; a handle without communicators and two ranks on one GPU
+/// refused with their errors. Skipped, loudly, where NCCL is not
+/// installed.
+fn library_multi_nccl() -> Named {
+    use rust_gemm::GemmError;
+    use rust_gemm::multi::{Gather, MultiGemm};
+    let mut out = Named::new();
+    let ctx = match cudarc::driver::CudaContext::new(0) {
+        Ok(ctx) => ctx,
+        Err(e) => return vec![("multi_nccl_setup".into(), Err(e.to_string()))],
+    };
+    let stream = match ctx.new_stream() {
+        Ok(s) => s,
+        Err(e) => return vec![("multi_nccl_setup".into(), Err(e.to_string()))],
+    };
+    let multi = match MultiGemm::with_nccl(vec![stream.clone()]) {
+        Ok(m) => m,
+        Err(GemmError::NcclMissing) => {
+            eprintln!("*** SKIPPED: multi_nccl: the NCCL library is not installed here ***");
+            return out;
+        }
+        Err(e) => return vec![("multi_nccl_setup".into(), Err(e.to_string()))],
+    };
+    let s = |e: GemmError| e.to_string();
+    let d = |e: cudarc::driver::DriverError| e.to_string();
+    let check = |cfg: &GemmConfig, a: &[f32], b: &[f32], before: &[f32], after: &[f32]| {
+        let elems = kernels_gpu::elem::Elems::FP32;
+        let v = harness::reference::check_gemm(cfg, (a, b), (before, after), elems, 4096, 7);
+        if v.passed {
+            Ok(())
+        } else {
+            Err(format!("{cfg:?}: {v:?}"))
+        }
+    };
+    let reduced = || -> Result<(), String> {
+        for cfg in [
+            GemmConfig::new(300, 700, 2000).scalars(0.5, -2.0),
+            GemmConfig::new(500, 260, 1000)
+                .layout(Layout::ColMajor)
+                .op_b(Op::T)
+                .lds(500, 260, 509),
+        ] {
+            let (la, lb, lc) = lens(&cfg);
+            let (a, b, before) = (values(la, 71), values(lb, 72), values(lc, 73));
+            let da = vec![stream.clone_htod(&a).map_err(d)?];
+            let db = vec![stream.clone_htod(&b).map_err(d)?];
+            let mut runs = Vec::new();
+            for _ in 0..2 {
+                let mut dc = vec![stream.clone_htod(&before).map_err(d)?];
+                (multi.gemm_reduced(&cfg, &da, &db, &mut dc)).map_err(s)?;
+                runs.push(stream.clone_dtoh(&dc[0]).map_err(d)?);
+            }
+            check(&cfg, &a, &b, &before, &runs[0])?;
+            let bits = |c: &Vec<f32>| c.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            if bits(&runs[0]) != bits(&runs[1]) {
+                return Err(format!("{cfg:?}: two runs differ"));
+            }
+        }
+        Ok(())
+    };
+    out.push(("multi_nccl_reduced_k_split".into(), reduced()));
+    let gathered = || -> Result<(), String> {
+        for cfg in [
+            GemmConfig::new(700, 300, 200).scalars(1.0, 0.5),
+            GemmConfig::new(400, 300, 260)
+                .layout(Layout::ColMajor)
+                .op_a(Op::T),
+        ] {
+            let (la, lb, lc) = lens(&cfg);
+            let (a, b, before) = (values(la, 81), values(lb, 82), values(lc, 83));
+            let plan = Gather::of(&cfg, 1).map_err(s)?;
+            let part = &plan.parts[0];
+            let mut da = vec![stream.clone_htod(&a).map_err(d)?];
+            let db = vec![stream.clone_htod(&part.b_of(&b).map_err(s)?).map_err(d)?];
+            let mut dc = vec![
+                stream
+                    .clone_htod(&part.c_of(&before, 0.0).map_err(s)?)
+                    .map_err(d)?,
+            ];
+            (multi.gather_gemm(&cfg, &mut da, &db, &mut dc)).map_err(s)?;
+            let mut after = before.clone();
+            let shard = stream.clone_dtoh(&dc[0]).map_err(d)?;
+            part.place(&shard, &mut after).map_err(s)?;
+            check(&cfg, &a, &b, &before, &after)?;
+            if stream.clone_dtoh(&da[0]).map_err(d)? != a {
+                return Err(format!("{cfg:?}: the gather changed A"));
+            }
+        }
+        Ok(())
+    };
+    out.push(("multi_nccl_gather_gemm".into(), gathered()));
+    let refused = || -> Result<(), String> {
+        let plain = MultiGemm::new(vec![stream.clone()]).map_err(s)?;
+        let cfg = GemmConfig::new(64, 64, 64);
+        let buf = || stream.alloc_zeros::<f32>(64 * 64).map_err(d);
+        let (a, b, mut c) = (vec![buf()?], vec![buf()?], vec![buf()?]);
+        match plain.gemm_reduced(&cfg, &a, &b, &mut c) {
+            Err(GemmError::NoNccl { .. }) => {}
+            other => return Err(format!("no communicators: {:?}", other.map(|_| ()))),
+        }
+        let two = vec![stream.clone(), ctx.new_stream().map_err(d)?];
+        match MultiGemm::with_nccl(two) {
+            Err(GemmError::Nccl { .. }) => Ok(()),
+            other => Err(format!("two ranks on one GPU: {:?}", other.map(|_| ()))),
+        }
+    };
+    out.push(("multi_nccl_refusals".into(), refused()));
     out
 }
 

@@ -8,7 +8,9 @@
 use harness::reference::check_gemm;
 use kernels_gpu::elem::{Elems, Storage};
 use rust_gemm::blas::{self, Candidate, Compute, GemmConfig, GemmError, Layout, Op};
-use rust_gemm::multi::{MultiGemm, Part, SHARD_ALIGN, Split, split, sum_partials};
+use rust_gemm::multi::{
+    Gather, MultiGemm, Part, Reduction, SHARD_ALIGN, Split, split, sum_partials,
+};
 use tests::values;
 
 /// `cfg` on the emulator with the kernel `Auto`'s model takes for it.
@@ -220,4 +222,191 @@ fn the_host_helpers_refuse_short_buffers_and_partials() {
         sum_partials(&[vec![1.0, 2.0], vec![0.5, 0.25]]).unwrap(),
         [1.5, 2.25]
     );
+}
+
+/// [`blas::PlaneSum`] on the emulator.
+fn summed(sum: &blas::PlaneSum, w: &[f32], c: &[f32]) -> Vec<f32> {
+    match blas::emulate_sum(sum, w, c) {
+        Ok(Ok(c)) => c,
+        Ok(Err(report)) => panic!("{sum:?}: the emulator found\n{report}"),
+        Err(e) => panic!("{sum:?}: {e}"),
+    }
+}
+
+/// A K split reduced on the devices, as `MultiGemm::gemm_reduced` runs it
+/// (its plan, `Reduction`, step by step), each device's partial product
+/// and sums on the emulator and NCCL's moves as copies: every device's C.
+fn reduce_on_emulator(cfg: &GemmConfig, devices: usize, seed: u64) -> (Vec<f32>, Vec<Vec<f32>>) {
+    let (la, lb, lc) = cfg.buffer_lens();
+    let (a, b, before) = (values(la, seed), values(lb, seed + 1), values(lc, seed + 2));
+    let plan = Reduction::of(cfg, devices);
+    let mut planes = vec![vec![0.0f32; plan.plane()]; devices];
+    for part in split(cfg, devices, Split::K).unwrap() {
+        let call = plan.partial(&part);
+        let (pa, pb) = (part.a_of(&a).unwrap(), part.b_of(&b).unwrap());
+        // The partial's C is written, not read (beta 0): NaN stays out.
+        let nan = vec![f32::NAN; plan.plane()];
+        planes[part.device] = emulated(&call, &pa, &pb, &nan);
+    }
+    // 1: each owner's rows of every plane into its slots.
+    let mut slots: Vec<Vec<f32>> = (0..devices)
+        .map(|d| vec![f32::NAN; plan.slots(d)])
+        .collect();
+    for t in plan.transfers() {
+        let src = planes[t.from][t.src].to_vec();
+        slots[t.to][t.dst].copy_from_slice(&src);
+    }
+    // 2: each owner's sum, over its rows of its plane.
+    for d in 0..devices {
+        if let Some(sum) = plan.owned_sum(d) {
+            let span = plan.span(&plan.owned[d]);
+            let rows = summed(&sum, &slots[d], &planes[d][span.clone()]);
+            planes[d][span].copy_from_slice(&rows);
+        }
+    }
+    // 3: each owner's rows to every device.
+    for (root, rows) in plan.owned.iter().enumerate() {
+        let span = plan.span(rows);
+        let sent = planes[root][span.clone()].to_vec();
+        planes
+            .iter_mut()
+            .for_each(|p| p[span.clone()].copy_from_slice(&sent));
+    }
+    // 4: C on every device, from the same C.
+    let cs = (0..devices)
+        .map(|d| summed(&plan.final_sum(), &planes[d], &before))
+        .collect::<Vec<_>>();
+    for (d, c) in cs.iter().enumerate() {
+        let v = check_gemm(cfg, (&a, &b), (&before, c), Elems::FP32, usize::MAX, 0);
+        assert!(v.passed, "{cfg:?} over {devices}, device {d}: {v:?}");
+    }
+    (before, cs)
+}
+
+/// A K split reduced on the devices (`Reduction`): every device ends with
+/// the whole product, every device the same bits, the same bits on every
+/// run; C's padding is left alone. Both layouts, padded C, more devices
+/// than rows' units and than K's.
+#[test]
+fn a_reduced_k_split_gives_every_device_the_same_c() {
+    let long = 2 * SHARD_ALIGN + 21;
+    for layout in [Layout::RowMajor, Layout::ColMajor] {
+        for (m, n, k, devices) in [(150, 37, long, 2), (40, 300, long, 4), (29, 31, 100, 3)] {
+            let cfg = GemmConfig::new(m, n, k)
+                .layout(layout)
+                .op_b(Op::T)
+                .scalars(0.75, -0.5);
+            let cfg = cfg.clone().lds(cfg.lda, cfg.ldb, cfg.ldc + 3);
+            let (before, cs) = reduce_on_emulator(&cfg, devices, 10);
+            let bits = |c: &Vec<f32>| c.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            assert!(cs.iter().all(|c| bits(c) == bits(&cs[0])), "{cfg:?}");
+            let (_, again) = reduce_on_emulator(&cfg, devices, 10);
+            assert_eq!(bits(&again[0]), bits(&cs[0]), "{cfg:?}");
+            // The padding after each row (or column) of C is untouched.
+            let (lines, len) = match layout {
+                Layout::RowMajor => (m, n),
+                Layout::ColMajor => (n, m),
+            };
+            for line in 0..lines - 1 {
+                let pad = line * cfg.ldc + len..(line + 1) * cfg.ldc;
+                assert_eq!(
+                    bits(&cs[0][pad.clone()].to_vec()),
+                    bits(&before[pad].to_vec())
+                );
+            }
+        }
+    }
+}
+
+/// The reduction's plan: each owner receives every device's rows once,
+/// slot `from` for device `from`; owners cover C's rows.
+#[test]
+fn a_reduction_moves_every_row_to_its_owner_once() {
+    let cfg = GemmConfig::new(300, 50, 1000);
+    let plan = Reduction::of(&cfg, 4);
+    assert_eq!(plan.owned, [0..128, 128..256, 256..300, 300..300]);
+    let moves = plan.transfers();
+    assert_eq!(moves.len(), 3 * 4);
+    for t in &moves {
+        let rows = &plan.owned[t.to];
+        assert_eq!(t.src, rows.start * 50..rows.end * 50);
+        assert_eq!(t.dst.start, t.from * t.src.len());
+        assert_eq!(t.dst.len(), t.src.len());
+    }
+    assert!(plan.owned_sum(3).is_none());
+    assert_eq!(plan.owned_sum(2).unwrap().rows, 44);
+    assert_eq!(plan.slots(2), 4 * 44 * 50);
+    let col = Reduction::of(&cfg.clone().layout(Layout::ColMajor), 2);
+    assert_eq!((col.rows, col.len), (50, 300));
+}
+
+/// The all-gather of A overlapped with the product (`Gather`), as
+/// `MultiGemm::gather_gemm` runs it: each device starts with its rows of
+/// A alone (the rest NaN), the broadcasts are copies of each chunk's
+/// span, each device multiplies the chunks in its order on the emulator,
+/// and the columns of C assembled are the whole call's.
+#[test]
+fn a_gathered_a_gives_the_whole_product_on_the_emulator() {
+    let long = 2 * SHARD_ALIGN + 21;
+    for (layout, op_a) in [(Layout::RowMajor, Op::N), (Layout::ColMajor, Op::T)] {
+        for devices in [1, 2, 4] {
+            let cfg = GemmConfig::new(long, 150, 33)
+                .layout(layout)
+                .op_a(op_a)
+                .scalars(1.5, 0.25);
+            let cfg = cfg.clone().lds(cfg.lda + 2, cfg.ldb, cfg.ldc);
+            let (la, lb, lc) = cfg.buffer_lens();
+            let (a, b, before) = (values(la, 20), values(lb, 21), values(lc, 22));
+            let plan = Gather::of(&cfg, devices).unwrap();
+            assert_eq!(plan.chunks.len(), devices.min(3));
+            let mut held: Vec<Vec<f32>> = (0..devices)
+                .map(|d| {
+                    let mut mine = vec![f32::NAN; la];
+                    if d < plan.chunks.len() {
+                        let span = plan.a_span(d);
+                        mine[span.clone()].copy_from_slice(&a[span]);
+                    }
+                    mine
+                })
+                .collect();
+            for root in 0..plan.chunks.len() {
+                let span = plan.a_span(root);
+                let sent = held[root][span.clone()].to_vec();
+                held.iter_mut()
+                    .for_each(|h| h[span.clone()].copy_from_slice(&sent));
+            }
+            let mut after = before.clone();
+            for part in &plan.parts {
+                let d = part.device;
+                let pb = part.b_of(&b).unwrap();
+                let mut pc = part.c_of(&before, 0.0).unwrap();
+                let order = plan.order(d);
+                assert_eq!(order.len(), plan.chunks.len());
+                if d < plan.chunks.len() {
+                    assert_eq!(order[0], d, "own chunk first");
+                }
+                for j in order {
+                    let (call, a_at, c_at) = plan.chunk_call(part, j);
+                    let out = emulated(&call, &held[d][a_at..], &pb, &pc[c_at..]);
+                    pc[c_at..].copy_from_slice(&out);
+                }
+                part.place(&pc, &mut after).unwrap();
+            }
+            let v = check_gemm(
+                &cfg,
+                (&a, &b),
+                (&before, &after),
+                Elems::FP32,
+                usize::MAX,
+                0,
+            );
+            assert!(v.passed, "{cfg:?} over {devices}: {v:?}");
+        }
+    }
+    for (layout, op_a) in [(Layout::RowMajor, Op::T), (Layout::ColMajor, Op::N)] {
+        let cfg = GemmConfig::new(300, 100, 20).layout(layout).op_a(op_a);
+        let e = Gather::of(&cfg, 2).unwrap_err();
+        assert!(matches!(e, GemmError::GatherLayout { .. }), "{e}");
+        assert!(e.to_string().contains("row-major with op_a = N"), "{e}");
+    }
 }

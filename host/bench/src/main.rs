@@ -5,6 +5,7 @@
 //! table and plot into README.md. Run it as `cargo xtask bench`.
 
 mod accuracy;
+mod devices;
 mod ncu;
 mod plot;
 mod render;
@@ -145,6 +146,14 @@ struct Args {
     /// GPU to use.
     #[arg(long, default_value_t = 0)]
     device: usize,
+    /// Run the library's multi-device calls instead (`rust_gemm::multi`:
+    /// a column split, a K split reduced through NCCL, an all-gather of A
+    /// with the product) over GPUs 0 to N - 1, in FP32 and BF16, each
+    /// verified, then timed next to GPU 0 alone, with the scaling
+    /// efficiency; --sizes (default 16384; --quick 8192); with --from, a
+    /// devices.json.
+    #[arg(long, value_name = "N", conflicts_with_all = ["suite", "accuracy"])]
+    devices: Option<usize>,
 }
 
 /// `--epilogue`'s value: an activation by its name (`Activation::name`);
@@ -189,6 +198,9 @@ fn run(args: &Args) -> Result<bool> {
     }
     if args.accuracy {
         return run_accuracy(args);
+    }
+    if let Some(n) = args.devices {
+        return run_devices(args, n);
     }
     let results = match &args.from {
         Some(path) => {
@@ -293,6 +305,37 @@ fn run_accuracy(args: &Args) -> Result<bool> {
     let ok = results.registered_verified();
     if !ok {
         eprintln!("error: a variant failed verification (FAIL above)");
+    }
+    Ok(ok)
+}
+
+/// `--devices N`: measure (or read `--from`), print, write.
+fn run_devices(args: &Args, n: usize) -> Result<bool> {
+    let results: devices::DevicesResults = read_or_measure(args, "devices.json", || {
+        let default = if args.quick { "8192" } else { "16384" };
+        let sizes = match &args.sizes {
+            Some(list) => list.clone(),
+            None => vec![default.to_string()],
+        };
+        let shapes = (sizes.iter())
+            .map(|s| parse_size(s).map(|s| (s.m, s.n, s.k)))
+            .collect::<Result<Vec<_>>>()?;
+        let budget = devices::Budget {
+            warmup: args.warmup,
+            min_reps: args.min_reps,
+            ms: if args.quick { 100.0 } else { args.budget_ms },
+            seed: args.seed,
+        };
+        devices::run(n, &shapes, &budget)
+    })?;
+    let text = devices::markdown(&results);
+    println!("\n{text}");
+    if args.from.is_none() {
+        write_run(args, "devices", &results.date, &results, &text)?;
+    }
+    let ok = results.all_verified();
+    if !ok {
+        eprintln!("error: a multi-device call failed verification (FAIL above)");
     }
     Ok(ok)
 }
@@ -967,6 +1010,30 @@ mod tests {
             "{e}"
         );
         assert!(Args::try_parse_from(["bench", "--compute", "tf32"]).is_err());
+    }
+
+    /// `--devices` takes a count, not beside --suite or --accuracy; 0
+    /// devices and more devices than the machine has are refused with
+    /// one line each, before any GPU work (this machine may have none).
+    #[test]
+    fn devices_flag_is_checked() {
+        let parse = |v: &[&str]| Args::try_parse_from([&["bench"], v].concat());
+        assert_eq!(parse(&["--devices", "2"]).unwrap().devices, Some(2));
+        assert!(parse(&["--devices", "2", "--suite"]).is_err());
+        assert!(parse(&["--devices", "2", "--accuracy"]).is_err());
+        assert!(parse(&["--devices", "two"]).is_err());
+        let budget = devices::Budget {
+            warmup: 0,
+            min_reps: 1,
+            ms: 0.0,
+            seed: 1,
+        };
+        let e = devices::run(0, &[(128, 128, 128)], &budget).unwrap_err();
+        assert_eq!(e.to_string(), "--devices 0: give at least 1");
+        let many = devices::run(1000, &[(128, 128, 128)], &budget).unwrap_err();
+        let line = format!("{many:#}");
+        assert!(!line.contains('\n'), "{line}");
+        assert!(line.contains("1000") || line.contains("driver"), "{line}");
     }
 
     /// Every fused baseline has a plain one of the same types, and no name

@@ -540,6 +540,26 @@ pub enum GemmError {
         len: usize,
         first: usize,
     },
+    #[error(
+        "an all-gather of A sends op(A)'s rows, which must be A's rows as stored, and this call \
+         has {layout:?} with op_a = {op_a:?}: call row-major with op_a = N, or column-major \
+         with op_a = T"
+    )]
+    GatherLayout { layout: Layout, op_a: Op },
+    /// A multi-device call that moves data between devices on a handle
+    /// made without communicators.
+    #[error(
+        "this MultiGemm has no NCCL communicators, which {what} needs: make it with \
+         MultiGemm::with_nccl"
+    )]
+    NoNccl { what: &'static str },
+    #[error(
+        "the NCCL library (libnccl.so.2) was not found: install NCCL (the CUDA toolkit's, or \
+         pip's nvidia-nccl-cu12) and add its folder to LD_LIBRARY_PATH"
+    )]
+    NcclMissing,
+    #[error("NCCL failed {doing}: {error}")]
+    Nccl { doing: String, error: String },
     /// One device's part of a split call failed; `source` says how.
     #[error("device {device}: {source}")]
     OnDevice {
@@ -2341,6 +2361,127 @@ impl Sgemm {
         }
         Ok(())
     }
+}
+
+/// `C = alpha * (W[0] + W[1] + ... + W[slices - 1]) + beta * C` over a
+/// row-major `rows x cols` C whose rows are `ldc` apart, W being `slices`
+/// dense `rows x cols` planes: split-K's reduction (`reduce_slices`) on
+/// planes the caller filled. Each element of C is added up by one thread,
+/// plane 0 first, so the same planes give the same bits on every run.
+/// [`crate::multi`] reduces a K split over devices with it: a column-major
+/// C is the row-major C^T, rows and columns swapped.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct PlaneSum {
+    pub rows: usize,
+    pub cols: usize,
+    pub ldc: usize,
+    pub alpha: f32,
+    pub beta: f32,
+    pub slices: usize,
+}
+
+impl PlaneSum {
+    /// The elements of W it reads and of C it reads or writes.
+    pub fn lens(&self) -> (usize, usize) {
+        let c = match self.rows {
+            0 => 0,
+            rows => (rows - 1) * self.ldc + self.cols,
+        };
+        (self.slices * self.rows * self.cols, c)
+    }
+
+    /// The launch's parameters, the sum checked as a call of its C's
+    /// shape would be (dimensions, `ldc`, the sizes the kernel indexes
+    /// in 32 bits).
+    fn params(&self) -> Result<GemmParams, GemmError> {
+        let cfg = GemmConfig::new(self.rows, self.cols, 1)
+            .lds(1, self.cols, self.ldc)
+            .scalars(self.alpha, self.beta);
+        let planes = self
+            .slices
+            .saturating_mul(self.rows)
+            .saturating_mul(self.cols);
+        if planes > u32::MAX as usize {
+            return Err(GemmError::TooLarge {
+                arg: "slices",
+                value: self.slices,
+                why: "the planes span more than 2^32 elements, which the reduction indexes in 32 bits",
+            });
+        }
+        let plan = plan(&cfg, cfg.buffer_lens())?;
+        Ok(reduce_params(plan.params, self.slices))
+    }
+
+    /// Checks `w` and `c` (elements) against the sum.
+    pub(crate) fn check(&self, (w, c): (usize, usize)) -> Result<GemmParams, GemmError> {
+        let params = self.params()?;
+        let (need_w, need_c) = self.lens();
+        for (arg, len, needs) in [("w", w, need_w), ("c", c, need_c)] {
+            if len < needs {
+                return Err(GemmError::BufferTooSmall { arg, len, needs });
+            }
+        }
+        Ok(params)
+    }
+}
+
+impl Sgemm {
+    /// Enqueues `sum` on the handle's stream: planes `w` into `c`.
+    pub(crate) fn sum_planes<W, C>(&self, sum: &PlaneSum, w: &W, c: &mut C) -> Result<(), GemmError>
+    where
+        W: DevicePtr<f32>,
+        C: DevicePtrMut<f32>,
+    {
+        let params = sum.check((w.len(), c.len()))?;
+        let stream = &self.gpu.stream;
+        let (w_ptr, _w_sync) = w.device_ptr(stream);
+        let (c_ptr, _c_sync) = c.device_ptr_mut(stream);
+        let call = GemmCall {
+            a: w_ptr,
+            b: w_ptr,
+            c: c_ptr,
+            params,
+            batch: 1,
+            scales: ScaleParams::default(),
+            epilogue: EpilogueParams::NONE,
+        };
+        // SAFETY: `check` held W to `slices` dense planes and C to the
+        // sum's rows at `ldc`; W is a shared borrow and C an exclusive
+        // one, so they do not overlap; the guards keep cudarc's stream
+        // ordering until the launch is enqueued.
+        unsafe { self.loaded(&REDUCE)?.kernel.launch(&self.gpu, &call)? };
+        Ok(())
+    }
+}
+
+/// [`PlaneSum`] on the CPU emulator: C after the sum, or what the
+/// emulator's checks found, as text.
+pub fn emulate_sum(
+    sum: &PlaneSum,
+    w: &[f32],
+    c: &[f32],
+) -> Result<Result<Vec<f32>, String>, GemmError> {
+    let params = sum.check((w.len(), c.len()))?;
+    let body = REDUCE
+        .emulated()
+        .map_err(|why| GemmError::KernelUnsupported {
+            kernel: REDUCE.name.into(),
+            why: format!("the emulator cannot run it: {why}"),
+        })?;
+    let report = kernels_gpu::emu::run_fused(
+        &REDUCE,
+        body,
+        &params,
+        1,
+        (w, w, c),
+        &EmuScales::default(),
+        &EmuEpilogue::default(),
+    );
+    Ok(if report.is_clean() {
+        Ok(report.c)
+    } else {
+        Err(report.to_string())
+    })
 }
 
 /// A buffer a launch of a call reads or writes.

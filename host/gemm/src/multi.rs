@@ -32,17 +32,26 @@
 //! ([`GemmError::OnDevice`]): a shard too small for its part, a kernel a
 //! device cannot run.
 //!
-//! Not yet here (issue 25 continues): NCCL (`cudarc::nccl`) for the
-//! library's own reduction of a K split and for an all-gather of A
-//! overlapped with the product; operands scattered from one device; the
-//! bench's `--devices`.
+//! With the `nccl` feature, [`MultiGemm::with_nccl`] adds an NCCL
+//! communicator per device (cudarc's `nccl`), for the two calls that move
+//! data between devices: a K split reduced on the devices, every device
+//! ending with C, the same bits on every run ([`Reduction`] plans it,
+//! `MultiGemm::gemm_reduced` runs it), and an all-gather of A overlapped
+//! with the product ([`Gather`], `MultiGemm::gather_gemm`). The plans are
+//! plain data that the emulator tests follow step by step
+//! (tests/tests/multi.rs); NCCL and the streams run them on GPUs.
+//!
+//! Not yet here (issue 25 continues): operands scattered from one
+//! device, and products larger than one GPU's memory cut into panels.
 
 use std::ops::Range;
 use std::sync::Arc;
 
 use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut};
 
-use crate::blas::{Choice, GemmConfig, GemmElement, GemmError, Layout, Op, Operand, Sgemm};
+use crate::blas::{
+    Choice, GemmConfig, GemmElement, GemmError, Layout, Op, Operand, PlaneSum, Sgemm,
+};
 use crate::error::HostError;
 
 /// How a call is cut over the devices (module docs).
@@ -313,11 +322,241 @@ pub fn sum_partials(partials: &[Vec<f32>]) -> Result<Vec<f32>, GemmError> {
     Ok(c)
 }
 
+/// How a K split's partial C's become C on every device, the same bits
+/// on every run for a given device count: a reduce-scatter, then an
+/// all-gather, both moving data only (NCCL send, receive and broadcast,
+/// which add nothing), with every sum made by the library's own
+/// `reduce_slices` in device order.
+///
+/// C as stored is `rows` rows of `len` values (m rows of n for a
+/// row-major call, n columns of m for a column-major one). Each device
+/// computes its partial product, alpha 1 and beta 0, into a dense plane
+/// of C's shape (zeros on a device the split gives no part). Then:
+///
+/// 1. device `e` receives rows `owned[e]` of every device's plane, one
+///    slot per device, in device order ([`Reduction::transfers`]);
+/// 2. it adds its slots, slot 0 first, over its own plane's rows
+///    `owned[e]` ([`Reduction::owned_sum`]): the sum of every partial;
+/// 3. each device's summed rows are broadcast to the others, into their
+///    planes, which then all hold the whole sum;
+/// 4. every device computes `C = alpha * sum + beta * C` on its own C
+///    ([`Reduction::final_sum`]).
+///
+/// Each device receives `(devices - 1) / devices` of a plane in steps 1
+/// and 3 each, what a ring all-reduce moves, and holds two planes of
+/// scratch. Every element of C is the same sum, made in the same order,
+/// on every device and every run.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Reduction {
+    /// C as stored: rows of `len` values.
+    pub rows: usize,
+    pub len: usize,
+    /// The rows each device adds up (`owned[d]`, empty for a device past
+    /// the rows' [`shards`]).
+    pub owned: Vec<Range<usize>>,
+    /// The caller's call.
+    whole: GemmConfig,
+}
+
+/// One move of step 1 of a [`Reduction`]: values `src` of device
+/// `from`'s plane into values `dst` of device `to`'s slots.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Transfer {
+    pub from: usize,
+    pub to: usize,
+    pub src: Range<usize>,
+    pub dst: Range<usize>,
+}
+
+impl Reduction {
+    /// The reduction of `cfg`'s K split over `devices` devices (`cfg`
+    /// checked by [`split`]).
+    pub fn of(cfg: &GemmConfig, devices: usize) -> Self {
+        let (rows, len) = match cfg.layout {
+            Layout::RowMajor => (cfg.m, cfg.n),
+            Layout::ColMajor => (cfg.n, cfg.m),
+        };
+        let mut owned = shards(rows, devices);
+        owned.resize(devices, rows..rows);
+        Self {
+            rows,
+            len,
+            owned,
+            whole: cfg.clone(),
+        }
+    }
+
+    /// The devices.
+    pub fn devices(&self) -> usize {
+        self.owned.len()
+    }
+
+    /// Values in a plane (C's shape, dense).
+    pub fn plane(&self) -> usize {
+        self.rows * self.len
+    }
+
+    /// The values of a dense plane that rows `rows` take.
+    pub fn span(&self, rows: &Range<usize>) -> Range<usize> {
+        rows.start * self.len..rows.end * self.len
+    }
+
+    /// Values in device `d`'s slots: one per device, of its rows.
+    pub fn slots(&self, d: usize) -> usize {
+        self.devices() * self.span(&self.owned[d]).len()
+    }
+
+    /// The call `part` makes for its partial: alpha 1, beta 0, into a
+    /// dense plane.
+    pub fn partial(&self, part: &Part) -> GemmConfig {
+        let mut cfg = part.cfg.clone().scalars(1.0, 0.0);
+        cfg.ldc = cfg.dense_ld(Operand::C);
+        cfg
+    }
+
+    /// Step 1's moves, every device's rows to their owner, in device
+    /// order of senders for each owner (empty moves left out).
+    pub fn transfers(&self) -> Vec<Transfer> {
+        let mut moves = Vec::new();
+        for (to, rows) in self.owned.iter().enumerate() {
+            let src = self.span(rows);
+            for from in 0..self.devices() {
+                if !src.is_empty() {
+                    let at = from * src.len();
+                    moves.push(Transfer {
+                        from,
+                        to,
+                        src: src.clone(),
+                        dst: at..at + src.len(),
+                    });
+                }
+            }
+        }
+        moves
+    }
+
+    /// Step 2 on device `d`: its slots added, slot 0 first, into the
+    /// rows `owned[d]` of its plane (values [`Reduction::span`] of them);
+    /// `None` for a device that owns no rows.
+    pub fn owned_sum(&self, d: usize) -> Option<PlaneSum> {
+        let rows = self.owned[d].len();
+        (rows > 0).then_some(PlaneSum {
+            rows,
+            cols: self.len,
+            ldc: self.len,
+            alpha: 1.0,
+            beta: 0.0,
+            slices: self.devices(),
+        })
+    }
+
+    /// Step 4: `C = alpha * sum + beta * C` from the summed plane into the
+    /// caller's C (its leading dimension).
+    pub fn final_sum(&self) -> PlaneSum {
+        PlaneSum {
+            rows: self.rows,
+            cols: self.len,
+            ldc: self.whole.ldc,
+            alpha: self.whole.alpha,
+            beta: self.whole.beta,
+            slices: 1,
+        }
+    }
+}
+
+/// An all-gather of A overlapped with the product: A is cut by rows over
+/// the devices (device `j` holds the rows `chunks[j]` of `op(A)`), B and
+/// C by columns as [`Split::Columns`] cuts them. Each device gathers the
+/// other devices' rows of A into its whole copy of A, chunk by chunk (a
+/// broadcast from each chunk's owner, in device order, on a second
+/// stream), and multiplies each chunk as it arrives, its own first: C's
+/// rows `chunks[j]` of its columns are `op(A)[chunks[j], :] op(B)[:, cols]`.
+///
+/// A chunk of op(A)'s rows is one stretch of memory when those rows are
+/// A's rows as stored: a row-major call with `op_a = N`, or a
+/// column-major one with `op_a = T` (the layouts a tensor-parallel
+/// layer's activations have); other layouts are refused
+/// ([`GemmError::GatherLayout`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Gather {
+    /// Each device's columns of C and the call over all rows (as
+    /// [`split`] by [`Split::Columns`] gives them).
+    pub parts: Vec<Part>,
+    /// The rows of op(A) each device holds (`chunks[j]` on device `j`;
+    /// fewer chunks than devices when m has fewer [`SHARD_ALIGN`] units).
+    pub chunks: Vec<Range<usize>>,
+    devices: usize,
+}
+
+impl Gather {
+    /// The plan of `cfg` over `devices` devices, `cfg` checked as
+    /// [`split`] checks it.
+    pub fn of(cfg: &GemmConfig, devices: usize) -> Result<Self, GemmError> {
+        let parts = split(cfg, devices, Split::Columns)?;
+        let rows_stored = matches!(
+            (cfg.layout, cfg.op_a),
+            (Layout::RowMajor, Op::N) | (Layout::ColMajor, Op::T)
+        );
+        if !rows_stored {
+            return Err(GemmError::GatherLayout {
+                layout: cfg.layout,
+                op_a: cfg.op_a,
+            });
+        }
+        Ok(Self {
+            parts,
+            chunks: shards(cfg.m, devices),
+            devices,
+        })
+    }
+
+    /// The values of A that chunk `j` spans (the caller's leading
+    /// dimension: padding between its rows included).
+    pub fn a_span(&self, j: usize) -> Range<usize> {
+        let (rows, w) = (&self.chunks[j], &self.parts[0].whole);
+        rows.start * w.lda..(rows.end - 1) * w.lda + w.k
+    }
+
+    /// The order device `d` multiplies the chunks in: its own first (no
+    /// wait), then the others as their broadcasts arrive.
+    pub fn order(&self, d: usize) -> Vec<usize> {
+        let own = (d < self.chunks.len()).then_some(d);
+        own.into_iter()
+            .chain((0..self.chunks.len()).filter(|&j| Some(j) != own))
+            .collect()
+    }
+
+    /// The call `part` makes on chunk `j`: the part's call over the
+    /// chunk's rows, with the offsets (elements) at which its A (the
+    /// whole A) and its C (the part's C) start.
+    pub fn chunk_call(&self, part: &Part, j: usize) -> (GemmConfig, usize, usize) {
+        let rows = &self.chunks[j];
+        let mut cfg = part.cfg.clone();
+        cfg.m = rows.len();
+        let c_at = match cfg.layout {
+            Layout::RowMajor => rows.start * cfg.ldc,
+            Layout::ColMajor => rows.start,
+        };
+        (cfg, rows.start * part.cfg.lda, c_at)
+    }
+
+    /// The devices.
+    pub fn devices(&self) -> usize {
+        self.devices
+    }
+}
+
 /// One [`Sgemm`] handle per device, each on its own stream: a product
 /// cut over the devices ([`split`]) on operands already resident on them.
 pub struct MultiGemm {
     handles: Vec<Sgemm>,
+    /// The devices' NCCL communicators ([`MultiGemm::with_nccl`]).
+    #[cfg(feature = "nccl")]
+    comms: Option<nccl::Comms>,
 }
+
+#[cfg(feature = "nccl")]
+mod nccl;
 
 impl MultiGemm {
     /// A handle per stream, in order: device `d` of a split call is
@@ -330,7 +569,26 @@ impl MultiGemm {
         let handles = (streams.into_iter().enumerate())
             .map(|(device, s)| Sgemm::new(s).map_err(|e| e.on_device(device)))
             .collect::<Result<_, _>>()?;
-        Ok(Self { handles })
+        Ok(Self {
+            handles,
+            #[cfg(feature = "nccl")]
+            comms: None,
+        })
+    }
+
+    /// `ShardCount` unless A, B and C come one per device.
+    fn check_counts(&self, a: usize, b: usize, c: usize) -> Result<(), GemmError> {
+        let devices = self.devices();
+        for (what, given) in [("A", a), ("B", b), ("C", c)] {
+            if given != devices {
+                return Err(GemmError::ShardCount {
+                    what,
+                    given,
+                    devices,
+                });
+            }
+        }
+        Ok(())
     }
 
     /// The devices.
@@ -367,17 +625,8 @@ impl MultiGemm {
         B: DevicePtr<TB>,
         C: DevicePtrMut<TC>,
     {
-        let devices = self.devices();
-        for (what, given) in [("A", a.len()), ("B", b.len()), ("C", c.len())] {
-            if given != devices {
-                return Err(GemmError::ShardCount {
-                    what,
-                    given,
-                    devices,
-                });
-            }
-        }
-        let parts = split(cfg, devices, how)?;
+        self.check_counts(a.len(), b.len(), c.len())?;
+        let parts = split(cfg, self.devices(), how)?;
         // Every part checked (its buffers, a kernel its device runs) before
         // any is enqueued: a refused call changes no device's C.
         let storage = crate::blas::storage_of::<TA, TB, TC>();
