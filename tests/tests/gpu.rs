@@ -1346,7 +1346,11 @@ fn library_multi() -> Named {
                     .scalars(1.0, 1.0),
             ];
             for cfg in &calls {
-                for how in [Split::Columns, Split::Rows, Split::K] {
+                let grid = Split::Grid {
+                    rows: devices,
+                    cols: 1,
+                };
+                for how in [Split::Columns, Split::Rows, Split::K, grid] {
                     let (la, lb, lc) = lens(cfg);
                     let (a, b, before) = (values(la, 61), values(lb, 62), values(lc, 63));
                     let parts = split(cfg, devices, how).map_err(|e| e.to_string())?;

@@ -9,7 +9,7 @@ use harness::reference::check_gemm;
 use kernels_gpu::elem::{Elems, Storage};
 use rust_gemm::blas::{self, Candidate, Compute, GemmConfig, GemmError, Layout, Op};
 use rust_gemm::multi::{
-    Gather, MultiGemm, Part, Reduction, SHARD_ALIGN, Split, split, sum_partials,
+    Gather, MultiGemm, Part, Reduction, SHARD_ALIGN, Split, fitting, footprint, split, sum_partials,
 };
 use tests::values;
 
@@ -80,6 +80,7 @@ fn every_split_assembles_the_whole_product_on_the_emulator() {
                     Split::Columns => (37, long, 29),
                     Split::Rows => (long, 29, 37),
                     Split::K => (29, 37, long),
+                    Split::Grid { .. } => unreachable!("panels: their own test"),
                 };
                 let cfg = GemmConfig::new(m, n, k)
                     .layout(layout)
@@ -409,4 +410,113 @@ fn a_gathered_a_gives_the_whole_product_on_the_emulator() {
         assert!(matches!(e, GemmError::GatherLayout { .. }), "{e}");
         assert!(e.to_string().contains("row-major with op_a = N"), "{e}");
     }
+}
+
+/// Panels (`Split::Grid`): every device a shard of A, of B and of C;
+/// the assembled C is the whole call's, both layouts, with fewer panels
+/// than devices where a side has fewer units; a grid that is not the
+/// device count is refused.
+#[test]
+fn a_grid_of_panels_assembles_the_whole_product_on_the_emulator() {
+    let long = 2 * SHARD_ALIGN + 21;
+    for layout in [Layout::RowMajor, Layout::ColMajor] {
+        for (op_a, op_b) in [(Op::N, Op::N), (Op::T, Op::T)] {
+            let cfg = GemmConfig::new(long, long - 40, 29)
+                .layout(layout)
+                .op_a(op_a)
+                .op_b(op_b)
+                .scalars(0.75, -0.5);
+            let cfg = cfg.clone().lds(cfg.lda + 1, cfg.ldb + 2, cfg.ldc + 3);
+            let (parts, _) = split_and_emulate(&cfg, 4, Split::Grid { rows: 2, cols: 2 });
+            assert_eq!(parts.len(), 4);
+            for p in &parts {
+                assert_eq!(
+                    p.cfg.buffer_lens(),
+                    (
+                        p.rows.len() * 29,
+                        29 * p.cols.len(),
+                        p.rows.len() * p.cols.len()
+                    )
+                );
+            }
+            // Four rows of panels over three units of m: three panels.
+            let (parts, _) = split_and_emulate(&cfg, 4, Split::Grid { rows: 4, cols: 1 });
+            assert_eq!(
+                parts.iter().map(|p| p.device).collect::<Vec<_>>(),
+                [0, 1, 2]
+            );
+        }
+    }
+    let cfg = GemmConfig::new(300, 300, 30);
+    let e = split(&cfg, 4, Split::Grid { rows: 3, cols: 2 }).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            GemmError::GridShape {
+                rows: 3,
+                cols: 2,
+                devices: 4
+            }
+        ),
+        "{e}"
+    );
+    assert_eq!(
+        Split::all_for(8),
+        [
+            Split::Columns,
+            Split::Rows,
+            Split::K,
+            Split::Grid { rows: 2, cols: 4 },
+            Split::Grid { rows: 4, cols: 2 }
+        ]
+    );
+    assert_eq!(Split::all_for(1), [Split::Columns, Split::Rows, Split::K]);
+}
+
+/// The largest square f32 product (A, B and C f32, dense) that `fitting`
+/// finds a cut for on `devices` devices of `memory` bytes each.
+fn largest_square(devices: usize, memory: usize, bytes: (usize, usize, usize)) -> usize {
+    let (mut lo, mut hi) = (1usize, 1 << 20);
+    while lo + 1 < hi {
+        let n = (lo + hi) / 2;
+        match fitting(&GemmConfig::new(n, n, n), devices, memory, bytes) {
+            Ok(_) => lo = n,
+            Err(_) => hi = n,
+        }
+    }
+    lo
+}
+
+/// What `fitting` picks, and the sizes the README states: the largest
+/// square product N H200s (139 GiB each, as the device tool reports)
+/// hold, in f32 and in BF16 with an f32 C.
+#[test]
+fn fitting_cuts_what_one_device_cannot_hold() {
+    let f32s = (4, 4, 4);
+    let cfg = GemmConfig::new(4096, 4096, 4096);
+    let one = footprint(&cfg, 1, Split::Columns, f32s).unwrap();
+    assert_eq!(one, 3 * 4096 * 4096 * 4);
+    assert_eq!(fitting(&cfg, 1, one, f32s).unwrap(), (Split::Columns, one));
+    let e = fitting(&cfg, 1, one - 1, f32s).unwrap_err();
+    assert!(
+        matches!(e, GemmError::TooLargeForDevices { devices: 1, .. }),
+        "{e}"
+    );
+    // Four devices: panels 2 x 2 hold a quarter of C and half of A and B.
+    let (how, held) = fitting(&cfg, 4, one, f32s).unwrap();
+    assert_eq!(how, Split::Grid { rows: 2, cols: 2 });
+    assert_eq!(held, (2048 * 4096 * 2 + 2048 * 2048) * 4);
+    // A tall-skinny call: B whole on every device is small, so rows.
+    let tall = GemmConfig::new(1 << 20, 256, 256);
+    assert_eq!(fitting(&tall, 4, usize::MAX, f32s).unwrap().0, Split::Rows);
+    let h200 = 139usize << 30;
+    let thousands = |bytes| -> Vec<usize> {
+        [1, 2, 4, 8]
+            .iter()
+            .map(|&d| largest_square(d, h200, bytes) / 1000)
+            .collect()
+    };
+    // README ("Several GPUs"): the numbers there.
+    assert_eq!(thousands(f32s), [111, 136, 172, 206]);
+    assert_eq!(thousands((2, 2, 4)), [136, 172, 222, 273]);
 }

@@ -4,6 +4,8 @@
 //!
 //! - `columns`: C and B cut by columns, A whole on every device
 //!   (`MultiGemm::gemm` with `Split::Columns`);
+//! - `panels RxC`, where N has such a grid (4, 6, 8, ...): C in panels,
+//!   each device a shard of every operand (`Split::Grid`);
 //! - `k-reduced`: K cut over the devices, the partial C's reduced on them
 //!   through NCCL, every device ending with C (`MultiGemm::gemm_reduced`);
 //! - `gather`: A cut by rows and gathered through NCCL while the product
@@ -242,34 +244,41 @@ fn run_size<T: Element>(
         |d: usize, v: &[f32]| -> Result<CudaSlice<f32>> { Ok(devs.streams[d].clone_htod(v)?) };
     let mut rows = Vec::new();
 
-    // Columns.
-    let parts = split(cfg, n_dev, Split::Columns)?;
-    let part_of = |d: usize| parts.iter().find(|p| p.device == d).unwrap_or(&parts[0]);
-    let (mut pa, mut pb, mut pc) = (Vec::new(), Vec::new(), Vec::new());
-    for d in 0..n_dev {
-        pa.push(up(d, &part_of(d).a_of(&a)?)?);
-        pb.push(up(d, &part_of(d).b_of(&b)?)?);
-        pc.push(up32(d, &part_of(d).c_of(&c, 0.0)?)?);
-    }
-    devs.multi.gemm(cfg, Split::Columns, &pa, &pb, &mut pc)?;
-    let mut after = c.clone();
-    for part in &parts {
-        let shard = devs.streams[part.device].clone_dtoh(&pc[part.device])?;
-        part.place(&shard, &mut after)?;
-    }
-    let v = check(&after);
-    let columns_ms = if v.passed {
-        Some(time(budget, devs, || {
-            Ok(devs
-                .multi
-                .gemm(cfg, Split::Columns, &pa, &pb, &mut pc)
-                .map(|_| ())?)
-        })?)
-    } else {
-        None
+    // Columns, and the first grid of panels where the count has one.
+    let placed = |how: Split| -> Result<(Option<f64>, (bool, f64))> {
+        let parts = split(cfg, n_dev, how)?;
+        let part_of = |d: usize| parts.iter().find(|p| p.device == d).unwrap_or(&parts[0]);
+        let (mut pa, mut pb, mut pc) = (Vec::new(), Vec::new(), Vec::new());
+        for d in 0..n_dev {
+            pa.push(up(d, &part_of(d).a_of(&a)?)?);
+            pb.push(up(d, &part_of(d).b_of(&b)?)?);
+            pc.push(up32(d, &part_of(d).c_of(&c, 0.0)?)?);
+        }
+        devs.multi.gemm(cfg, how, &pa, &pb, &mut pc)?;
+        let mut after = c.clone();
+        for part in &parts {
+            let shard = devs.streams[part.device].clone_dtoh(&pc[part.device])?;
+            part.place(&shard, &mut after)?;
+        }
+        let v = check(&after);
+        let ms = if v.passed {
+            Some(time(budget, devs, || {
+                Ok(devs.multi.gemm(cfg, how, &pa, &pb, &mut pc).map(|_| ())?)
+            })?)
+        } else {
+            None
+        };
+        Ok((ms, (v.passed, v.max_error)))
     };
-    rows.push(row("columns", (v.passed, v.max_error), columns_ms));
-    drop((pa, pb, pc));
+    let (columns_ms, v) = placed(Split::Columns)?;
+    rows.push(row("columns", v, columns_ms));
+    let grid = Split::all_for(n_dev)
+        .into_iter()
+        .find(|s| matches!(s, Split::Grid { .. }));
+    if let Some(how @ Split::Grid { rows: r, cols: c }) = grid {
+        let (ms, v) = placed(how)?;
+        rows.push(row(&format!("panels {r}x{c}"), v, ms));
+    }
 
     // K, reduced on the devices.
     let parts = split(cfg, n_dev, Split::K)?;

@@ -527,6 +527,24 @@ pub enum GemmError {
         given: usize,
         devices: usize,
     },
+    #[error(
+        "a grid of {rows} x {cols} panels is not {devices} devices: give rows x cols equal to \
+         the device count"
+    )]
+    GridShape {
+        rows: usize,
+        cols: usize,
+        devices: usize,
+    },
+    #[error(
+        "the product needs {needs} bytes on a device however it is cut over {devices} \
+         devices, which have {memory}: use more devices, or a smaller call"
+    )]
+    TooLargeForDevices {
+        needs: usize,
+        memory: usize,
+        devices: usize,
+    },
     /// A K split's parts are partial sums of the whole of C, not shards
     /// to place (`multi::Part::place`).
     #[error("a K split's parts are partial sums of all of C: add them with multi::sum_partials")]

@@ -1,6 +1,6 @@
 //! Several GPUs of one process: a product cut over devices (issue 25).
 //!
-//! A call is cut one of three ways ([`Split`]), each device computing its
+//! A call is cut one of four ways ([`Split`]), each device computing its
 //! part with its own [`Sgemm`] handle on its own stream:
 //!
 //! - [`Split::Columns`]: device `d` computes the columns `cols_d` of C,
@@ -14,7 +14,12 @@
 //!   adding `beta C`; C is their sum (a tensor-parallel layer cut along
 //!   its input features: the caller's all-reduce, or [`sum_partials`]
 //!   for host buffers, adds them, in device order for the same bits on
-//!   every run).
+//!   every run);
+//! - [`Split::Grid`]: C in `rows x cols` panels, device `i * cols + j`
+//!   computing panel `(i, j)` from its shard of A's rows and of B's
+//!   columns, so that every operand is cut: what runs a product larger
+//!   than one GPU's memory ([`fitting`] picks the cut whose largest part
+//!   holds the fewest bytes, [`footprint`] says how many).
 //!
 //! [`split`] makes the plan: one [`Part`] per device that has work, with
 //! the call that device makes on its shards. Shards are matrices of their
@@ -42,7 +47,9 @@
 //! (tests/tests/multi.rs); NCCL and the streams run them on GPUs.
 //!
 //! Not yet here (issue 25 continues): operands scattered from one
-//! device, and products larger than one GPU's memory cut into panels.
+//! device (they come from host copies: [`Part::a_of`] and the rest), and
+//! products larger than all the devices' memory together (panels streamed
+//! from the host).
 
 use std::ops::Range;
 use std::sync::Arc;
@@ -64,6 +71,11 @@ pub enum Split {
     /// K: A's columns and B's rows (of `op(A)` and `op(B)`); every
     /// device a partial C of the whole shape.
     K,
+    /// C in panels, `rows x cols` of them, one per device (device
+    /// `i * cols + j` computes panel `(i, j)`): A's rows and B's columns
+    /// with them, so that each device holds a shard of every operand
+    /// (what lets a product larger than one GPU's memory run: [`fitting`]).
+    Grid { rows: usize, cols: usize },
 }
 
 /// Shards are cut in multiples of this many rows, columns or values of
@@ -122,6 +134,10 @@ fn stored(op: Op, rows: usize, cols: usize) -> (usize, usize) {
     }
 }
 
+/// A device's share of a call: the device, and its rows, columns and
+/// depth of the call.
+type Cut = (usize, Range<usize>, Range<usize>, Range<usize>);
+
 /// The plan of `cfg` cut `how` over `devices` devices: one [`Part`] per
 /// device with work, in device order (a device whose shard would be empty,
 /// when a dimension has fewer [`SHARD_ALIGN`] units than there are
@@ -136,39 +152,55 @@ pub fn split(cfg: &GemmConfig, devices: usize, how: Split) -> Result<Vec<Part>, 
         return Err(GemmError::SplitBatch { batch: cfg.batch });
     }
     let (m, n, k) = (cfg.m, cfg.n, cfg.k);
-    let ranges = match how {
-        Split::Columns => shards(n, devices),
-        Split::Rows => shards(m, devices),
-        Split::K => shards(k, devices),
+    // Each device's rows, columns and depth of the call.
+    let cuts: Vec<Cut> = match how {
+        Split::Columns => (shards(n, devices).into_iter().enumerate())
+            .map(|(d, r)| (d, 0..m, r, 0..k))
+            .collect(),
+        Split::Rows => (shards(m, devices).into_iter().enumerate())
+            .map(|(d, r)| (d, r, 0..n, 0..k))
+            .collect(),
+        Split::K => (shards(k, devices).into_iter().enumerate())
+            .map(|(d, r)| (d, 0..m, 0..n, r))
+            .collect(),
+        Split::Grid { rows, cols } => {
+            if rows.checked_mul(cols) != Some(devices) {
+                return Err(GemmError::GridShape {
+                    rows,
+                    cols,
+                    devices,
+                });
+            }
+            let across = shards(n, cols);
+            (shards(m, rows).into_iter().enumerate())
+                .flat_map(|(i, r)| {
+                    let across = across.iter().enumerate();
+                    across.map(move |(j, c)| (i * cols + j, r.clone(), c.clone(), 0..k))
+                })
+                .collect()
+        }
     };
-    Ok(ranges
+    let (a_cut, b_cut) = (how.cuts_a(), how.cuts_b());
+    Ok(cuts
         .into_iter()
-        .enumerate()
-        .map(|(device, range)| {
-            let len = range.len();
+        .map(|(device, rows, cols, depth)| {
             let mut part = cfg.clone();
-            let (rows, cols, depth) = match how {
-                // A shard's leading dimension is its packed one (the
-                // part's own dense `ld`); whole operands keep the caller's.
-                Split::Columns => {
-                    part.n = len;
-                    (part.ldb, part.ldc) = (part.dense_ld(Operand::B), part.dense_ld(Operand::C));
-                    (0..m, range, 0..k)
+            (part.m, part.n, part.k) = (rows.len(), cols.len(), depth.len());
+            // A shard's leading dimension is its packed one (the part's
+            // own dense `ld`); whole operands keep the caller's.
+            if a_cut {
+                part.lda = part.dense_ld(Operand::A);
+            }
+            if b_cut {
+                part.ldb = part.dense_ld(Operand::B);
+            }
+            if how == Split::K {
+                if device > 0 {
+                    part.beta = 0.0;
                 }
-                Split::Rows => {
-                    part.m = len;
-                    (part.lda, part.ldc) = (part.dense_ld(Operand::A), part.dense_ld(Operand::C));
-                    (range, 0..n, 0..k)
-                }
-                Split::K => {
-                    part.k = len;
-                    (part.lda, part.ldb) = (part.dense_ld(Operand::A), part.dense_ld(Operand::B));
-                    if device > 0 {
-                        part.beta = 0.0;
-                    }
-                    (0..m, 0..n, range)
-                }
-            };
+            } else if a_cut || b_cut {
+                part.ldc = part.dense_ld(Operand::C);
+            }
             Part {
                 device,
                 how,
@@ -180,6 +212,80 @@ pub fn split(cfg: &GemmConfig, devices: usize, how: Split) -> Result<Vec<Part>, 
             }
         })
         .collect())
+}
+
+impl Split {
+    /// Each device holds a shard of A (not all of it).
+    fn cuts_a(self) -> bool {
+        !matches!(self, Split::Columns)
+    }
+
+    /// Each device holds a shard of B.
+    fn cuts_b(self) -> bool {
+        !matches!(self, Split::Rows)
+    }
+
+    /// The ways to cut a call over `devices` devices: by columns, rows
+    /// and K, then every grid of panels `rows x cols = devices` with
+    /// both sides above 1.
+    pub fn all_for(devices: usize) -> Vec<Split> {
+        let grids = (2..devices)
+            .filter(|&r| devices.is_multiple_of(r) && devices / r > 1)
+            .map(|rows| Split::Grid {
+                rows,
+                cols: devices / rows,
+            });
+        [Split::Columns, Split::Rows, Split::K]
+            .into_iter()
+            .chain(grids)
+            .collect()
+    }
+}
+
+/// Bytes the largest part of `cfg` cut `how` over `devices` devices holds
+/// on its device: its A, B and C (elements of `bytes.0`, `bytes.1`,
+/// `bytes.2` bytes), as [`split`] cuts them (a K split's parts each a
+/// whole C; [`Reduction`]'s two planes of scratch are not counted).
+pub fn footprint(
+    cfg: &GemmConfig,
+    devices: usize,
+    how: Split,
+    bytes: (usize, usize, usize),
+) -> Result<usize, GemmError> {
+    let parts = split(cfg, devices, how)?;
+    let held = |p: &Part| {
+        let (a, b, c) = p.cfg.buffer_lens();
+        a * bytes.0 + b * bytes.1 + c * bytes.2
+    };
+    Ok(parts.iter().map(held).max().unwrap_or(0))
+}
+
+/// The cut of `cfg` over `devices` devices whose largest part holds the
+/// fewest bytes ([`footprint`]; ties go to the earlier of
+/// [`Split::all_for`]), with those bytes, if they fit in `memory` bytes
+/// per device; `GemmError::TooLargeForDevices` if no cut fits.
+pub fn fitting(
+    cfg: &GemmConfig,
+    devices: usize,
+    memory: usize,
+    bytes: (usize, usize, usize),
+) -> Result<(Split, usize), GemmError> {
+    let mut best: Option<(Split, usize)> = None;
+    for how in Split::all_for(devices) {
+        let held = footprint(cfg, devices, how, bytes)?;
+        if best.is_none_or(|(_, b)| held < b) {
+            best = Some((how, held));
+        }
+    }
+    match best {
+        Some((how, held)) if held <= memory => Ok((how, held)),
+        Some((_, needs)) => Err(GemmError::TooLargeForDevices {
+            needs,
+            memory,
+            devices,
+        }),
+        None => Err(GemmError::NoDevices),
+    }
 }
 
 /// The `rows x cols` block at `(r0, c0)` of a matrix stored in `layout`
@@ -220,7 +326,7 @@ impl Part {
         holds("a", a.len(), w.buffer_lens().0)?;
         Ok(match self.how {
             Split::Columns => a.to_vec(),
-            Split::Rows => {
+            Split::Rows | Split::Grid { .. } => {
                 let (r, c) = stored(w.op_a, self.rows.len(), w.k);
                 let at = stored(w.op_a, self.rows.start, 0);
                 block(a, w.layout, w.lda, at, (r, c))
@@ -240,7 +346,7 @@ impl Part {
         holds("b", b.len(), w.buffer_lens().1)?;
         Ok(match self.how {
             Split::Rows => b.to_vec(),
-            Split::Columns => {
+            Split::Columns | Split::Grid { .. } => {
                 let (r, c) = stored(w.op_b, w.k, self.cols.len());
                 let at = stored(w.op_b, 0, self.cols.start);
                 block(b, w.layout, w.ldb, at, (r, c))
