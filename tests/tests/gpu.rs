@@ -1534,6 +1534,46 @@ fn library_multi_nccl() -> Named {
         Ok(())
     };
     out.push(("multi_nccl_gather_gemm".into(), gathered()));
+    let scattered = || -> Result<(), String> {
+        use rust_gemm::multi::Split;
+        let cfg = GemmConfig::new(300, 500, 200)
+            .op_b(Op::T)
+            .lds(210, 205, 509)
+            .scalars(0.5, 2.0);
+        let (la, lb, lc) = lens(&cfg);
+        let (a, b, before) = (values(la, 91), values(lb, 92), values(lc, 93));
+        let (da, db) = (
+            stream.clone_htod(&a).map_err(d)?,
+            stream.clone_htod(&b).map_err(d)?,
+        );
+        for how in [
+            Split::Columns,
+            Split::Rows,
+            Split::Grid { rows: 1, cols: 1 },
+        ] {
+            let mut dc = stream.clone_htod(&before).map_err(d)?;
+            let mut sh = (multi.scatter(&cfg, how, 0, (&da, &db, &dc))).map_err(s)?;
+            (multi.gemm(&cfg, how, &sh.a, &sh.b, &mut sh.c)).map_err(s)?;
+            multi.collect(&sh, 0, &mut dc).map_err(s)?;
+            let after = stream.clone_dtoh(&dc).map_err(d)?;
+            check(&cfg, &a, &b, &before, &after).map_err(|e| format!("{how:?}: {e}"))?;
+        }
+        let dc = stream.clone_htod(&before).map_err(d)?;
+        let sh = (multi.scatter(&cfg, Split::K, 0, (&da, &db, &dc))).map_err(s)?;
+        let mut dc = dc;
+        match multi.collect(&sh, 0, &mut dc) {
+            Err(GemmError::PartialNotPlaced) => {}
+            other => return Err(format!("collecting a K split: {other:?}")),
+        }
+        match multi.scatter::<f32, f32, f32, _, _, _>(&cfg, Split::Rows, 1, (&da, &db, &dc)) {
+            Err(GemmError::NoSuchRoot {
+                root: 1,
+                devices: 1,
+            }) => Ok(()),
+            other => Err(format!("root 1 of 1: {:?}", other.map(|_| ()))),
+        }
+    };
+    out.push(("multi_nccl_scatter_collect".into(), scattered()));
     let refused = || -> Result<(), String> {
         let plain = MultiGemm::new(vec![stream.clone()]).map_err(s)?;
         let cfg = GemmConfig::new(64, 64, 64);

@@ -527,6 +527,8 @@ pub enum GemmError {
         given: usize,
         devices: usize,
     },
+    #[error("root = {root}, and there are {devices} devices: give a device index below {devices}")]
+    NoSuchRoot { root: usize, devices: usize },
     #[error(
         "a grid of {rows} x {cols} panels is not {devices} devices: give rows x cols equal to \
          the device count"

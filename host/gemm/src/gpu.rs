@@ -564,6 +564,49 @@ pub fn memset_on<T, B: DevicePtrMut<T>>(
     unsafe { cudarc::driver::result::memset_d8_async(ptr, byte, bytes, stream.cu_stream()) }
 }
 
+/// Enqueues on `stream` a copy of `lines` lines of `line` bytes from
+/// `src` (lines `src_pitch` bytes apart) to `dst` (lines `dst_pitch`
+/// bytes apart), both device memory of the stream's context
+/// (`cuMemcpy2DAsync`): a shard of a matrix packed, or put back.
+///
+/// # Safety
+/// Both stretches lie in live allocations of the stream's device that
+/// do not overlap, and the caller orders the copy with their other
+/// users.
+pub unsafe fn copy_lines(
+    stream: &CudaStream,
+    (src, src_pitch): (CUdeviceptr, usize),
+    (dst, dst_pitch): (CUdeviceptr, usize),
+    (lines, line): (usize, usize),
+) -> Result<(), DriverError> {
+    use cudarc::driver::sys::{CUDA_MEMCPY2D, CUmemorytype, cuMemcpy2DAsync_v2};
+    if lines == 0 || line == 0 {
+        return Ok(());
+    }
+    stream.context().bind_to_thread()?;
+    let copy = CUDA_MEMCPY2D {
+        srcXInBytes: 0,
+        srcY: 0,
+        srcMemoryType: CUmemorytype::CU_MEMORYTYPE_DEVICE,
+        srcHost: std::ptr::null(),
+        srcDevice: src,
+        srcArray: std::ptr::null_mut(),
+        srcPitch: src_pitch,
+        dstXInBytes: 0,
+        dstY: 0,
+        dstMemoryType: CUmemorytype::CU_MEMORYTYPE_DEVICE,
+        dstHost: std::ptr::null_mut(),
+        dstDevice: dst,
+        dstArray: std::ptr::null_mut(),
+        dstPitch: dst_pitch,
+        WidthInBytes: line,
+        Height: lines,
+    };
+    // SAFETY: the caller vouches for both stretches; `copy` lives until
+    // the call returns (the driver reads it when enqueuing).
+    unsafe { cuMemcpy2DAsync_v2(&copy, stream.cu_stream()) }.result()
+}
+
 /// The device address of `buf` (read once, outside any timed region:
 /// cudarc's `device_ptr` may enqueue event waits).
 pub fn device_address<T>(gpu: &Gpu, buf: &CudaSlice<T>) -> CUdeviceptr {

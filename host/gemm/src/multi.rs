@@ -46,10 +46,13 @@
 //! plain data that the emulator tests follow step by step
 //! (tests/tests/multi.rs); NCCL and the streams run them on GPUs.
 //!
-//! Not yet here (issue 25 continues): operands scattered from one
-//! device (they come from host copies: [`Part::a_of`] and the rest), and
-//! products larger than all the devices' memory together (panels streamed
-//! from the host).
+//! Operands on one device reach the others through `MultiGemm::scatter`
+//! (each shard packed by a 2D copy and sent through NCCL), and
+//! `MultiGemm::collect` brings the shards of C back ([`Share`] and
+//! [`Lines`] say what each device holds and where it lies).
+//!
+//! Not yet here (issue 25 continues): products larger than all the
+//! devices' memory together (panels streamed from the host).
 
 use std::ops::Range;
 use std::sync::Arc;
@@ -288,25 +291,86 @@ pub fn fitting(
     }
 }
 
-/// The `rows x cols` block at `(r0, c0)` of a matrix stored in `layout`
-/// with leading dimension `ld`, packed.
-fn block<T: Copy>(
-    x: &[T],
-    layout: Layout,
-    ld: usize,
-    (r0, c0): (usize, usize),
-    (rows, cols): (usize, usize),
-) -> Vec<T> {
-    let mut out = Vec::with_capacity(rows * cols);
-    match layout {
-        Layout::RowMajor => {
-            (0..rows).for_each(|i| out.extend_from_slice(&x[(r0 + i) * ld + c0..][..cols]))
-        }
-        Layout::ColMajor => {
-            (0..cols).for_each(|j| out.extend_from_slice(&x[(c0 + j) * ld + r0..][..rows]))
+/// Where a shard lies in a whole operand as stored: `lines` lines (rows
+/// of a row-major matrix, columns of a column-major one) of `line`
+/// values, `pitch` values apart, the first at value `start`. The shard
+/// is these lines packed, one after the other (its own pitch `line`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Lines {
+    pub start: usize,
+    pub pitch: usize,
+    pub lines: usize,
+    pub line: usize,
+}
+
+impl Lines {
+    /// The `rows x cols` block at `(r0, c0)` of a matrix stored in
+    /// `layout` with leading dimension `ld`.
+    fn of(
+        layout: Layout,
+        ld: usize,
+        (r0, c0): (usize, usize),
+        (rows, cols): (usize, usize),
+    ) -> Self {
+        let (start, lines, line) = match layout {
+            Layout::RowMajor => (r0 * ld + c0, rows, cols),
+            Layout::ColMajor => (c0 * ld + r0, cols, rows),
+        };
+        Self {
+            start,
+            pitch: ld,
+            lines,
+            line,
         }
     }
-    out
+
+    /// Values of the packed shard.
+    pub fn len(&self) -> usize {
+        self.lines * self.line
+    }
+
+    /// No values.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The value after the last one the lines take in the whole operand.
+    pub fn end(&self) -> usize {
+        match self.lines {
+            0 => self.start,
+            lines => self.start + (lines - 1) * self.pitch + self.line,
+        }
+    }
+
+    /// The shard, packed, out of the whole `x` (long enough: checked by
+    /// the caller).
+    fn cut<T: Copy>(&self, x: &[T]) -> Vec<T> {
+        let mut out = Vec::with_capacity(self.len());
+        for l in 0..self.lines {
+            out.extend_from_slice(&x[self.start + l * self.pitch..][..self.line]);
+        }
+        out
+    }
+
+    /// Writes the packed `shard` into its place in the whole `x`.
+    fn put<T: Copy>(&self, shard: &[T], x: &mut [T]) {
+        for l in 0..self.lines {
+            let to = self.start + l * self.pitch;
+            x[to..to + self.line].copy_from_slice(&shard[l * self.line..][..self.line]);
+        }
+    }
+}
+
+/// What a device holds of one of the caller's operands for its part.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Share {
+    /// The whole operand, with the caller's leading dimension.
+    Whole,
+    /// A shard, packed.
+    Lines(Lines),
+    /// As many zeros as the whole operand (a K split's C beyond device
+    /// 0, which the call does not read: beta is 0 there).
+    Zeros,
 }
 
 /// `GemmError::BufferTooSmall` unless `len >= needs`.
@@ -318,94 +382,103 @@ fn holds(arg: &'static str, len: usize, needs: usize) -> Result<(), GemmError> {
 }
 
 impl Part {
+    /// What the device holds of A.
+    pub fn a_share(&self) -> Share {
+        let w = &self.whole;
+        let (rows, depth) = match self.how {
+            Split::Columns => return Share::Whole,
+            Split::Rows | Split::Grid { .. } => (&self.rows, 0..w.k),
+            Split::K => (&(0..w.m), self.depth.clone()),
+        };
+        let at = stored(w.op_a, rows.start, depth.start);
+        let size = stored(w.op_a, rows.len(), depth.len());
+        Share::Lines(Lines::of(w.layout, w.lda, at, size))
+    }
+
+    /// What the device holds of B.
+    pub fn b_share(&self) -> Share {
+        let w = &self.whole;
+        let (depth, cols) = match self.how {
+            Split::Rows => return Share::Whole,
+            Split::Columns | Split::Grid { .. } => (0..w.k, &self.cols),
+            Split::K => (self.depth.clone(), &(0..w.n)),
+        };
+        let at = stored(w.op_b, depth.start, cols.start);
+        let size = stored(w.op_b, depth.len(), cols.len());
+        Share::Lines(Lines::of(w.layout, w.ldb, at, size))
+    }
+
+    /// What the device holds of C before the call: for a K split, the
+    /// whole of C on device 0 (which adds `beta C`) and zeros elsewhere.
+    pub fn c_share(&self) -> Share {
+        let w = &self.whole;
+        match self.how {
+            Split::K if self.device == 0 => Share::Whole,
+            Split::K => Share::Zeros,
+            _ => Share::Lines(Lines::of(
+                w.layout,
+                w.ldc,
+                (self.rows.start, self.cols.start),
+                (self.rows.len(), self.cols.len()),
+            )),
+        }
+    }
+
+    /// The device's buffer of `share` out of the caller's whole `x`.
+    fn cut<T: Copy>(share: Share, x: &[T], zero: T) -> Vec<T> {
+        match share {
+            Share::Whole => x.to_vec(),
+            Share::Lines(lines) => lines.cut(x),
+            Share::Zeros => vec![zero; x.len()],
+        }
+    }
+
     /// The device's A, cut from the caller's whole A (as stored): its
     /// shard, packed, or (columns) the whole of it. Refused if `a` is
     /// shorter than the whole call reads.
     pub fn a_of<T: Copy>(&self, a: &[T]) -> Result<Vec<T>, GemmError> {
-        let w = &self.whole;
-        holds("a", a.len(), w.buffer_lens().0)?;
-        Ok(match self.how {
-            Split::Columns => a.to_vec(),
-            Split::Rows | Split::Grid { .. } => {
-                let (r, c) = stored(w.op_a, self.rows.len(), w.k);
-                let at = stored(w.op_a, self.rows.start, 0);
-                block(a, w.layout, w.lda, at, (r, c))
-            }
-            Split::K => {
-                let (r, c) = stored(w.op_a, w.m, self.depth.len());
-                let at = stored(w.op_a, 0, self.depth.start);
-                block(a, w.layout, w.lda, at, (r, c))
-            }
+        holds("a", a.len(), self.whole.buffer_lens().0)?;
+        Ok(match self.a_share() {
+            Share::Lines(lines) => lines.cut(a),
+            _ => a.to_vec(),
         })
     }
 
     /// The device's B, cut from the caller's whole B (as stored); refused
     /// if `b` is shorter than the whole call reads.
     pub fn b_of<T: Copy>(&self, b: &[T]) -> Result<Vec<T>, GemmError> {
-        let w = &self.whole;
-        holds("b", b.len(), w.buffer_lens().1)?;
-        Ok(match self.how {
-            Split::Rows => b.to_vec(),
-            Split::Columns | Split::Grid { .. } => {
-                let (r, c) = stored(w.op_b, w.k, self.cols.len());
-                let at = stored(w.op_b, 0, self.cols.start);
-                block(b, w.layout, w.ldb, at, (r, c))
-            }
-            Split::K => {
-                let (r, c) = stored(w.op_b, self.depth.len(), w.n);
-                let at = stored(w.op_b, self.depth.start, 0);
-                block(b, w.layout, w.ldb, at, (r, c))
-            }
+        holds("b", b.len(), self.whole.buffer_lens().1)?;
+        Ok(match self.b_share() {
+            Share::Lines(lines) => lines.cut(b),
+            _ => b.to_vec(),
         })
     }
 
     /// The device's C before the call, from the caller's C: its shard,
-    /// packed; for a K split, the whole of C on device 0 (which adds
-    /// `beta C`) and `zero` elsewhere (not read: beta is 0 there). Refused
-    /// if `c` is shorter than the whole call writes.
+    /// packed; for a K split, the whole of C on device 0 and `zero`
+    /// elsewhere ([`Part::c_share`]). Refused if `c` is shorter than the
+    /// whole call writes.
     pub fn c_of<T: Copy>(&self, c: &[T], zero: T) -> Result<Vec<T>, GemmError> {
-        let w = &self.whole;
-        holds("c", c.len(), w.buffer_lens().2)?;
-        Ok(match self.how {
-            Split::K if self.device == 0 => c.to_vec(),
-            Split::K => vec![zero; c.len()],
-            _ => block(
-                c,
-                w.layout,
-                w.ldc,
-                (self.rows.start, self.cols.start),
-                (self.rows.len(), self.cols.len()),
-            ),
-        })
+        holds("c", c.len(), self.whole.buffer_lens().2)?;
+        Ok(Self::cut(self.c_share(), c, zero))
     }
 
     /// Writes the device's computed C shard `shard` (as [`Part::c_of`]
     /// laid it out) into the caller's C. Refused for a K split (add its
     /// partials with [`sum_partials`]) and for a `shard` or `c` too short.
     pub fn place<T: Copy>(&self, shard: &[T], c: &mut [T]) -> Result<(), GemmError> {
-        if self.how == Split::K {
+        let Share::Lines(lines) = self.c_share() else {
             return Err(GemmError::PartialNotPlaced);
-        }
-        let w = &self.whole;
-        holds("c", c.len(), w.buffer_lens().2)?;
-        holds("shard", shard.len(), self.cfg.buffer_lens().2)?;
-        let (rows, cols, ld) = (self.rows.len(), self.cols.len(), self.cfg.ldc);
-        for i in 0..rows {
-            for j in 0..cols {
-                let (from, to) = match w.layout {
-                    Layout::RowMajor => (
-                        i * ld + j,
-                        (self.rows.start + i) * w.ldc + self.cols.start + j,
-                    ),
-                    Layout::ColMajor => (
-                        j * ld + i,
-                        (self.cols.start + j) * w.ldc + self.rows.start + i,
-                    ),
-                };
-                c[to] = shard[from];
-            }
-        }
+        };
+        holds("c", c.len(), self.whole.buffer_lens().2)?;
+        holds("shard", shard.len(), lines.len())?;
+        lines.put(shard, c);
         Ok(())
+    }
+
+    /// The caller's call.
+    pub fn whole(&self) -> &GemmConfig {
+        &self.whole
     }
 }
 
@@ -663,6 +736,10 @@ pub struct MultiGemm {
 
 #[cfg(feature = "nccl")]
 mod nccl;
+#[cfg(feature = "nccl")]
+mod scatter;
+#[cfg(feature = "nccl")]
+pub use scatter::Scattered;
 
 impl MultiGemm {
     /// A handle per stream, in order: device `d` of a split call is
@@ -796,6 +873,25 @@ mod tests {
         assert_eq!(shards(300, 8), vec![0..128, 128..256, 256..300]);
         assert_eq!(shards(16384, 2), vec![0..8192, 8192..16384]);
         assert!(shards(0, 2).is_empty() && shards(5, 0).is_empty());
+    }
+
+    /// A block's lines in both layouts: where they start, how far apart,
+    /// how many and how long.
+    #[test]
+    fn lines_of_a_block() {
+        let row = Lines::of(Layout::RowMajor, 10, (1, 2), (2, 3));
+        assert_eq!((row.start, row.pitch, row.lines, row.line), (12, 10, 2, 3));
+        assert_eq!((row.len(), row.end()), (6, 25));
+        let col = Lines::of(Layout::ColMajor, 10, (1, 2), (2, 3));
+        assert_eq!((col.start, col.pitch, col.lines, col.line), (21, 10, 3, 2));
+        let x: Vec<u32> = (0..50).collect();
+        assert_eq!(col.cut(&x), [21, 22, 31, 32, 41, 42]);
+        assert_eq!(col.end(), 43);
+        let mut back = vec![0u32; 50];
+        row.put(&row.cut(&x), &mut back);
+        assert_eq!(back[12..15], [12, 13, 14]);
+        assert_eq!(back[22..25], [22, 23, 24]);
+        assert_eq!(back.iter().filter(|&&v| v != 0).count(), 6);
     }
 
     /// Zero devices, a batch and a bad call are refused with their own

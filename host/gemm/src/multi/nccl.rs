@@ -30,7 +30,10 @@ pub(super) struct Comms {
 }
 
 /// A driver failure on device `d`, doing `doing`.
-fn cuda(d: usize, doing: &str) -> impl FnOnce(cudarc::driver::DriverError) -> GemmError + '_ {
+pub(super) fn cuda(
+    d: usize,
+    doing: &str,
+) -> impl FnOnce(cudarc::driver::DriverError) -> GemmError + '_ {
     move |source| {
         let doing = doing.to_string();
         GemmError::from(HostError::Cuda { doing, source }).on_device(d)
@@ -38,7 +41,7 @@ fn cuda(d: usize, doing: &str) -> impl FnOnce(cudarc::driver::DriverError) -> Ge
 }
 
 /// An NCCL failure, doing `doing`.
-fn nccl(doing: &str) -> impl FnOnce(cudarc::nccl::result::NcclError) -> GemmError + '_ {
+pub(super) fn nccl(doing: &str) -> impl FnOnce(cudarc::nccl::result::NcclError) -> GemmError + '_ {
     move |e| GemmError::Nccl {
         doing: doing.to_string(),
         error: format!("{e:?}"),
@@ -48,7 +51,10 @@ fn nccl(doing: &str) -> impl FnOnce(cudarc::nccl::result::NcclError) -> GemmErro
 /// Runs `calls` as one NCCL group (every communicator's part of a
 /// collective, or a set of sends and receives): the group is closed even
 /// when a call fails.
-fn grouped(doing: &str, calls: impl FnOnce() -> Result<(), GemmError>) -> Result<(), GemmError> {
+pub(super) fn grouped(
+    doing: &str,
+    calls: impl FnOnce() -> Result<(), GemmError>,
+) -> Result<(), GemmError> {
     group_start().map_err(nccl(doing))?;
     let called = calls();
     let ended = group_end().map_err(nccl(doing));
@@ -59,7 +65,7 @@ fn grouped(doing: &str, calls: impl FnOnce() -> Result<(), GemmError>) -> Result
 /// the all-gather's chunks, whose order the streams' waits keep (cudarc's
 /// per-buffer events would make each broadcast wait for the GEMM that
 /// read the buffer before it, and each GEMM for the last broadcast).
-struct Region<'a, T> {
+pub(super) struct Region<'a, T> {
     ptr: u64,
     len: usize,
     stream: &'a Arc<CudaStream>,
@@ -73,7 +79,7 @@ impl<'a, T> Region<'a, T> {
     /// `base` holds at least `range.end` values of `T`, alive and not
     /// moved while the region is used, and whoever uses the region
     /// orders its reads and writes with the buffer's other users.
-    unsafe fn of(base: u64, range: Range<usize>, stream: &'a Arc<CudaStream>) -> Self {
+    pub(super) unsafe fn of(base: u64, range: Range<usize>, stream: &'a Arc<CudaStream>) -> Self {
         Self {
             ptr: base + (range.start * size_of::<T>()) as u64,
             len: range.len(),
@@ -125,7 +131,7 @@ impl MultiGemm {
     }
 
     /// The communicators, or why there are none.
-    fn comms(&self, what: &'static str) -> Result<&[Comm], GemmError> {
+    pub(super) fn comms(&self, what: &'static str) -> Result<&[Comm], GemmError> {
         match &self.comms {
             Some(c) => Ok(&c.comms),
             None => Err(GemmError::NoNccl { what }),
@@ -134,7 +140,7 @@ impl MultiGemm {
 
     /// Device `d`'s communicator's stream waits for its handle's stream
     /// (`to_comm`), or the other way.
-    fn wait(&self, comms: &[Comm], d: usize, to_comm: bool) -> Result<(), GemmError> {
+    pub(super) fn wait(&self, comms: &[Comm], d: usize, to_comm: bool) -> Result<(), GemmError> {
         let (handle, comm) = (self.handles[d].stream(), comms[d].stream());
         let joined = if to_comm {
             comm.join(handle)
