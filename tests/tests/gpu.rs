@@ -1397,6 +1397,23 @@ fn library_multi() -> Named {
                     }
                 }
             }
+            // Host operands through `gemm_host`, cut as `fitting` says.
+            let cfg = GemmConfig::new(260, 300, 700)
+                .lds(700, 310, 300)
+                .scalars(1.5, -1.0);
+            let (la, lb, lc) = lens(&cfg);
+            let (a, b, before) = (values(la, 64), values(lb, 65), values(lc, 66));
+            let mut after = before.clone();
+            let (how, _) =
+                (multi.gemm_host(&cfg, &a, &b, &mut after)).map_err(|e| e.to_string())?;
+            let elems = kernels_gpu::elem::Elems::FP32;
+            let v =
+                harness::reference::check_gemm(&cfg, (&a, &b), (&before, &after), elems, 4096, 7);
+            let memory = multi.memory_per_device().map_err(|e| e.to_string())?;
+            let fit = rust_gemm::multi::fitting(&cfg, devices, memory, (4, 4, 4));
+            if !v.passed || Some(how) != fit.ok().map(|f| f.0) {
+                return Err(format!("gemm_host over {devices} by {how:?}: {v:?}"));
+            }
             // One buffer short, and a C shard too small for its part.
             let cfg = GemmConfig::new(300, 300, 64);
             let parts = split(&cfg, devices, Split::Columns).map_err(|e| e.to_string())?;

@@ -784,6 +784,93 @@ impl MultiGemm {
         self.handles.get(d)
     }
 
+    /// Bytes a part may take on every device: the least free memory of
+    /// the devices, less a sixteenth (at least 256 MiB) for the driver,
+    /// split-K's workspace and padded copies. (Two streams of one GPU
+    /// each count its whole free memory.)
+    pub fn memory_per_device(&self) -> Result<usize, GemmError> {
+        let mut least = usize::MAX;
+        for (d, h) in self.handles.iter().enumerate() {
+            let (free, _) = (h.stream().context().mem_get_info()).map_err(|source| {
+                let doing = "reading free memory".to_string();
+                GemmError::from(HostError::Cuda { doing, source }).on_device(d)
+            })?;
+            least = least.min(free);
+        }
+        Ok(least.saturating_sub((least / 16).max(256 << 20)))
+    }
+
+    /// Runs `cfg` on host operands too large for one GPU: cut over the
+    /// devices by [`fitting`] (the cut whose largest part holds the
+    /// fewest bytes, within [`MultiGemm::memory_per_device`]), each part's
+    /// buffers copied to its device, the product run, and C's shards
+    /// placed (or a K split's partials added in device order) in `c`.
+    /// Returns the cut and each part with what computed it. Waits for the
+    /// devices. `GemmError::TooLargeForDevices` when no cut fits.
+    pub fn gemm_host<TA, TB>(
+        &self,
+        cfg: &GemmConfig,
+        a: &[TA],
+        b: &[TB],
+        c: &mut [f32],
+    ) -> Result<(Split, Vec<(Part, Choice)>), GemmError>
+    where
+        TA: GemmElement + cudarc::driver::DeviceRepr + Copy,
+        TB: GemmElement + cudarc::driver::DeviceRepr + Copy,
+    {
+        let (la, lb, lc) = cfg.buffer_lens();
+        for (arg, len, needs) in [("a", a.len(), la), ("b", b.len(), lb), ("c", c.len(), lc)] {
+            if len < needs {
+                return Err(GemmError::BufferTooSmall { arg, len, needs });
+            }
+        }
+        let bytes = (size_of::<TA>(), size_of::<TB>(), size_of::<f32>());
+        let (how, _) = fitting(cfg, self.devices(), self.memory_per_device()?, bytes)?;
+        let parts = split(cfg, self.devices(), how)?;
+        let cuda = |d: usize, doing: &str| {
+            let doing = doing.to_string();
+            move |source| GemmError::from(HostError::Cuda { doing, source }).on_device(d)
+        };
+        let (mut da, mut db, mut dc) = (Vec::new(), Vec::new(), Vec::new());
+        for (d, h) in self.handles.iter().enumerate() {
+            let s = h.stream();
+            match parts.iter().find(|p| p.device == d) {
+                // -0 where a K split's device holds zeros: x + -0 is x for
+                // every x, so the padding of C keeps its bits in the sum.
+                Some(p) => {
+                    da.push(s.clone_htod(&p.a_of(a)?).map_err(cuda(d, "copying A"))?);
+                    db.push(s.clone_htod(&p.b_of(b)?).map_err(cuda(d, "copying B"))?);
+                    dc.push(
+                        s.clone_htod(&p.c_of(c, -0.0)?)
+                            .map_err(cuda(d, "copying C"))?,
+                    );
+                }
+                // A device without a part: buffers the call does not read.
+                None => {
+                    da.push(s.clone_htod(&a[..1]).map_err(cuda(d, "copying A"))?);
+                    db.push(s.clone_htod(&b[..1]).map_err(cuda(d, "copying B"))?);
+                    dc.push(s.clone_htod(&c[..1]).map_err(cuda(d, "copying C"))?);
+                }
+            }
+        }
+        let done = self.gemm(cfg, how, &da, &db, &mut dc)?;
+        let mut partials = Vec::new();
+        for (part, _) in &done {
+            let d = part.device;
+            let shard =
+                (self.handles[d].stream().clone_dtoh(&dc[d])).map_err(cuda(d, "copying C back"))?;
+            match how {
+                Split::K => partials.push(shard),
+                _ => part.place(&shard, c)?,
+            }
+        }
+        if how == Split::K {
+            let sum = sum_partials(&partials)?;
+            c[..sum.len()].copy_from_slice(&sum);
+        }
+        Ok((how, done))
+    }
+
     /// Enqueues `cfg` cut `how` over the devices, each part on its
     /// device's stream, and returns the parts with what computed each.
     /// `a[d]`, `b[d]`, `c[d]` are device `d`'s buffers, laid out as
