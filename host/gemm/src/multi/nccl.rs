@@ -150,6 +150,17 @@ impl MultiGemm {
         joined.map_err(cuda(d, "ordering the streams"))
     }
 
+    /// Each device's buffer `xs[d]` by address, with the guard (taken on
+    /// its handle's stream) that keeps cudarc's ordering until dropped.
+    fn addresses<'a, T, X: DevicePtrMut<T>>(
+        &'a self,
+        xs: &'a mut [X],
+    ) -> (Vec<u64>, Vec<SyncOnDrop<'a>>) {
+        (xs.iter_mut().zip(&self.handles))
+            .map(|(x, h)| x.device_ptr_mut(h.stream()))
+            .unzip()
+    }
+
     /// Enqueues `cfg` split over K, reduced on the devices: afterwards
     /// every device's `c[d]` holds C, `alpha op(A) op(B) + beta C[d]`,
     /// the same bits on every device and every run ([`Reduction`] says
@@ -327,20 +338,8 @@ impl MultiGemm {
         // cudarc's ordering with the caller's other work on them (taken
         // on the handle's stream, released after everything is enqueued
         // and the handle's stream has waited for the communicator's).
-        let mut a_at = Vec::with_capacity(self.devices());
-        let mut a_guards = Vec::with_capacity(self.devices());
-        for (d, a) in a.iter_mut().enumerate() {
-            let (ptr, guard) = a.device_ptr_mut(self.handles[d].stream());
-            a_at.push(ptr);
-            a_guards.push(guard);
-        }
-        let mut c_at = Vec::with_capacity(self.devices());
-        let mut c_guards = Vec::with_capacity(self.devices());
-        for (d, c) in c.iter_mut().enumerate() {
-            let (ptr, guard) = c.device_ptr_mut(self.handles[d].stream());
-            c_at.push(ptr);
-            c_guards.push(guard);
-        }
+        let (a_at, a_guards) = self.addresses(a);
+        let (c_at, c_guards) = self.addresses(c);
         // The broadcasts, chunk by chunk, each chunk's arrival an event.
         let mut arrived: Vec<Vec<_>> = (0..self.devices()).map(|_| Vec::new()).collect();
         for d in 0..self.devices() {
