@@ -142,7 +142,8 @@ fn main() -> ExitCode {
         };
         let library = library.into_iter();
         let all = library.chain(library_streams()).chain(library_graph());
-        for (name, result) in all.chain(library_multi()).chain(library_multi_nccl()) {
+        let multi = library_multi().into_iter().chain(library_multi_nccl());
+        for (name, result) in all.chain(multi).chain(library_multi_gpus()) {
             check(format!("gpu::blas::{name}"), result);
         }
     }
@@ -1602,12 +1603,135 @@ fn library_multi_nccl() -> Named {
         }
         let two = vec![stream.clone(), ctx.new_stream().map_err(d)?];
         match MultiGemm::with_nccl(two) {
-            Err(GemmError::Nccl { .. }) => Ok(()),
+            Err(GemmError::SameGpu {
+                first: 0,
+                second: 1,
+                ordinal: 0,
+            }) => Ok(()),
             other => Err(format!("two ranks on one GPU: {:?}", other.map(|_| ()))),
         }
     };
     out.push(("multi_nccl_refusals".into(), refused()));
     out
+}
+
+/// The NCCL calls over two GPUs, where the machine has them (skipped,
+/// loudly, where it has one): a K split reduced (with C's rows fewer than
+/// a unit per device, so that one device owns none), A gathered (with
+/// fewer chunks than devices), operands scattered and C collected, and a
+/// host call cut by `fitting`. Every device's result is checked against
+/// the reference.
+fn library_multi_gpus() -> Named {
+    use rust_gemm::GemmError;
+    use rust_gemm::multi::{Gather, MultiGemm, Split};
+    let count = rust_gemm::gpu::device_count().unwrap_or(0);
+    if count < 2 {
+        eprintln!("*** SKIPPED: multi_gpus: needs 2 GPUs, this machine has {count} ***");
+        return Named::new();
+    }
+    let run = || -> Result<(), String> {
+        let s = |e: GemmError| e.to_string();
+        let d = |e: cudarc::driver::DriverError| e.to_string();
+        let streams = (0..2)
+            .map(|g| cudarc::driver::CudaContext::new(g).and_then(|c| c.new_stream()))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(d)?;
+        let multi = match MultiGemm::with_nccl(streams.clone()) {
+            Err(GemmError::NcclMissing) => {
+                eprintln!("*** SKIPPED: multi_gpus: the NCCL library is not installed here ***");
+                return Ok(());
+            }
+            other => other.map_err(s)?,
+        };
+        let check = |cfg: &GemmConfig, a: &[f32], b: &[f32], before: &[f32], after: &[f32]| {
+            let elems = kernels_gpu::elem::Elems::FP32;
+            let v = harness::reference::check_gemm(cfg, (a, b), (before, after), elems, 4096, 7);
+            if v.passed {
+                Ok(())
+            } else {
+                Err(format!("{cfg:?}: {v:?}"))
+            }
+        };
+        for cfg in [
+            GemmConfig::new(100, 300, 1000).scalars(0.5, -1.0),
+            GemmConfig::new(300, 260, 2000)
+                .layout(Layout::ColMajor)
+                .op_a(Op::T),
+        ] {
+            let (la, lb, lc) = lens(&cfg);
+            let (a, b, before) = (values(la, 101), values(lb, 102), values(lc, 103));
+            let parts = rust_gemm::multi::split(&cfg, 2, Split::K).map_err(s)?;
+            let (mut da, mut db, mut dc) = (Vec::new(), Vec::new(), Vec::new());
+            for (g, st) in streams.iter().enumerate() {
+                let p = parts.iter().find(|p| p.device == g).unwrap_or(&parts[0]);
+                da.push(st.clone_htod(&p.a_of(&a).map_err(s)?).map_err(d)?);
+                db.push(st.clone_htod(&p.b_of(&b).map_err(s)?).map_err(d)?);
+                dc.push(st.clone_htod(&before).map_err(d)?);
+            }
+            multi.gemm_reduced(&cfg, &da, &db, &mut dc).map_err(s)?;
+            let c0 = streams[0].clone_dtoh(&dc[0]).map_err(d)?;
+            let c1 = streams[1].clone_dtoh(&dc[1]).map_err(d)?;
+            check(&cfg, &a, &b, &before, &c0)?;
+            if c0.iter().zip(&c1).any(|(x, y)| x.to_bits() != y.to_bits()) {
+                return Err(format!("{cfg:?}: the devices' reduced C differ"));
+            }
+        }
+        for m in [200, 100] {
+            let cfg = GemmConfig::new(m, 300, 150);
+            let (la, lb, lc) = lens(&cfg);
+            let (a, b, before) = (values(la, 111), values(lb, 112), values(lc, 113));
+            let plan = Gather::of(&cfg, 2).map_err(s)?;
+            let (mut da, mut db, mut dc) = (Vec::new(), Vec::new(), Vec::new());
+            for (g, st) in streams.iter().enumerate() {
+                let mut mine = vec![f32::NAN; la];
+                if g < plan.chunks.len() {
+                    let span = plan.a_span(g);
+                    mine[span.clone()].copy_from_slice(&a[span]);
+                }
+                let p = plan
+                    .parts
+                    .iter()
+                    .find(|p| p.device == g)
+                    .unwrap_or(&plan.parts[0]);
+                da.push(st.clone_htod(&mine).map_err(d)?);
+                db.push(st.clone_htod(&p.b_of(&b).map_err(s)?).map_err(d)?);
+                dc.push(
+                    st.clone_htod(&p.c_of(&before, 0.0).map_err(s)?)
+                        .map_err(d)?,
+                );
+            }
+            multi.gather_gemm(&cfg, &mut da, &db, &mut dc).map_err(s)?;
+            let mut after = before.clone();
+            for p in &plan.parts {
+                let shard = streams[p.device].clone_dtoh(&dc[p.device]).map_err(d)?;
+                p.place(&shard, &mut after).map_err(s)?;
+            }
+            check(&cfg, &a, &b, &before, &after)?;
+        }
+        let cfg = GemmConfig::new(300, 500, 200).op_b(Op::T).scalars(0.5, 2.0);
+        let (la, lb, lc) = lens(&cfg);
+        let (a, b, before) = (values(la, 121), values(lb, 122), values(lc, 123));
+        let (da, db) = (
+            streams[0].clone_htod(&a).map_err(d)?,
+            streams[0].clone_htod(&b).map_err(d)?,
+        );
+        for how in [
+            Split::Columns,
+            Split::Rows,
+            Split::Grid { rows: 2, cols: 1 },
+        ] {
+            let mut dc = streams[0].clone_htod(&before).map_err(d)?;
+            let mut sh = (multi.scatter(&cfg, how, 0, (&da, &db, &dc))).map_err(s)?;
+            (multi.gemm(&cfg, how, &sh.a, &sh.b, &mut sh.c)).map_err(s)?;
+            multi.collect(&sh, 0, &mut dc).map_err(s)?;
+            let after = streams[0].clone_dtoh(&dc).map_err(d)?;
+            check(&cfg, &a, &b, &before, &after).map_err(|e| format!("{how:?}: {e}"))?;
+        }
+        let mut after = before.clone();
+        multi.gemm_host(&cfg, &a, &b, &mut after).map_err(s)?;
+        check(&cfg, &a, &b, &before, &after)
+    };
+    vec![("multi_gpus_nccl".into(), run())]
 }
 
 /// Calls captured into a CUDA graph and replayed: a split-K call (its

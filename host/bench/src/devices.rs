@@ -20,7 +20,10 @@
 //! takes tens of milliseconds, so the microseconds of synchronization do
 //! not count. Scaling efficiency is `t(1 GPU) / (N t(N GPUs))`; a
 //! gather's `hidden` is the columns split's time over its own (the same
-//! products, with A already whole): 1 when the gather costs nothing.
+//! products with A already whole, in one call per device rather than one
+//! per chunk: the gather's cost and the chunking's together), 1 when they
+//! cost nothing. Without NCCL installed, the columns and panels rows run
+//! alone.
 
 use std::time::Instant;
 
@@ -118,6 +121,8 @@ impl Element for half::bf16 {
 struct Devices {
     streams: Vec<Arc<CudaStream>>,
     multi: MultiGemm,
+    /// NCCL is installed (the k-reduced and gather rows run).
+    nccl: bool,
 }
 
 impl Devices {
@@ -148,6 +153,9 @@ fn time(budget: &Budget, devices: &Devices, mut call: impl FnMut() -> Result<()>
             break;
         }
     }
+    if times.is_empty() {
+        bail!("no timed call: give --min-reps or --budget-ms above 0");
+    }
     times.sort_by(f64::total_cmp);
     Ok(times[times.len() / 2])
 }
@@ -170,14 +178,25 @@ pub fn run(
         let ctx = CudaContext::new(d).with_context(|| format!("opening GPU {d}"))?;
         streams.push(ctx.new_stream()?);
     }
-    let multi = MultiGemm::with_nccl(streams.clone())?;
+    let (multi, nccl) = match MultiGemm::with_nccl(streams.clone()) {
+        Ok(m) => (m, true),
+        Err(rust_gemm::GemmError::NcclMissing) => {
+            eprintln!("devices: NCCL is not installed: the k-reduced and gather rows are skipped");
+            (MultiGemm::new(streams.clone())?, false)
+        }
+        Err(e) => return Err(e.into()),
+    };
     let gpu = multi
         .handle(0)
         .context("one device at least")?
         .device()
         .name
         .clone();
-    let devs = Devices { streams, multi };
+    let devs = Devices {
+        streams,
+        multi,
+        nccl,
+    };
     let mut rows = Vec::new();
     for &(m, n, k) in sizes {
         let cfg = GemmConfig::new(m, n, k).scalars(1.0, 0.5);
@@ -280,6 +299,10 @@ fn run_size<T: Element>(
         rows.push(row(&format!("panels {r}x{c}"), v, ms));
     }
 
+    if !devs.nccl {
+        return Ok(rows);
+    }
+
     // K, reduced on the devices.
     let parts = split(cfg, n_dev, Split::K)?;
     let part_of = |d: usize| parts.iter().find(|p| p.device == d).unwrap_or(&parts[0]);
@@ -303,13 +326,11 @@ fn run_size<T: Element>(
             v.passed = false;
         }
     }
-    // Timed with beta 0, C reset by every call; the verified call had 0.5.
-    let timed = cfg.clone().scalars(1.0, 0.0);
     let ms = if v.passed {
         Some(time(budget, devs, || {
             Ok(devs
                 .multi
-                .gemm_reduced(&timed, &pa, &pb, &mut pc)
+                .gemm_reduced(cfg, &pa, &pb, &mut pc)
                 .map(|_| ())?)
         })?)
     } else {

@@ -578,6 +578,20 @@ pub enum GemmError {
          pip's nvidia-nccl-cu12) and add its folder to LD_LIBRARY_PATH"
     )]
     NcclMissing,
+    #[error(
+        "streams {first} and {second} are both on GPU {ordinal}, and NCCL takes one rank per \
+         GPU: give with_nccl one stream per GPU (MultiGemm::new takes two streams of a GPU)"
+    )]
+    SameGpu {
+        first: usize,
+        second: usize,
+        ordinal: usize,
+    },
+    #[error(
+        "an earlier NCCL call of this MultiGemm failed inside a group, which may leave the other \
+         devices waiting: synchronize nothing more on its streams and make a new MultiGemm"
+    )]
+    NcclBroken,
     #[error("NCCL failed {doing}: {error}")]
     Nccl { doing: String, error: String },
     /// One device's part of a split call failed; `source` says how.
@@ -2446,6 +2460,11 @@ impl PlaneSum {
 }
 
 impl Sgemm {
+    /// Loads the kernel of [`Sgemm::sum_planes`] if no call has.
+    pub(crate) fn load_sums(&self) -> Result<(), GemmError> {
+        self.loaded(&REDUCE).map(|_| ())
+    }
+
     /// Enqueues `sum` on the handle's stream: planes `w` into `c`.
     pub(crate) fn sum_planes<W, C>(&self, sum: &PlaneSum, w: &W, c: &mut C) -> Result<(), GemmError>
     where

@@ -248,7 +248,7 @@ impl Split {
 /// Bytes the largest part of `cfg` cut `how` over `devices` devices holds
 /// on its device: its A, B and C (elements of `bytes.0`, `bytes.1`,
 /// `bytes.2` bytes), as [`split`] cuts them (a K split's parts each a
-/// whole C; [`Reduction`]'s two planes of scratch are not counted).
+/// whole C; the scratch of [`Reduction`] is not counted).
 pub fn footprint(
     cfg: &GemmConfig,
     devices: usize,
@@ -522,8 +522,9 @@ pub fn sum_partials(partials: &[Vec<f32>]) -> Result<Vec<f32>, GemmError> {
 ///    ([`Reduction::final_sum`]).
 ///
 /// Each device receives `(devices - 1) / devices` of a plane in steps 1
-/// and 3 each, what a ring all-reduce moves, and holds two planes of
-/// scratch. Every element of C is the same sum, made in the same order,
+/// and 3 each, what a ring all-reduce moves, and holds a plane and its
+/// slots as scratch ([`Reduction::slots`]: `devices` times its rows, about
+/// one plane when the rows divide evenly). Every element of C is the same sum, made in the same order,
 /// on every device and every run.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Reduction {

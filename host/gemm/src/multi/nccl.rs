@@ -9,14 +9,18 @@
 //! waiting for the other where the plan needs the other's results. With
 //! one process driving every device, each collective is one NCCL group
 //! over all the communicators (what NCCL asks of a single thread driving
-//! several GPUs). NCCL refuses two communicators on one GPU, so
-//! [`MultiGemm::with_nccl`] wants one stream per GPU.
+//! several GPUs). NCCL refuses two ranks of one communicator on one GPU,
+//! so [`MultiGemm::with_nccl`] wants one stream per GPU. cudarc's
+//! communicators are neither `Send` nor `Sync`, so a `MultiGemm` built
+//! with this feature is neither: drive it from the thread that made it.
 
+use std::cell::{Cell, RefCell};
 use std::marker::PhantomData;
 use std::ops::Range;
 use std::sync::Arc;
 
-use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut, DeviceSlice, SyncOnDrop};
+use cudarc::driver::sys::CUevent_flags;
+use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut, DeviceSlice, SyncOnDrop};
 use cudarc::nccl::{Comm, NcclType, group_end, group_start};
 
 use super::{Gather, MultiGemm, Part, Reduction, Split, split};
@@ -24,9 +28,53 @@ use crate::blas::{Choice, GemmConfig, GemmElement, GemmError, storage_of};
 use crate::error::HostError;
 
 /// One communicator per device, over second streams of the handles'
-/// GPUs.
+/// GPUs, and the reduction's scratch.
 pub(super) struct Comms {
     comms: Vec<Comm>,
+    /// Set when an NCCL call failed inside a group: the other ranks' parts
+    /// of that group may wait for ever for the missing one, so the
+    /// communicators take no more work.
+    broken: Cell<bool>,
+    /// Each device's plane and slots for [`MultiGemm::gemm_reduced`],
+    /// kept between calls and only grown (nothing allocated per call
+    /// once they are large enough).
+    scratch: RefCell<Vec<Scratch>>,
+}
+
+/// A device's scratch for the reduction of a K split.
+#[derive(Default)]
+struct Scratch {
+    plane: Option<CudaSlice<f32>>,
+    slots: Option<CudaSlice<f32>>,
+}
+
+impl Drop for Comms {
+    /// Waits for the communicators' streams before cudarc aborts the
+    /// communicators (`ncclCommAbort`, which would cancel what is still
+    /// running).
+    fn drop(&mut self) {
+        for c in &self.comms {
+            let _ = c.stream().synchronize();
+        }
+    }
+}
+
+/// Joins every handle's stream to its communicator's when dropped, on
+/// every way out of a call: what a handle's stream runs later (the
+/// caller's work, the freeing of buffers) waits for what NCCL was given,
+/// including the work of a group whose buffers' cudarc events were
+/// recorded before NCCL enqueued it.
+pub(super) struct Joined<'a> {
+    pub(super) multi: &'a MultiGemm,
+    pub(super) comms: &'a [Comm],
+}
+
+impl Drop for Joined<'_> {
+    fn drop(&mut self) {
+        for d in 0..self.comms.len() {
+            let _ = self.multi.wait(self.comms, d, false);
+        }
+    }
 }
 
 /// A driver failure on device `d`, doing `doing`.
@@ -51,14 +99,29 @@ pub(super) fn nccl(doing: &str) -> impl FnOnce(cudarc::nccl::result::NcclError) 
 /// Runs `calls` as one NCCL group (every communicator's part of a
 /// collective, or a set of sends and receives): the group is closed even
 /// when a call fails.
-pub(super) fn grouped(
-    doing: &str,
-    calls: impl FnOnce() -> Result<(), GemmError>,
-) -> Result<(), GemmError> {
+fn grouped(doing: &str, calls: impl FnOnce() -> Result<(), GemmError>) -> Result<(), GemmError> {
     group_start().map_err(nccl(doing))?;
     let called = calls();
     let ended = group_end().map_err(nccl(doing));
     called.and(ended.map(|_| ()))
+}
+
+impl MultiGemm {
+    /// [`grouped`] on this handle's communicators: a failure marks them
+    /// broken ([`Comms::broken`]).
+    pub(super) fn group(
+        &self,
+        doing: &str,
+        calls: impl FnOnce() -> Result<(), GemmError>,
+    ) -> Result<(), GemmError> {
+        let done = grouped(doing, calls);
+        if done.is_err()
+            && let Some(c) = &self.comms
+        {
+            c.broken.set(true);
+        }
+        done
+    }
 }
 
 /// A stretch of a device buffer by address, with no event of its own:
@@ -117,6 +180,16 @@ impl MultiGemm {
     /// refuses two ranks on one GPU); a single GPU makes a one-rank
     /// communicator, which runs the same steps.
     pub fn with_nccl(streams: Vec<Arc<CudaStream>>) -> Result<Self, GemmError> {
+        let ordinals: Vec<usize> = streams.iter().map(|s| s.context().ordinal()).collect();
+        for (second, ordinal) in ordinals.iter().enumerate() {
+            if let Some(first) = ordinals[..second].iter().position(|o| o == ordinal) {
+                return Err(GemmError::SameGpu {
+                    first,
+                    second,
+                    ordinal: *ordinal,
+                });
+            }
+        }
         let mut multi = Self::new(streams)?;
         // SAFETY: only asks whether the library loads.
         if !unsafe { cudarc::nccl::sys::is_culib_present() } {
@@ -126,13 +199,19 @@ impl MultiGemm {
             .map(|(d, h)| (h.stream().context().new_stream()).map_err(cuda(d, "making a stream")))
             .collect::<Result<Vec<_>, _>>()?;
         let comms = Comm::from_devices(seconds).map_err(nccl("making the communicators"))?;
-        multi.comms = Some(Comms { comms });
+        let scratch = RefCell::new((0..comms.len()).map(|_| Scratch::default()).collect());
+        multi.comms = Some(Comms {
+            comms,
+            broken: Cell::new(false),
+            scratch,
+        });
         Ok(multi)
     }
 
     /// The communicators, or why there are none.
     pub(super) fn comms(&self, what: &'static str) -> Result<&[Comm], GemmError> {
         match &self.comms {
+            Some(c) if c.broken.get() => Err(GemmError::NcclBroken),
             Some(c) => Ok(&c.comms),
             None => Err(GemmError::NoNccl { what }),
         }
@@ -168,8 +247,10 @@ impl MultiGemm {
     /// [`super::Part::a_of`] and [`super::Part::b_of`] cut them (one per
     /// device, even for a device the split gives no part); `c[d]` the
     /// whole C on each device (equal C's give equal results). C is f32:
-    /// the partial sums are. Each device holds two f32 planes of C's shape
-    /// as scratch while the call runs. Every part and sum is checked
+    /// the partial sums are. Each device keeps scratch between calls: a
+    /// plane of C's shape and its slots ([`Reduction::slots`]: the
+    /// devices' copies of the rows it owns, about one more plane when the
+    /// rows divide evenly), allocated by the first call that needs them. Every part and sum is checked
     /// before anything is enqueued. Nothing waits for the GPUs.
     pub fn gemm_reduced<TA, TB, A, B, C>(
         &self,
@@ -198,29 +279,55 @@ impl MultiGemm {
         }
         for (d, c) in c.iter().enumerate() {
             if let Some(sum) = plan.owned_sum(d) {
-                sum.check((plan.slots(d), plan.span(&plan.owned[d]).len()))?;
+                (sum.check((plan.slots(d), plan.span(&plan.owned[d]).len())))
+                    .map_err(|e| e.on_device(d))?;
             }
             (plan.final_sum().check((plan.plane(), c.len()))).map_err(|e| e.on_device(d))?;
+            // The sums' kernel loaded now, so that no load fails once
+            // data moves.
+            self.handles[d].load_sums().map_err(|e| e.on_device(d))?;
         }
         // Scratch: each device's plane (zeros where no part writes one)
-        // and its slots.
-        let mut planes = Vec::with_capacity(self.devices());
-        let mut slots = Vec::with_capacity(self.devices());
-        for (d, h) in self.handles.iter().enumerate() {
+        // and its slots, kept from earlier calls where large enough.
+        let mut scratch = self
+            .comms
+            .as_ref()
+            .expect("comms above")
+            .scratch
+            .borrow_mut();
+        for (d, (h, sc)) in self.handles.iter().zip(scratch.iter_mut()).enumerate() {
             let s = h.stream();
-            planes.push(
-                s.alloc_zeros::<f32>(plan.plane())
-                    .map_err(cuda(d, "allocating a plane"))?,
-            );
-            slots.push(
-                s.alloc_zeros::<f32>(plan.slots(d))
-                    .map_err(cuda(d, "allocating slots"))?,
-            );
+            for (buf, len) in [
+                (&mut sc.plane, plan.plane()),
+                (&mut sc.slots, plan.slots(d)),
+            ] {
+                if len > 0 && buf.as_ref().is_none_or(|b| b.len() < len) {
+                    *buf = None;
+                    *buf = Some(
+                        s.alloc_zeros::<f32>(len)
+                            .map_err(cuda(d, "allocating scratch"))?,
+                    );
+                }
+            }
+            if !parts.iter().any(|p| p.device == d)
+                && let Some(plane) = sc.plane.as_mut()
+            {
+                let mut plane = plane.slice_mut(0..plan.plane());
+                crate::gpu::memset_on(s, &mut plane, 0).map_err(cuda(d, "zeroing a plane"))?;
+            }
         }
+        // Every device has a plane (C has values); a device that owns no
+        // rows has no slots.
+        let (mut planes, mut slots): (Vec<_>, Vec<_>) = (scratch.iter_mut())
+            .map(|sc| (sc.plane.as_mut().expect("a plane"), sc.slots.as_mut()))
+            .unzip();
         let mut done = Vec::with_capacity(parts.len());
+        // From the first enqueue on, every way out joins the streams.
+        let _joined = Joined { multi: self, comms };
         for part in parts {
             let d = part.device;
-            let choice = (self.handles[d].gemm(&plan.partial(&part), &a[d], &b[d], &mut planes[d]))
+            let mut plane = planes[d].slice_mut(0..plan.plane());
+            let choice = (self.handles[d].gemm(&plan.partial(&part), &a[d], &b[d], &mut plane))
                 .map_err(|e| e.on_device(d))?;
             done.push((part, choice));
         }
@@ -228,19 +335,18 @@ impl MultiGemm {
         for d in 0..self.devices() {
             self.wait(comms, d, true)?;
         }
-        grouped("moving partial sums to their rows' owners", || {
+        self.group("moving partial sums to their rows' owners", || {
             for t in plan.transfers() {
                 let src = planes[t.from].slice(t.src.clone());
-                let mut dst = slots[t.to].slice_mut(t.dst.clone());
+                let owner = slots[t.to].as_mut().expect("an owner has slots");
+                let mut dst = owner.slice_mut(t.dst.clone());
                 if t.from == t.to {
                     (comms[t.to].stream().memcpy_dtod(&src, &mut dst))
                         .map_err(cuda(t.to, "copying a partial sum"))?;
                 } else {
                     let (from, to) = (t.from as i32, t.to as i32);
                     comms[t.from].send(&src, to).map_err(nccl("sending"))?;
-                    comms[t.to]
-                        .recv(&mut dst, from)
-                        .map_err(nccl("receiving"))?;
+                    (comms[t.to].recv(&mut dst, from)).map_err(nccl("receiving"))?;
                 }
             }
             Ok(())
@@ -248,35 +354,33 @@ impl MultiGemm {
         // 2: each owner adds its rows' partials in device order.
         for d in 0..self.devices() {
             self.wait(comms, d, false)?;
-            if let Some(sum) = plan.owned_sum(d) {
+            if let (Some(sum), Some(w)) = (plan.owned_sum(d), slots[d].as_deref()) {
                 let mut rows = planes[d].slice_mut(plan.span(&plan.owned[d]));
-                (self.handles[d].sum_planes(&sum, &slots[d], &mut rows))
-                    .map_err(|e| e.on_device(d))?;
+                (self.handles[d].sum_planes(&sum, w, &mut rows)).map_err(|e| e.on_device(d))?;
             }
             self.wait(comms, d, true)?;
         }
-        // 3: the sums to every device.
-        for (root, rows) in plan.owned.iter().enumerate() {
-            if rows.is_empty() {
-                continue;
-            }
-            grouped("broadcasting the sums", || {
+        // 3: the sums to every device, one group for every owner's rows.
+        self.group("broadcasting the sums", || {
+            for (root, rows) in plan.owned.iter().enumerate() {
+                if rows.is_empty() {
+                    continue;
+                }
                 for (comm, plane) in comms.iter().zip(planes.iter_mut()) {
                     let mut span = plane.slice_mut(plan.span(rows));
                     (comm.broadcast_in_place(&mut span, root as i32))
                         .map_err(nccl("broadcasting"))?;
                 }
-                Ok(())
-            })?;
-        }
+            }
+            Ok(())
+        })?;
         // 4: C = alpha * sum + beta * C on every device.
         for d in 0..self.devices() {
             self.wait(comms, d, false)?;
-            (self.handles[d].sum_planes(&plan.final_sum(), &planes[d], &mut c[d]))
+            let sum = planes[d].slice(0..plan.plane());
+            (self.handles[d].sum_planes(&plan.final_sum(), &sum, &mut c[d]))
                 .map_err(|e| e.on_device(d))?;
         }
-        // The scratch is freed on the handles' streams, after the sums.
-        drop((planes, slots));
         Ok(done)
     }
 
@@ -340,6 +444,9 @@ impl MultiGemm {
         // and the handle's stream has waited for the communicator's).
         let (a_at, a_guards) = self.addresses(a);
         let (c_at, c_guards) = self.addresses(c);
+        // Dropped before the guards on every way out: the handles' streams
+        // wait for the broadcasts before A and C are released.
+        let _joined = Joined { multi: self, comms };
         // The broadcasts, chunk by chunk, each chunk's arrival an event.
         let mut arrived: Vec<Vec<_>> = (0..self.devices()).map(|_| Vec::new()).collect();
         for d in 0..self.devices() {
@@ -347,7 +454,7 @@ impl MultiGemm {
         }
         let comm_streams: Vec<_> = comms.iter().map(|c| c.stream()).collect();
         for root in 0..plan.chunks.len() {
-            grouped("broadcasting a chunk of A", || {
+            self.group("broadcasting a chunk of A", || {
                 for (d, comm) in comms.iter().enumerate() {
                     // SAFETY: `a[d]` holds the whole A (checked above),
                     // which the span lies in; the handle's stream reads
@@ -360,8 +467,9 @@ impl MultiGemm {
                 Ok(())
             })?;
             for (d, s) in comm_streams.iter().enumerate() {
+                let flags = Some(CUevent_flags::CU_EVENT_DISABLE_TIMING);
                 arrived[d].push(
-                    s.record_event(None)
+                    s.record_event(flags)
                         .map_err(cuda(d, "recording an event"))?,
                 );
             }

@@ -12,7 +12,7 @@
 use cudarc::driver::{CudaSlice, DevicePtr, DevicePtrMut, DeviceRepr, ValidAsZeroBits};
 use cudarc::nccl::NcclType;
 
-use super::nccl::{Region, cuda, grouped, nccl};
+use super::nccl::{Joined, Region, cuda, nccl};
 use super::{Lines, MultiGemm, Part, Share, Split, split};
 use crate::blas::{GemmConfig, GemmElement, GemmError};
 
@@ -159,10 +159,13 @@ impl MultiGemm {
             packed.push(pack);
             bufs.push(buf);
         }
+        // From here on, every way out joins the streams (before `packed`
+        // is freed).
+        let _joined = Joined { multi: self, comms };
         for d in 0..self.devices() {
             self.wait(comms, d, true)?;
         }
-        grouped("sending shards", || {
+        self.group("sending shards", || {
             for (d, buf) in bufs.iter_mut().enumerate() {
                 let piece = &pieces(d)[which];
                 match (piece.from, d == root) {
@@ -195,9 +198,6 @@ impl MultiGemm {
         for d in 0..self.devices() {
             self.wait(comms, d, false)?;
         }
-        // The packed copies are freed on the root's stream, after the
-        // sends (its stream waited for its communicator's above).
-        drop(packed);
         Ok(bufs)
     }
 
@@ -258,10 +258,11 @@ impl MultiGemm {
                 Some(t.map_err(cuda(root, "allocating a shard"))?)
             });
         }
+        let _joined = Joined { multi: self, comms };
         for d in 0..devices {
             self.wait(comms, d, true)?;
         }
-        grouped("receiving shards of C", || {
+        self.group("receiving shards of C", || {
             for (part, into) in s.parts.iter().zip(received.iter_mut()) {
                 if let Some(into) = into {
                     let d = part.device;
