@@ -520,3 +520,67 @@ fn fitting_cuts_what_one_device_cannot_hold() {
     assert_eq!(thousands(f32s), [111, 136, 172, 206]);
     assert_eq!(thousands((2, 2, 4)), [136, 172, 222, 273]);
 }
+
+/// The multi-device errors are one line each and say what to do.
+#[test]
+fn multi_device_errors_name_the_fix() {
+    let errors = [
+        (
+            GemmError::GridShape {
+                rows: 3,
+                cols: 2,
+                devices: 4,
+            },
+            "rows x cols equal",
+        ),
+        (
+            GemmError::TooLargeForDevices {
+                needs: 10,
+                memory: 5,
+                devices: 2,
+            },
+            "more devices",
+        ),
+        (
+            GemmError::SameGpu {
+                first: 0,
+                second: 1,
+                ordinal: 0,
+            },
+            "one stream per GPU",
+        ),
+        (
+            GemmError::NoSuchRoot {
+                root: 3,
+                devices: 2,
+            },
+            "below 2",
+        ),
+        (GemmError::NcclBroken, "make a new MultiGemm"),
+        (
+            GemmError::NoNccl {
+                what: "a reduced K split",
+            },
+            "MultiGemm::with_nccl",
+        ),
+        (GemmError::NcclMissing, "LD_LIBRARY_PATH"),
+        (
+            GemmError::GatherLayout {
+                layout: Layout::RowMajor,
+                op_a: Op::T,
+            },
+            "op_a = N",
+        ),
+        (
+            GemmError::Nccl {
+                doing: "sending".into(),
+                error: "NcclError(5)".into(),
+            },
+            "sending",
+        ),
+    ];
+    for (e, fix) in errors {
+        let text = e.to_string();
+        assert!(!text.contains('\n') && text.contains(fix), "{text}");
+    }
+}
