@@ -409,7 +409,9 @@ pub struct Budget {
 
 /// The splits worth timing for `kernel` on `cfg`: 1, and when its tiles
 /// leave SMs idle on one product with K long enough, 2 to 64 (slices of
-/// at least 64).
+/// at least 64), and 128 and 256 where the slices still make at most
+/// four waves of blocks (a few tiles over a long K: whether more slices
+/// than SMs pay is what the fit of `Model::max_split` asks).
 fn splits(cfg: &GemmConfig, choice_tile: (usize, usize), sms: usize) -> Vec<usize> {
     let (m, n) = match cfg.layout {
         blas::Layout::RowMajor => (cfg.m, cfg.n),
@@ -417,8 +419,10 @@ fn splits(cfg: &GemmConfig, choice_tile: (usize, usize), sms: usize) -> Vec<usiz
     };
     let tiles = m.div_ceil(choice_tile.0) * n.div_ceil(choice_tile.1);
     if cfg.batch == 1 && tiles < sms && cfg.k >= 512 {
+        let many = [128, 256].into_iter().filter(|s| tiles * s <= 4 * sms);
         [1, 2, 4, 8, 16, 32, 64]
             .into_iter()
+            .chain(many)
             .filter(|s| s * 64 <= cfg.k)
             .collect()
     } else {
@@ -968,7 +972,7 @@ mod tests {
         };
         let mut grid = Vec::new();
         for wave_latency_s in [0.0, 0.5e-6, 1e-6, 2e-6, 3e-6] {
-            for max_split in [16, 32, 64] {
+            for max_split in [16, 32, 64, 128, 256] {
                 for partial_wave in [0.0, 0.25, 0.5, 0.75, 1.0] {
                     for store_s_per_value in [0.0, 25e-9, 50e-9, 100e-9, 150e-9, 200e-9, 300e-9] {
                         let model = blas::Model {
