@@ -1708,25 +1708,53 @@ fn library_multi_gpus() -> Named {
             }
             check(&cfg, &a, &b, &before, &after)?;
         }
+        // Scattered from either device: row-major and padded
+        // column-major with A transposed, every cut, and m = 100 (one
+        // part); a K split's partials summed on the host.
+        let calls = [
+            GemmConfig::new(300, 500, 200).op_b(Op::T).scalars(0.5, 2.0),
+            GemmConfig::new(260, 300, 400)
+                .layout(Layout::ColMajor)
+                .op_a(Op::T)
+                .lds(410, 270, 265),
+            GemmConfig::new(100, 300, 100),
+        ];
+        for (root, cfg) in [0, 1]
+            .into_iter()
+            .flat_map(|r| calls.iter().map(move |c| (r, c)))
+        {
+            let (la, lb, lc) = lens(cfg);
+            let (a, b, before) = (values(la, 121), values(lb, 122), values(lc, 123));
+            let up = |v: &[f32]| streams[root].clone_htod(v).map_err(d);
+            let (da, db) = (up(&a)?, up(&b)?);
+            let grids = [
+                Split::Grid { rows: 2, cols: 1 },
+                Split::Grid { rows: 1, cols: 2 },
+            ];
+            for how in [Split::Columns, Split::Rows, Split::K]
+                .into_iter()
+                .chain(grids)
+            {
+                let mut dc = up(&before)?;
+                let mut sh = (multi.scatter(cfg, how, root, (&da, &db, &dc))).map_err(s)?;
+                (multi.gemm(cfg, how, &sh.a, &sh.b, &mut sh.c)).map_err(s)?;
+                let after = if how == Split::K {
+                    let mut partials = Vec::new();
+                    for p in &sh.parts {
+                        partials.push(streams[p.device].clone_dtoh(&sh.c[p.device]).map_err(d)?);
+                    }
+                    rust_gemm::multi::sum_partials(&partials).map_err(s)?
+                } else {
+                    multi.collect(&sh, root, &mut dc).map_err(s)?;
+                    streams[root].clone_dtoh(&dc).map_err(d)?
+                };
+                check(cfg, &a, &b, &before, &after)
+                    .map_err(|e| format!("root {root}, {how:?}: {e}"))?;
+            }
+        }
         let cfg = GemmConfig::new(300, 500, 200).op_b(Op::T).scalars(0.5, 2.0);
         let (la, lb, lc) = lens(&cfg);
-        let (a, b, before) = (values(la, 121), values(lb, 122), values(lc, 123));
-        let (da, db) = (
-            streams[0].clone_htod(&a).map_err(d)?,
-            streams[0].clone_htod(&b).map_err(d)?,
-        );
-        for how in [
-            Split::Columns,
-            Split::Rows,
-            Split::Grid { rows: 2, cols: 1 },
-        ] {
-            let mut dc = streams[0].clone_htod(&before).map_err(d)?;
-            let mut sh = (multi.scatter(&cfg, how, 0, (&da, &db, &dc))).map_err(s)?;
-            (multi.gemm(&cfg, how, &sh.a, &sh.b, &mut sh.c)).map_err(s)?;
-            multi.collect(&sh, 0, &mut dc).map_err(s)?;
-            let after = streams[0].clone_dtoh(&dc).map_err(d)?;
-            check(&cfg, &a, &b, &before, &after).map_err(|e| format!("{how:?}: {e}"))?;
-        }
+        let (a, b, before) = (values(la, 131), values(lb, 132), values(lc, 133));
         let mut after = before.clone();
         multi.gemm_host(&cfg, &a, &b, &mut after).map_err(s)?;
         check(&cfg, &a, &b, &before, &after)

@@ -558,6 +558,14 @@ fn multi_device_errors_name_the_fix() {
         ),
         (GemmError::NcclBroken, "make a new MultiGemm"),
         (
+            GemmError::WrongDevice {
+                arg: "a",
+                on: 1,
+                expected: 0,
+            },
+            "allocated on",
+        ),
+        (
             GemmError::NoNccl {
                 what: "a reduced K split",
             },

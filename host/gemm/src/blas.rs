@@ -527,6 +527,15 @@ pub enum GemmError {
         given: usize,
         devices: usize,
     },
+    #[error(
+        "{arg} is on GPU {on}, and this device is GPU {expected}: pass a buffer allocated on \
+         that device's stream"
+    )]
+    WrongDevice {
+        arg: &'static str,
+        on: usize,
+        expected: usize,
+    },
     #[error("root = {root}, and there are {devices} devices: give a device index below {devices}")]
     NoSuchRoot { root: usize, devices: usize },
     #[error(

@@ -470,7 +470,7 @@ impl Part {
         let Share::Lines(lines) = self.c_share() else {
             return Err(GemmError::PartialNotPlaced);
         };
-        holds("c", c.len(), self.whole.buffer_lens().2)?;
+        holds("c", c.len(), self.whole.buffer_lens().2.max(lines.end()))?;
         holds("shard", shard.len(), lines.len())?;
         lines.put(shard, c);
         Ok(())
@@ -760,6 +760,20 @@ impl MultiGemm {
         })
     }
 
+    /// `GemmError::WrongDevice` unless `stream` (a buffer's) is on device
+    /// `d`'s GPU.
+    #[cfg_attr(not(feature = "nccl"), allow(dead_code))]
+    fn check_on(&self, d: usize, arg: &'static str, stream: &CudaStream) -> Result<(), GemmError> {
+        let (on, expected) = (
+            stream.context().ordinal(),
+            self.handles[d].stream().context().ordinal(),
+        );
+        if on != expected {
+            return Err(GemmError::WrongDevice { arg, on, expected }.on_device(d));
+        }
+        Ok(())
+    }
+
     /// `ShardCount` unless A, B and C come one per device.
     fn check_counts(&self, a: usize, b: usize, c: usize) -> Result<(), GemmError> {
         let devices = self.devices();
@@ -787,16 +801,21 @@ impl MultiGemm {
 
     /// Bytes a part may take on every device: the least free memory of
     /// the devices, less a sixteenth (at least 256 MiB) for the driver,
-    /// split-K's workspace and padded copies. (Two streams of one GPU
-    /// each count its whole free memory.)
+    /// split-K's workspace and padded copies; streams of one GPU share
+    /// its free memory.
     pub fn memory_per_device(&self) -> Result<usize, GemmError> {
         let mut least = usize::MAX;
+        let ordinals: Vec<usize> = (self.handles.iter())
+            .map(|h| h.stream().context().ordinal())
+            .collect();
         for (d, h) in self.handles.iter().enumerate() {
             let (free, _) = (h.stream().context().mem_get_info()).map_err(|source| {
                 let doing = "reading free memory".to_string();
                 GemmError::from(HostError::Cuda { doing, source }).on_device(d)
             })?;
-            least = least.min(free);
+            // Streams of one GPU share its memory.
+            let sharing = ordinals.iter().filter(|&&o| o == ordinals[d]).count();
+            least = least.min(free / sharing);
         }
         Ok(least.saturating_sub((least / 16).max(256 << 20)))
     }
@@ -839,8 +858,17 @@ impl MultiGemm {
                 // -0 where a K split's device holds zeros: x + -0 is x for
                 // every x, so the padding of C keeps its bits in the sum.
                 Some(p) => {
-                    da.push(s.clone_htod(&p.a_of(a)?).map_err(cuda(d, "copying A"))?);
-                    db.push(s.clone_htod(&p.b_of(b)?).map_err(cuda(d, "copying B"))?);
+                    // A whole operand goes as it is, not through a copy.
+                    let up_a = match p.a_share() {
+                        Share::Lines(l) => s.clone_htod(&l.cut(a)),
+                        _ => s.clone_htod(&a[..la]),
+                    };
+                    let up_b = match p.b_share() {
+                        Share::Lines(l) => s.clone_htod(&l.cut(b)),
+                        _ => s.clone_htod(&b[..lb]),
+                    };
+                    da.push(up_a.map_err(cuda(d, "copying A"))?);
+                    db.push(up_b.map_err(cuda(d, "copying B"))?);
                     dc.push(
                         s.clone_htod(&p.c_of(c, -0.0)?)
                             .map_err(cuda(d, "copying C"))?,

@@ -51,8 +51,13 @@ struct Scratch {
 impl Drop for Comms {
     /// Waits for the communicators' streams before cudarc aborts the
     /// communicators (`ncclCommAbort`, which would cancel what is still
-    /// running).
+    /// running), unless a group failed.
     fn drop(&mut self) {
+        // Not after a failed group: what waits for a missing rank would
+        // wait for ever, and the abort is what ends it.
+        if self.broken.get() {
+            return;
+        }
         for c in &self.comms {
             let _ = c.stream().synchronize();
         }

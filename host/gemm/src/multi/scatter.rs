@@ -84,6 +84,9 @@ impl MultiGemm {
         if root >= devices {
             return Err(GemmError::NoSuchRoot { root, devices });
         }
+        for (arg, stream) in [("a", a.stream()), ("b", b.stream()), ("c", c.stream())] {
+            self.check_on(root, arg, stream)?;
+        }
         let parts = split(cfg, devices, how)?;
         let (la, lb, lc) = cfg.buffer_lens();
         for (arg, len, needs) in [("a", a.len(), la), ("b", b.len(), lb), ("c", c.len(), lc)] {
@@ -98,7 +101,13 @@ impl MultiGemm {
             [
                 Piece::of(p.map(Part::a_share), la),
                 Piece::of(p.map(Part::b_share), lb),
-                Piece::of(p.map(Part::c_share), lc),
+                // A K split's device without a part holds zeros of C's
+                // length, as `MultiGemm::gemm` leaves it: an all-reduce
+                // over every device then adds nothing of its own.
+                match (p, how) {
+                    (None, Split::K) => Piece::of(Some(Share::Zeros), lc),
+                    _ => Piece::of(p.map(Part::c_share), lc),
+                },
             ]
         };
         let out = Scattered {
@@ -156,6 +165,13 @@ impl MultiGemm {
                 }
                 pack = on_root;
             }
+            if d == root && matches!(piece.from, Some(Share::Whole)) {
+                // SAFETY: the call's checks hold x to the whole operand's
+                // `piece.len` values, on the root, whose handle's stream
+                // orders this copy after the guard of x.
+                let src = unsafe { Region::<T>::of(x_ptr, 0..piece.len, root_stream) };
+                (root_stream.memcpy_dtod(&src, &mut buf)).map_err(cuda(d, "copying an operand"))?;
+            }
             packed.push(pack);
             bufs.push(buf);
         }
@@ -168,35 +184,41 @@ impl MultiGemm {
         self.group("sending shards", || {
             for (d, buf) in bufs.iter_mut().enumerate() {
                 let piece = &pieces(d)[which];
-                match (piece.from, d == root) {
-                    (None, _) | (Some(Share::Lines(_)), true) => {}
-                    (Some(Share::Whole), to_root) => {
+                if d == root {
+                    // The root's own piece was copied or packed in place.
+                    continue;
+                }
+                match piece.from {
+                    None => {}
+                    Some(Share::Whole) => {
                         let comm_stream = comms[root].stream();
                         // SAFETY: the call's checks hold x to the whole
                         // operand's `piece.len` values; the root's
                         // communicator's stream waited for its handle's,
                         // on which the guard of x was taken.
                         let src = unsafe { Region::<T>::of(x_ptr, 0..piece.len, &comm_stream) };
-                        if to_root {
-                            (comm_stream.memcpy_dtod(&src, buf))
-                                .map_err(cuda(d, "copying an operand"))?;
-                        } else {
-                            comms[root].send(&src, d as i32).map_err(nccl("sending"))?;
-                            comms[d].recv(buf, root as i32).map_err(nccl("receiving"))?;
-                        }
+                        comms[root].send(&src, d as i32).map_err(nccl("sending"))?;
+                        comms[d].recv(buf, root as i32).map_err(nccl("receiving"))?;
                     }
-                    (Some(Share::Lines(_)), false) => {
+                    Some(Share::Lines(_)) => {
                         let src = packed[d].as_ref().expect("packed above");
                         comms[root].send(src, d as i32).map_err(nccl("sending"))?;
                         comms[d].recv(buf, root as i32).map_err(nccl("receiving"))?;
                     }
-                    (Some(Share::Zeros), _) => unreachable!("zeros are not sent"),
+                    Some(Share::Zeros) => unreachable!("zeros are not sent"),
                 }
             }
             Ok(())
         })?;
         for d in 0..self.devices() {
             self.wait(comms, d, false)?;
+        }
+        // cudarc recorded the buffers' write events on the communicators'
+        // streams before NCCL enqueued the receives: recorded again on the
+        // handles' streams, after them, so that another stream that uses
+        // a buffer waits for its data.
+        for (buf, h) in bufs.iter_mut().zip(&self.handles) {
+            drop(buf.device_ptr_mut(h.stream()));
         }
         Ok(bufs)
     }
@@ -232,11 +254,22 @@ impl MultiGemm {
             };
             return Err(e.on_device(root));
         }
+        self.check_counts(s.a.len(), s.b.len(), s.c.len())?;
+        self.check_on(root, "c", c.stream())?;
         let mut lines = Vec::with_capacity(s.parts.len());
         for part in &s.parts {
             let Share::Lines(l) = part.c_share() else {
                 return Err(GemmError::PartialNotPlaced);
             };
+            if part.device >= devices || l.end() > c.len() {
+                let e = GemmError::BufferTooSmall {
+                    arg: "c",
+                    len: c.len(),
+                    needs: l.end(),
+                };
+                return Err(e.on_device(root));
+            }
+            self.check_on(part.device, "shard", s.c[part.device].stream())?;
             let got = s.c.get(part.device).map_or(0, |b| b.len());
             if got < l.len() {
                 let e = GemmError::BufferTooSmall {
@@ -279,6 +312,11 @@ impl MultiGemm {
         })?;
         for d in 0..devices {
             self.wait(comms, d, false)?;
+        }
+        // The shards' read events again on the handles' streams, after
+        // the sends (cudarc recorded them before NCCL enqueued them).
+        for (c, h) in s.c.iter().zip(&self.handles) {
+            drop(c.device_ptr(h.stream()));
         }
         let (c_ptr, _c_guard) = c.device_ptr_mut(root_stream);
         for ((part, l), into) in s.parts.iter().zip(&lines).zip(&received) {
