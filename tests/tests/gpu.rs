@@ -1458,6 +1458,24 @@ fn library_multi() -> Named {
     out
 }
 
+/// An f32 call's C after it against the f64 reference (4096 sampled
+/// elements): the error as text.
+fn check_f32(
+    cfg: &GemmConfig,
+    a: &[f32],
+    b: &[f32],
+    before: &[f32],
+    after: &[f32],
+) -> Result<(), String> {
+    let elems = kernels_gpu::elem::Elems::FP32;
+    let v = harness::reference::check_gemm(cfg, (a, b), (before, after), elems, 4096, 7);
+    if v.passed {
+        Ok(())
+    } else {
+        Err(format!("{cfg:?}: {v:?}"))
+    }
+}
+
 /// The calls of a multi-device handle that go through NCCL, on one rank
 /// (one H200): a K split reduced on the devices (twice: the same bits)
 /// and an all-gather of A with the product, each checked against the
@@ -1486,15 +1504,7 @@ fn library_multi_nccl() -> Named {
     };
     let s = |e: GemmError| e.to_string();
     let d = |e: cudarc::driver::DriverError| e.to_string();
-    let check = |cfg: &GemmConfig, a: &[f32], b: &[f32], before: &[f32], after: &[f32]| {
-        let elems = kernels_gpu::elem::Elems::FP32;
-        let v = harness::reference::check_gemm(cfg, (a, b), (before, after), elems, 4096, 7);
-        if v.passed {
-            Ok(())
-        } else {
-            Err(format!("{cfg:?}: {v:?}"))
-        }
-    };
+    let check = check_f32;
     let reduced = || -> Result<(), String> {
         for cfg in [
             GemmConfig::new(300, 700, 2000).scalars(0.5, -2.0),
@@ -1643,15 +1653,7 @@ fn library_multi_gpus() -> Named {
             }
             other => other.map_err(s)?,
         };
-        let check = |cfg: &GemmConfig, a: &[f32], b: &[f32], before: &[f32], after: &[f32]| {
-            let elems = kernels_gpu::elem::Elems::FP32;
-            let v = harness::reference::check_gemm(cfg, (a, b), (before, after), elems, 4096, 7);
-            if v.passed {
-                Ok(())
-            } else {
-                Err(format!("{cfg:?}: {v:?}"))
-            }
-        };
+        let check = check_f32;
         for cfg in [
             GemmConfig::new(100, 300, 1000).scalars(0.5, -1.0),
             GemmConfig::new(300, 260, 2000)
