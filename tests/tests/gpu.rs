@@ -70,7 +70,8 @@ fn main() -> ExitCode {
         );
     }
     // GPU_TESTS=library runs the library's tests alone (GPU_TESTS=streams
-    // its streams-and-graphs tests alone), GPU_TESTS=kernels=PAT
+    // its streams-and-graphs tests alone, GPU_TESTS=multi its multi-device
+    // tests alone), GPU_TESTS=kernels=PAT
     // the kernels whose names contain PAT and then the library's (a run
     // after a change to those kernels); either says what it skipped.
     // GPU_TESTS=kernels-only=PAT: those kernels alone, without the
@@ -78,7 +79,7 @@ fn main() -> ExitCode {
     let selected = std::env::var("GPU_TESTS").unwrap_or_default();
     let kernels_only = selected.strip_prefix("kernels-only=");
     let pattern = selected.strip_prefix("kernels=").or(kernels_only);
-    let library_only = selected == "library" || selected == "streams";
+    let library_only = ["library", "streams", "multi"].contains(&selected.as_str());
     if library_only || pattern.is_some() {
         eprintln!(
             "*** SKIPPED: kernels not selected by GPU_TESTS={selected} (every kernel at every shape otherwise) ***"
@@ -132,16 +133,22 @@ fn main() -> ExitCode {
         "gpu::host_json_output_parses".into(),
         json_output(KERNELS.iter().filter(|k| gpu.runs(k)).count()),
     );
-    // GPU_TESTS=streams: the library's streams-and-graphs tests alone.
+    // GPU_TESTS=streams: the library's streams-and-graphs tests alone;
+    // GPU_TESTS=multi: its multi-device tests alone.
     if kernels_only.is_some() {
         eprintln!("*** SKIPPED: the library's tests (GPU_TESTS={selected}) ***");
     } else {
-        let library = match selected.as_str() {
-            "streams" => Named::new(),
-            _ => library(&gpu),
+        let (library, streams) = match selected.as_str() {
+            "streams" => (Named::new(), true),
+            "multi" => (Named::new(), false),
+            _ => (library(&gpu), true),
         };
-        let library = library.into_iter();
-        let all = library.chain(library_streams()).chain(library_graph());
+        let streams = if streams {
+            library_streams().into_iter().chain(library_graph()).collect()
+        } else {
+            Named::new()
+        };
+        let all = library.into_iter().chain(streams);
         let multi = library_multi().into_iter().chain(library_multi_nccl());
         for (name, result) in all.chain(multi).chain(library_multi_gpus()) {
             check(format!("gpu::blas::{name}"), result);

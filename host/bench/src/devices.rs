@@ -134,14 +134,23 @@ impl Devices {
     }
 }
 
+/// Warm-up lasts at least this long, whatever `--warmup` says: an idle
+/// H200 starts at a low clock, and a first variant warmed up by two
+/// calls of 1.7 ms ran 10 % slower than the next one timed (a 1-GPU
+/// "split" at 1.10 efficiency, twenty-seventh session).
+const WARMUP_MS: f64 = 200.0;
+
 /// Median wall-clock milliseconds of `call` (enqueue to every stream's
-/// end), after `warmup` calls; at least `min_reps` calls, about `ms` in
-/// all.
+/// end), after `warmup` calls and at least [`WARMUP_MS`] of them; at
+/// least `min_reps` calls, about `ms` in all.
 fn time(budget: &Budget, devices: &Devices, mut call: impl FnMut() -> Result<()>) -> Result<f64> {
-    for _ in 0..budget.warmup {
+    let warm = Instant::now();
+    let mut calls = 0;
+    while calls < budget.warmup || warm.elapsed().as_secs_f64() * 1e3 < WARMUP_MS {
         call()?;
+        devices.sync()?;
+        calls += 1;
     }
-    devices.sync()?;
     let mut times = Vec::new();
     let start = Instant::now();
     while times.len() < budget.min_reps || start.elapsed().as_secs_f64() * 1e3 < budget.ms {

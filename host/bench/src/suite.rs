@@ -941,12 +941,12 @@ mod tests {
     /// the rule that makes a worse choice lowers the geometric mean and
     /// fails here; one that picks a variant the run did not time says so
     /// (Auto's own time stands for its choice).
-    /// The floors are the replays of `blas::MODEL` (twenty-fifth session:
-    /// 0.756 on seed 1, fitted on, and 0.739 on seed 2, held out), less
-    /// 0.005.
+    /// The floors are the replays of `blas::MODEL` (0.756 on seed 1,
+    /// fitted on, twenty-fifth session's run; 0.762 on seed 2, held out,
+    /// twenty-seventh session's run), less 0.005.
     #[test]
     fn auto_replayed_on_the_recorded_suites_keeps_its_geometric_mean() {
-        for (seed, floor) in [(1u64, 0.751), (2, 0.734)] {
+        for (seed, floor) in [(1u64, 0.751), (2, 0.757)] {
             let replay = replay(&recorded(seed), seed, &blas::MODEL, false)
                 .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
             eprintln!("seed {seed}: Auto replayed {:.3}x cuBLAS", replay.geomean);
