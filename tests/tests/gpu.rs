@@ -143,8 +143,22 @@ fn main() -> ExitCode {
             "multi" => (Named::new(), false),
             _ => (library(&gpu), true),
         };
+        if selected == "streams" || selected == "multi" {
+            // Loud on purpose: these library tests did not run.
+            eprintln!(
+                "*** SKIPPED: the library's single-GPU call tests (GPU_TESTS={selected}) ***"
+            );
+        }
+        if !streams {
+            eprintln!(
+                "*** SKIPPED: the library's streams-and-graphs tests (GPU_TESTS={selected}) ***"
+            );
+        }
         let streams = if streams {
-            library_streams().into_iter().chain(library_graph()).collect()
+            library_streams()
+                .into_iter()
+                .chain(library_graph())
+                .collect()
         } else {
             Named::new()
         };
