@@ -864,12 +864,13 @@ impl<A: Element, B: Element, C: Output> Gemm<A, B, C> {
     /// The fused part applied in registers to `N` values before they are
     /// stored (the `wgmma` fragments of steps 20, 22, 25 and 26 on their
     /// way to a TMA staging box): `act(s * x[i] + bias)` with `(s, bias)
-    /// = ops(i)`. The activation is chosen once for the `N` values (one
-    /// uniform branch), and each arm is straight-line code over all of
-    /// them, so their loads and MUFU instructions interleave; a kernel
-    /// holds the five arms once per call site.
+    /// = ops(i)`, for the activation `ACT` (an [`Activation`] as `u32`),
+    /// fixed at compile time: the caller chooses it once, outside its loop
+    /// ([`crate::k22_wgmma_tma_store`]'s one copy of the loop per
+    /// activation), so the values go through straight-line code. Chosen
+    /// here per call, the compiler made it a jump table per element.
     #[inline(always)]
-    pub fn fuse_values<const N: usize>(
+    pub fn fuse_values<const ACT: u32, const N: usize>(
         self,
         x: [f32; N],
         ops: impl Fn(usize) -> (f32, f32),
@@ -877,23 +878,8 @@ impl<A: Element, B: Element, C: Output> Gemm<A, B, C> {
         let mut y = [0.0f32; N];
         crate::unroll::unroll!(N; 16, |i| {
             let (s, bias) = ops(i);
-            y[i] = fma(s, x[i], bias);
+            y[i] = activate(ACT, fma(s, x[i], bias));
         });
-        let act = self.ep.flags & EpilogueParams::ACTIVATION;
-        macro_rules! arm {
-            ($a:expr) => {
-                crate::unroll::unroll!(N; 16, |i| { y[i] = activate($a as u32, y[i]) })
-            };
-        }
-        if act == Activation::Relu as u32 {
-            arm!(Activation::Relu);
-        } else if act == Activation::GeluTanh as u32 {
-            arm!(Activation::GeluTanh);
-        } else if act == Activation::GeluErf as u32 {
-            arm!(Activation::GeluErf);
-        } else if act == Activation::Silu as u32 {
-            arm!(Activation::Silu);
-        }
         y
     }
 }

@@ -15,13 +15,14 @@
 //!   on to the next tile's `wgmma`s as soon as the last box is handed
 //!   over; the writes to global memory drain behind them.
 //! - **The boxes are written in a rolled loop**, over the tile's four
-//!   64-column slices (one box of a 16-bit C, two of f32), so the
-//!   epilogue, a fused one's activations included, is in the kernel's
-//!   code once: written with a copy per box, the kernel's code was
-//!   175-185 KB and the epilogue ran through most of it once per tile,
-//!   from L2 into the instruction cache. The accumulators stay in
-//!   registers: each trip reads the first 32 (constant indices) and moves
-//!   the next slice's to the front.
+//!   64-column slices (one box of a 16-bit C, two of f32), one copy of
+//!   it per epilogue (plain, or fused with each activation), chosen once
+//!   per tile. Written with a copy per box and the activation chosen per
+//!   element (the compiler made that choice a jump table), the kernel's
+//!   code was 175-185 KB, and a fused epilogue ran through most of it
+//!   once per tile, from L2 into the instruction cache. The accumulators
+//!   stay in registers: each trip reads the first 32 (constant indices)
+//!   and moves the next slice's to the front.
 //! - **Edge tiles need no code of their own**: TMA writes only the part of
 //!   a box inside C.
 //! - **Where TMA cannot store C** (beta not 0: a store cannot blend with
@@ -155,6 +156,47 @@ pub(crate) unsafe fn store_tile_tma<A: Element, B: Element, C: Output, const ACC
     staging: usize,
     maps: TensorMaps,
 ) {
+    use crate::epilogue::{Activation as Act, EpilogueParams};
+    // The epilogue is chosen once per tile, so that each copy of the loop
+    // over the boxes is straight-line code (uniform across the launch).
+    let act = g.ep.flags & EpilogueParams::ACTIVATION;
+    macro_rules! boxes {
+        ($fused:literal, $act:expr) => {
+            // SAFETY: forwarded (the contract).
+            unsafe { store_boxes::<A, B, C, ACC, $fused, { $act as u32 }>(g, acc, row0, col0, tid, staging, maps) }
+        };
+    }
+    if g.ep.flags == 0 {
+        boxes!(false, Act::None);
+    } else if act == Act::Relu as u32 {
+        boxes!(true, Act::Relu);
+    } else if act == Act::GeluTanh as u32 {
+        boxes!(true, Act::GeluTanh);
+    } else if act == Act::GeluErf as u32 {
+        boxes!(true, Act::GeluErf);
+    } else if act == Act::Silu as u32 {
+        boxes!(true, Act::Silu);
+    } else {
+        boxes!(true, Act::None);
+    }
+}
+
+/// [`store_tile_tma`] for one epilogue: `FUSED` (a bias, scales or an
+/// activation) with the activation `ACT`.
+///
+/// # Safety
+/// As [`store_tile_tma`].
+#[cfg(target_arch = "nvptx64")]
+#[inline(always)]
+unsafe fn store_boxes<A: Element, B: Element, C: Output, const ACC: usize, const FUSED: bool, const ACT: u32>(
+    g: Gemm<A, B, C>,
+    acc: &[f32; ACC],
+    row0: usize,
+    col0: usize,
+    tid: usize,
+    staging: usize,
+    maps: TensorMaps,
+) {
     let (wg, warp, lane) = (tid / 128, tid % 128 / 32, tid % 32);
     let first_row = row0 + 64 * wg + 16 * warp;
     let (group, pair) = (lane / 4, 2 * (lane % 4));
@@ -162,50 +204,45 @@ pub(crate) unsafe fn store_tile_tma<A: Element, B: Element, C: Output, const ACC
     // Columns of C per box row, and boxes per warp's 16 rows.
     let cols = 128 / bytes;
     let boxes_base = staging + (tid / 32) * 2 * BOX_WORDS;
-    let fused = g.ep.flags != 0;
     // The fused epilogue's operands of the lane's two rows (per-row
     // vectors; identities otherwise), read once per tile.
     let mut row_ops = [(1.0f32, 0.0f32); 2];
-    if fused {
+    if FUSED {
         unroll!(2; 2, |h| { row_ops[h] = g.operands_along(false, (first_row + group + 8 * h, col0)) });
     }
     // A rolled loop over the tile's 64-column slices (one box of a
-    // 16-bit C, two of f32): its body, the fused epilogue's arms
-    // included, is in the kernel once, where a copy per box made the
-    // kernel's code 175-185 KB, run once per tile through the
-    // instruction cache. The accumulators stay in registers: the body
-    // reads `a`'s first 32 values only (constant indices), and each trip
-    // moves the next slice's to the front.
+    // 16-bit C, two of f32): its body is in the kernel once per epilogue
+    // (a copy per box made the code 175-185 KB, run once per tile through
+    // the instruction cache). The accumulators stay in registers: the
+    // body reads `a`'s first 32 values only (constant indices), and each
+    // trip moves the next slice's to the front.
     const { assert!(ACC % 32 == 0 && ACC <= 128) };
     let boxes = 64 / cols;
     let mut a = *acc;
     let mut s = 0;
     while s < ACC / 32 {
+        // The slice's values, in halves of 4 column octets: `v[q][4 jq +
+        // 2 h + e]` is C[first_row + group + 8 h][col0 + 64 s + 8 (4 q +
+        // jq) + pair + e] (`a[16 q + 4 jq + 2 h + e]`), computed (and,
+        // with a fused epilogue, finished in registers) before its boxes
+        // are free. (Computed box by box instead, the f32 kernels spill.)
+        let mut v = [[0.0f32; 16]; 2];
+        unroll!(2; 2, |q| {
+            unroll!(16; 16, |i| { v[q][i] = g.alpha * a[16 * q + i] });
+            if FUSED {
+                let mut col_ops = [(1.0f32, 0.0f32); 8];
+                unroll!(8; 8, |c| {
+                    let col = col0 + 64 * s + 8 * (4 * q + c / 2) + pair + c % 2;
+                    col_ops[c] = g.operands_along(true, (first_row, col));
+                });
+                v[q] = g.fuse_values::<ACT, 16>(v[q], |i| {
+                    Gemm::<A, B, C>::combined(row_ops[i / 2 % 2], col_ops[i / 4 * 2 + i % 2])
+                });
+            }
+        });
         unroll!(2; 2, |bb| {
             if bb < boxes {
                 let b = s * boxes + bb;
-                // The box's values, in halves of 4 column octets (f32: one
-                // half per box; 16-bit: both): `v[q][4 jq + 2 h + e]` is
-                // C[first_row + group + 8 h][col0 + 64 s + 8 (4 q + jq) +
-                // pair + e] (`a[16 q + 4 jq + 2 h + e]`), computed (and,
-                // with a fused epilogue, finished in registers) before the
-                // box is free.
-                let mut v = [[0.0f32; 16]; 2];
-                unroll!(2; 2, |q| {
-                    if 4 * q >= bb * (cols / 8) && 4 * q < (bb + 1) * (cols / 8) {
-                        unroll!(16; 16, |i| { v[q][i] = g.alpha * a[16 * q + i] });
-                        if fused {
-                            let mut col_ops = [(1.0f32, 0.0f32); 8];
-                            unroll!(8; 8, |c| {
-                                let col = col0 + 64 * s + 8 * (4 * q + c / 2) + pair + c % 2;
-                                col_ops[c] = g.operands_along(true, (first_row, col));
-                            });
-                            v[q] = g.fuse_values(v[q], |i| {
-                                Gemm::<A, B, C>::combined(row_ops[i / 2 % 2], col_ops[i / 4 * 2 + i % 2])
-                            });
-                        }
-                    }
-                });
                 let box_word = boxes_base + (b % 2) * BOX_WORDS;
                 let tile = StagingBox::at(box_word);
                 if lane == 0 {

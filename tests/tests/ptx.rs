@@ -791,12 +791,19 @@ fn step_22_stores_c_by_tma_and_step_20_does_not() {
         ] {
             assert!(body.contains(needed), "{}: no {needed}", k.name);
         }
-        // One store per box of a 64-column slice (two boxes of 32 f32
-        // columns, one of 64 16-bit ones), once in the code: the loop over
-        // the tile's four slices stays rolled, so the fused epilogue's
-        // code is in the kernel once (a copy per box made it 175-185 KB).
-        let boxes = 64 * k.elems.c.bytes() / 128;
-        assert_eq!(body.matches(STORE).count(), boxes, "{}: TMA stores", k.name);
+        // The loop over the tile's four 64-column slices (two boxes of 32
+        // f32 columns, one of 64 16-bit ones) stays rolled: one copy per
+        // epilogue (plain, and fused with each of the five activations),
+        // each with one slice's stores, where a copy per box made the code
+        // 175-185 KB; LLVM may unroll the plain one, whose body is small
+        // (the f32 kernels: 8 stores there).
+        let per_slice = 64 * k.elems.c.bytes() / 128;
+        let stores = body.matches(STORE).count();
+        assert!(
+            (6 * per_slice..=6 * per_slice + 4 * per_slice).contains(&stores),
+            "{}: {stores} TMA stores",
+            k.name
+        );
     }
     for k in kernels_gpu::k20_wgmma_persistent::SPECS {
         let body = ptx_entry(rust_gemm::ptx(k.module), k.name).unwrap();
