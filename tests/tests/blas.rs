@@ -869,10 +869,12 @@ fn auto_takes_the_decode_kernel_for_few_rows_of_a_times_b_transposed() {
     assert_eq!((narrow.kernel.step, narrow.split_k), (28, 8), "{narrow}");
     let wide = model(&GemmConfig::new(1, 4096, 11008).op_b(Op::T));
     assert_eq!(wide.split_k, 1, "{wide}");
-    // K allowing 3 slices (a cap that is no power of two): the decode
-    // split is capped at 2, one the model tries.
-    let capped = model(&GemmConfig::new(1, 367, 1000).op_b(Op::T));
-    assert_eq!((capped.kernel.step, capped.split_k), (28, 2), "{capped}");
+    // K allowing 15 slices of `Model::min_slice` (a cap that is no power
+    // of two) where 100 columns (7 blocks of 16) want 32: the decode split
+    // is capped at 8, one the model tries.
+    assert_eq!(blas::MODEL.min_slice, 64);
+    let capped = model(&GemmConfig::new(1, 100, 1000).op_b(Op::T));
+    assert_eq!((capped.kernel.step, capped.split_k), (28, 8), "{capped}");
     // No SMs reported: still a choice, not a division by zero.
     let cfg = GemmConfig::new(1, 367, 1000).op_b(Op::T);
     let plan = blas::plan(&cfg, lens(&cfg)).unwrap();
