@@ -1443,9 +1443,7 @@ pub fn choose(plan: &Plan, candidates: &[Candidate], sms: usize, dram_gbs: f64) 
     choose_by(&MODEL, plan, candidates, sms, dram_gbs)
 }
 
-/// The model with the constants `model`: the least of its [`estimates`]
-/// (ties, both bound by DRAM in the model, to the faster arithmetic; then
-/// to the earlier candidate and the fewer slices).
+/// The model with the constants `model`.
 pub fn choose_by(
     model: &Model,
     plan: &Plan,
@@ -1453,32 +1451,6 @@ pub fn choose_by(
     sms: usize,
     dram_gbs: f64,
 ) -> Option<Choice> {
-    estimates(model, plan, candidates, sms, dram_gbs)
-        .into_iter()
-        .min_by(|a, b| (a.time_s.total_cmp(&b.time_s)).then(a.compute_s.total_cmp(&b.compute_s)))
-        .map(|e| e.choice)
-}
-
-/// What [`choose_by`]'s model predicts for one candidate and split.
-#[derive(Clone, Copy, Debug)]
-pub struct Estimate {
-    pub choice: Choice,
-    /// The whole call: the arithmetic or the DRAM traffic, whichever is
-    /// longer, then the reduction of the slices and the launch's copies.
-    pub time_s: f64,
-    /// The arithmetic alone (waves, their latency and stores).
-    pub compute_s: f64,
-}
-
-/// Every candidate and split [`choose_by`] considers for `plan`, with the
-/// model's time for each (so that a fit, or a reader, can see why one won).
-pub fn estimates(
-    model: &Model,
-    plan: &Plan,
-    candidates: &[Candidate],
-    sms: usize,
-    dram_gbs: f64,
-) -> Vec<Estimate> {
     // A GPU reported with no SMs (or a caller's 0) counts as one.
     let sms = sms.max(1);
     let p = &plan.params;
@@ -1522,7 +1494,7 @@ pub fn estimates(
             .iter()
             .filter(of_the_call)
             .any(|c| c.spec.step == 28);
-    let mut all = Vec::new();
+    let mut best: Option<((f64, f64), Choice)> = None;
     for c in candidates
         .iter()
         .filter(of_the_call)
@@ -1605,17 +1577,21 @@ pub fn estimates(
             };
             let compute_s = on_busiest * block_s
                 + waves * (model.wave_latency_s + per_thread * model.store_s_per_value);
-            all.push(Estimate {
-                choice: Choice {
-                    kernel: c.spec,
-                    split_k: split,
-                },
-                time_s: compute_s.max(memory_s) + reduce_s + copies,
-                compute_s,
-            });
+            // Ties (both bound by DRAM in the model) go to the faster
+            // arithmetic.
+            let t = (compute_s.max(memory_s) + reduce_s + copies, compute_s);
+            if best.is_none_or(|(bt, _)| t < bt) {
+                best = Some((
+                    t,
+                    Choice {
+                        kernel: c.spec,
+                        split_k: split,
+                    },
+                ));
+            }
         }
     }
-    all
+    best.map(|(_, c)| c)
 }
 
 /// A kernel's rate in [`FULL_RATE`]; step 10's transposed instances,
