@@ -42,6 +42,8 @@
 #[cfg(target_arch = "nvptx64")]
 use crate::device::barrier::sync_warp;
 #[cfg(target_arch = "nvptx64")]
+use crate::device::warp::shuffle_idx;
+#[cfg(target_arch = "nvptx64")]
 use crate::device::SharedTile;
 #[cfg(target_arch = "nvptx64")]
 use crate::device::tma::{TensorMaps, bulk_commit, bulk_wait_read};
@@ -135,8 +137,8 @@ pub const fn swizzled(row: usize, byte: usize) -> usize {
 /// until the engine has read that box's previous contents, and after the
 /// warp's writes and fences issues the box's store, one bulk group each.
 /// A fused epilogue is applied to the values in registers before they
-/// are written ([`Gemm::fuse_values`]; column operands read once per box,
-/// row ones once per tile), so C is rounded once.
+/// are written ([`Gemm::fuse_values`]; row and column operands read once
+/// per tile, the columns spread over the lanes), so C is rounded once.
 /// The stores are not waited for here: the next call's waits and the
 /// block's last `bulk_wait` do that.
 ///
@@ -197,6 +199,7 @@ unsafe fn store_boxes<A: Element, B: Element, C: Output, const ACC: usize, const
     staging: usize,
     maps: TensorMaps,
 ) {
+    use crate::epilogue::EpilogueParams;
     let (wg, warp, lane) = (tid / 128, tid % 128 / 32, tid % 32);
     let first_row = row0 + 64 * wg + 16 * warp;
     let (group, pair) = (lane / 4, 2 * (lane % 4));
@@ -207,6 +210,25 @@ unsafe fn store_boxes<A: Element, B: Element, C: Output, const ACC: usize, const
     // The fused epilogue's operands of the lane's two rows (per-row
     // vectors; identities otherwise), read once per tile.
     let mut row_ops = [(1.0f32, 0.0f32); 2];
+    // A 16-bit C reads the column operands a slice ahead, the slice's
+    // loads in flight together: lane `l` holds column `col0 + 64 s + 32 q
+    // + l` of slice `s` in `col_ops[q]`, and the slice takes its columns
+    // from their lanes by shuffles. (Read where they were used, the loads
+    // waited one after another, register pressure serializing them: the
+    // measurement is in docs/measurements.md, twenty-ninth session.) An
+    // f32 C, with twice the boxes per slice, has not the registers (it
+    // spills) and reads them where they are used.
+    let ahead = bytes == 2;
+    let column_scale = g.ep.flags & (EpilogueParams::HAS_SCALE | EpilogueParams::SCALE_PER_COLUMN)
+        == EpilogueParams::HAS_SCALE | EpilogueParams::SCALE_PER_COLUMN;
+    let slice_ops = |s: usize| -> [(f32, f32); 2] {
+        let mut ops = [(1.0f32, 0.0f32); 2];
+        if FUSED {
+            unroll!(2; 2, |q| { ops[q] = g.operands_along(true, (first_row, col0 + 64 * s + 32 * q + lane)) });
+        }
+        ops
+    };
+    let mut next_ops = slice_ops(0);
     if FUSED {
         unroll!(2; 2, |h| { row_ops[h] = g.operands_along(false, (first_row + group + 8 * h, col0)) });
     }
@@ -226,17 +248,33 @@ unsafe fn store_boxes<A: Element, B: Element, C: Output, const ACC: usize, const
         // jq) + pair + e] (`a[16 q + 4 jq + 2 h + e]`), computed (and,
         // with a fused epilogue, finished in registers) before its boxes
         // are free. (Computed box by box instead, the f32 kernels spill.)
+        let col_ops = next_ops;
+        if s + 1 < ACC / 32 {
+            next_ops = slice_ops(s + 1);
+        }
         let mut v = [[0.0f32; 16]; 2];
         unroll!(2; 2, |q| {
             unroll!(16; 16, |i| { v[q][i] = g.alpha * a[16 * q + i] });
             if FUSED {
-                let mut col_ops = [(1.0f32, 0.0f32); 8];
+                // Column `col0 + 64 s + 32 q + 8 (c / 2) + pair + c % 2`
+                // of the half: from the lane holding it in `col_ops[q]`,
+                // or read.
+                let mut ops = [(1.0f32, 0.0f32); 8];
                 unroll!(8; 8, |c| {
-                    let col = col0 + 64 * s + 8 * (4 * q + c / 2) + pair + c % 2;
-                    col_ops[c] = g.operands_along(true, (first_row, col));
+                    let at = 8 * (c / 2) + pair + c % 2;
+                    if ahead {
+                        // Uniform branches: every lane shuffles, or none.
+                        if column_scale {
+                            ops[c].0 = shuffle_idx(col_ops[q].0, at as u32);
+                        }
+                        ops[c].1 = shuffle_idx(col_ops[q].1, at as u32);
+                    } else {
+                        let col = col0 + 64 * s + 8 * (4 * q + c / 2) + pair + c % 2;
+                        ops[c] = g.operands_along(true, (first_row, col));
+                    }
                 });
                 v[q] = g.fuse_values::<ACT, 16>(v[q], |i| {
-                    Gemm::<A, B, C>::combined(row_ops[i / 2 % 2], col_ops[i / 4 * 2 + i % 2])
+                    Gemm::<A, B, C>::combined(row_ops[i / 2 % 2], ops[i / 4 * 2 + i % 2])
                 });
             }
         });

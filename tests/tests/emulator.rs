@@ -12,7 +12,7 @@ use std::time::Instant;
 
 use kernels_gpu::device::async_copy::{commit_group, wait_group};
 use kernels_gpu::device::mma::{mma_m16n8k8_tf32, mma_m16n8k16, to_tf32};
-use kernels_gpu::device::warp::{shuffle_xor, warp_sum};
+use kernels_gpu::device::warp::{shuffle_idx, shuffle_xor, warp_sum};
 use kernels_gpu::device::{SharedTile, block_idx_x, block_idx_y, sync_threads, thread_idx_x};
 use kernels_gpu::elem::{Bf16, E4m3, E5m2, Elem, Element, Elems, F16, Math};
 use kernels_gpu::emu::{self, EmuReport, Memory, Op};
@@ -881,30 +881,40 @@ fn lane_value(lane: usize) -> f32 {
     (1.0 + (lane * 37 % 32) as f32 / 32.0) * [1.0, 1e-3, 1e4, 1e-7][lane % 4]
 }
 
-/// C gets, per lane, its partner's value for mask 5, then the warp's sum.
+/// The lane whose value lane `l` reads by index: a permutation with no
+/// fixed point pattern a shifted or mirrored read would match.
+fn source_lane(lane: usize) -> usize {
+    (7 * lane + 3) % 32
+}
+
+/// C gets, per lane, its partner's value for mask 5, then the warp's sum,
+/// then the value of lane [`source_lane`].
 fn shuffle_and_sum(g: Gemm) {
     let lane = thread_idx_x();
     let x = lane_value(lane);
     let partner = shuffle_xor(x, 5);
     let sum = warp_sum(x);
-    // SAFETY: lane l writes C[l] and C[32 + l] of a 1 x 64 C, one owner each.
+    let picked = shuffle_idx(x, source_lane(lane) as u32);
+    // SAFETY: lane l writes C[l], C[32 + l] and C[64 + l] of a 1 x 96 C,
+    // one owner each.
     unsafe {
         g.c.write(lane, partner);
         g.c.write(32 + lane, sum);
+        g.c.write(64 + lane, picked);
     }
 }
 
 #[test]
-fn the_emulated_shuffle_trades_by_lane_xor_mask_and_the_warp_sum_is_a_butterfly() {
+fn the_emulated_shuffles_trade_by_xor_mask_and_by_lane_and_the_warp_sum_is_a_butterfly() {
     let spec = probe("shuffle", 32, 0, shuffle_and_sum);
     let spec = KernelSpec {
         launch: Launch {
-            block_tile: (1, 64),
+            block_tile: (1, 96),
             ..spec.launch
         },
         ..spec
     };
-    let (report, ..) = run(&spec, shuffle_and_sum, (1, 64, 1));
+    let (report, ..) = run(&spec, shuffle_and_sum, (1, 96, 1));
     assert!(report.is_clean(), "{report}");
     // The butterfly on paper: masks 16, 8, 4, 2, 1, each lane adding its
     // partner's running sum to its own.
@@ -922,6 +932,11 @@ fn the_emulated_shuffle_trades_by_lane_xor_mask_and_the_warp_sum_is_a_butterfly(
         assert_eq!(
             report.c[32 + lane].to_bits(),
             sums[0].to_bits(),
+            "lane {lane}"
+        );
+        assert_eq!(
+            report.c[64 + lane],
+            lane_value(source_lane(lane)),
             "lane {lane}"
         );
     }

@@ -1,6 +1,7 @@
 //! The warp as a unit: which lane a thread is, and `shfl.sync`, the
 //! register exchange between the 32 lanes of a warp, with the sum across
-//! a warp built on it.
+//! a warp built on it (`bfly`), and a value handed from any lane (`idx`:
+//! a tile's epilogue operands, read once and spread over the lanes).
 //!
 //! `shfl.sync.bfly.b32 d, x, mask, 0x1f, 0xffffffff` hands every lane the
 //! `x` of lane `lane ^ mask`: no shared memory, no barrier. Five rounds
@@ -50,6 +51,17 @@ pub fn warp_idx() -> usize {
 #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
 pub fn shuffle_xor(x: f32, mask: u32) -> f32 {
     backend::shuffle_xor(x, mask)
+}
+
+/// `shfl.sync.idx`: the `x` of lane `src` (`src < 32`; each lane names
+/// its own).
+///
+/// Every lane of the warp must make the same call at the same time (see
+/// the safety model).
+#[inline(always)]
+#[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+pub fn shuffle_idx(x: f32, src: u32) -> f32 {
+    backend::shuffle_idx(x, src)
 }
 
 /// The sum of `x` over the warp's 32 lanes, in every lane: a butterfly of
@@ -103,6 +115,23 @@ mod backend {
                 r = out(reg32) r,
                 x = in(reg32) x,
                 mask = in(reg32) mask,
+                options(nomem, nostack),
+            );
+        }
+        r
+    }
+
+    #[inline(always)]
+    pub fn shuffle_idx(x: f32, src: u32) -> f32 {
+        let r: f32;
+        // SAFETY: as `shuffle_xor`: registers only, convergence the
+        // caller's.
+        unsafe {
+            asm!(
+                "shfl.sync.idx.b32 {r}, {x}, {src}, 0x1f, 0xffffffff;",
+                r = out(reg32) r,
+                x = in(reg32) x,
+                src = in(reg32) src,
                 options(nomem, nostack),
             );
         }

@@ -641,6 +641,35 @@ pub mod warp {
         });
         *out.downcast::<f32>().expect("shuffle result")
     }
+
+    /// `shfl.sync.idx.b32` with the whole warp as members: every lane
+    /// hands in its value and the lane it reads, and gets back that
+    /// lane's value.
+    #[track_caller]
+    pub fn shuffle_idx(x: f32, src: u32) -> f32 {
+        let site = Location::caller();
+        let trade = |inputs: Vec<Operands>| -> Vec<Operands> {
+            assert_eq!(
+                inputs.len(),
+                32,
+                "shfl.sync needs all 32 lanes of a warp, this warp has {}",
+                inputs.len()
+            );
+            let lanes: Vec<(f32, u32)> = inputs
+                .into_iter()
+                .map(|x| *x.downcast::<(f32, u32)>().expect("shuffled value"))
+                .collect();
+            lanes
+                .iter()
+                .map(|&(_, src)| Box::new(lanes[src as usize & 31].0) as Operands)
+                .collect()
+        };
+        let out = with(|t| {
+            t.block
+                .warp_collective(t.tid, site, Box::new((x, src)), &trade, &t.launch)
+        });
+        *out.downcast::<f32>().expect("shuffle result")
+    }
 }
 
 /// `cp.async` on the host: a copy reads its source when it starts, but
