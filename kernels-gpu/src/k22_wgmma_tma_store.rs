@@ -217,8 +217,9 @@ unsafe fn store_boxes<A: Element, B: Element, C: Output, const ACC: usize, const
     // waited one after another, register pressure serializing them: the
     // measurement is in docs/measurements.md, twenty-ninth session.) An
     // f32 C, with twice the boxes per slice, has not the registers (it
-    // spills) and reads them where they are used.
-    let ahead = bytes == 2;
+    // spills) and reads them where they are used; so does step 26's wide
+    // tile (96 accumulators, three slices), which spills with them too.
+    let ahead = bytes == 2 && ACC != 96;
     let column_scale = g.ep.flags & (EpilogueParams::HAS_SCALE | EpilogueParams::SCALE_PER_COLUMN)
         == EpilogueParams::HAS_SCALE | EpilogueParams::SCALE_PER_COLUMN;
     let slice_ops = |s: usize| -> [(f32, f32); 2] {

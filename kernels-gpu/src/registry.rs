@@ -63,6 +63,8 @@ pub const KERNELS: &[KernelSpec] = &[
     crate::k25_wgmma_fp8::SPEC_E4M3_E5M2_128X256X128_S4,
     crate::k26_wgmma_fp8_blocks::SPEC_E4M3_BLOCKS_128X128X128_S5,
     crate::k26_wgmma_fp8_blocks::SPEC_E4M3_BLOCKS_128X128X128_S5_F32,
+    crate::k26_wgmma_fp8_blocks::SPEC_E4M3_BLOCKS_128X192X128_S4,
+    crate::k26_wgmma_fp8_blocks::SPEC_E4M3_BLOCKS_128X192X128_S4_F32,
     crate::k26_wgmma_fp8_blocks::SPEC_E4M3_PROMOTED_128X128X128_S6,
     crate::k26_wgmma_fp8_blocks::SPEC_E4M3_PROMOTED_128X128X128_S6_F32,
     crate::k27_mma_fp8::SPEC_E4M3_64X128X128_W32X32_S3,

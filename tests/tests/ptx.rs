@@ -650,7 +650,7 @@ fn fp8_mmas<'a>(k: &KernelSpec, body: &'a str, n: usize) -> Vec<&'a str> {
     mmas
 }
 
-/// Step 26 promotes: per stage, four `m64n128k32` of its types into the
+/// Step 26 promotes: per stage, four `m64nNk32` (N its tile's width) of its types into the
 /// partial sum (the first from zero, the `scale-d` predicate), then a wait
 /// that retires them all (`wait_group 0`, no group left in flight) before
 /// the FMAs that add it into the promoted sums; the block-scaled
@@ -666,7 +666,7 @@ fn step_26_promotes_each_k_block_of_its_wgmma_sums() {
             k.name
         );
         let body = ptx_entry(rust_gemm::ptx(k.module), k.name).unwrap();
-        for l in fp8_mmas(k, body, 128) {
+        for l in fp8_mmas(k, body, k.launch.block_tile.1) {
             // scale-d from the predicate, imm-scale-a, imm-scale-b.
             assert!(l.trim_end().ends_with("p, 1, 1; }"), "{}: {l}", k.name);
         }

@@ -735,9 +735,11 @@ fn measure_all(args: &Args) -> Result<Results> {
                 .filter(|e| e.v.elems().storage() == storage)
                 .collect();
             bar.set_message(format!("{shape}: inputs and reference ({storage})"));
+            // A transposed layout, or FP8 (cuBLASLt's too: K-major operands
+            // only, B^T), needs the transposed copies.
             let transposed = group
                 .iter()
-                .any(|e| e.spec.is_some_and(|s| s.ops != Ops::NN));
+                .any(|e| e.spec.is_some_and(|s| s.ops != Ops::NN) || e.v.elems().a.bytes() == 1);
             let (mut bufs, reference) =
                 runner::problem(&gpu, *shape, storage, args.seed, transposed)?;
             if let Some(activation) = args.epilogue {

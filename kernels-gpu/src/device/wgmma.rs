@@ -374,20 +374,21 @@ mma_m64n256k32_ss! {
     mma_m64n256k32_e5m2_e5m2_ss, "e5m2", "e5m2"
 }
 
-/// The FP8 `m64n128k32` helpers of a kernel that promotes its partial
+/// The FP8 `m64nNk32` helpers of a kernel that promotes its partial
 /// sums (step 26), both operands from shared memory, one per pair of
-/// types: `d = A * B + (ACCUMULATE ? d : 0)` on a 64 x 128 f32 D, 64
-/// registers per thread. `ACCUMULATE = 0` (`wgmma`'s `scale-d` predicate
-/// false) starts a fresh partial sum without zeroing `d` first.
-macro_rules! mma_m64n128k32_ss {
-    ($(#[$meta:meta])* $name:ident, $a:literal, $b:literal) => {
+/// types: `d = A * B + (ACCUMULATE ? d : 0)` on a 64 x `$n` f32 D, `$regs`
+/// registers per thread (`[$r]` lists them). `ACCUMULATE = 0` (`wgmma`'s
+/// `scale-d` predicate false) starts a fresh partial sum without zeroing
+/// `d` first.
+macro_rules! mma_fp8_k32_ss {
+    ($n:literal, $regs:literal, [$($r:literal)*], $(#[$meta:meta])* $name:ident, $a:literal, $b:literal) => {
         with_d! {
             $(#[$meta])*
-            fn $name<const ACCUMULATE: u32>(d: [f32; 64], a: u64, b: u64)
+            fn $name<const ACCUMULATE: u32>(d: [f32; $regs], a: u64, b: u64)
             template: ("{{ .reg .pred p; setp.ne.b32 p, {acc}, 0; ",
-                "wgmma.mma_async.sync.aligned.m64n128k32.f32.", $a, ".", $b, " {{", d_list!([0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31 32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53 54 55 56 57 58 59 60 61 62 63]),
+                "wgmma.mma_async.sync.aligned.m64n", $n, "k32.f32.", $a, ".", $b, " {{", d_list!([$($r)*]),
                 "}}, {a}, {b}, p, 1, 1; }}")
-            regs: [0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31 32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53 54 55 56 57 58 59 60 61 62 63]
+            regs: [$($r)*]
             operands: (
                 a = in(reg64) a,
                 b = in(reg64) b,
@@ -395,6 +396,21 @@ macro_rules! mma_m64n128k32_ss {
                 options(nostack),
             )
         }
+    };
+}
+
+/// [`mma_fp8_k32_ss`] with N = 128: 64 registers per thread.
+macro_rules! mma_m64n128k32_ss {
+    ($($t:tt)*) => {
+        mma_fp8_k32_ss!(128, 64, [0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31 32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53 54 55 56 57 58 59 60 61 62 63], $($t)*);
+    };
+}
+
+/// [`mma_fp8_k32_ss`] with N = 192 (step 26's wide tile): 96 registers
+/// per thread.
+macro_rules! mma_m64n192k32_ss {
+    ($($t:tt)*) => {
+        mma_fp8_k32_ss!(192, 96, [0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31 32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53 54 55 56 57 58 59 60 61 62 63 64 65 66 67 68 69 70 71 72 73 74 75 76 77 78 79 80 81 82 83 84 85 86 87 88 89 90 91 92 93 94 95], $($t)*);
     };
 }
 
@@ -431,6 +447,58 @@ mma_m64n128k32_ss! {
     /// # Safety
     /// As [`mma_m64n128k32_e4m3_e4m3_ss`].
     mma_m64n128k32_e5m2_e5m2_ss, "e5m2", "e5m2"
+}
+
+mma_m64n192k32_ss! {
+    /// `wgmma.mma_async.sync.aligned.m64n192k32.f32.e4m3.e4m3`: `d = A *
+    /// B (+ d with ACCUMULATE = 1)` with A the 64 x 32 E4M3 tile `a`
+    /// describes and B the 32 x 192 E4M3 tile `b` describes, both
+    /// K-major. Retire it with [`commit_group`] and [`wait_ss_96x2`].
+    ///
+    /// # Safety
+    /// Rules 1-3 (rule 3 for both tiles); `ACCUMULATE` is 0 or 1.
+    mma_m64n192k32_e4m3_e4m3_ss, "e4m3", "e4m3"
+}
+
+mma_m64n192k32_ss! {
+    /// [`mma_m64n192k32_e4m3_e4m3_ss`] for E5M2 A and E4M3 B.
+    ///
+    /// # Safety
+    /// As [`mma_m64n192k32_e4m3_e4m3_ss`].
+    mma_m64n192k32_e5m2_e4m3_ss, "e5m2", "e4m3"
+}
+
+mma_m64n192k32_ss! {
+    /// [`mma_m64n192k32_e4m3_e4m3_ss`] for E4M3 A and E5M2 B.
+    ///
+    /// # Safety
+    /// As [`mma_m64n192k32_e4m3_e4m3_ss`].
+    mma_m64n192k32_e4m3_e5m2_ss, "e4m3", "e5m2"
+}
+
+mma_m64n192k32_ss! {
+    /// [`mma_m64n192k32_e4m3_e4m3_ss`] for E5M2 A and B.
+    ///
+    /// # Safety
+    /// As [`mma_m64n192k32_e4m3_e4m3_ss`].
+    mma_m64n192k32_e5m2_e5m2_ss, "e5m2", "e5m2"
+}
+
+with_d! {
+    /// [`fence_ss_64`] for a group of [`mma_m64n192k32_e4m3_e4m3_ss`]:
+    /// its 96-register partial sum and eight descriptors as operands.
+    ///
+    /// # Safety
+    /// Rule 1.
+    fn fence_ss_96(d: [f32; 96], s: &mut [u64; 8])
+    template: ("wgmma.fence.sync.aligned; // ", d_list!([0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31 32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53 54 55 56 57 58 59 60 61 62 63 64 65 66 67 68 69 70 71 72 73 74 75 76 77 78 79 80 81 82 83 84 85 86 87 88 89 90 91 92 93 94 95]),
+        " {s0} {s1} {s2} {s3} {s4} {s5} {s6} {s7}")
+    regs: [0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31 32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53 54 55 56 57 58 59 60 61 62 63 64 65 66 67 68 69 70 71 72 73 74 75 76 77 78 79 80 81 82 83 84 85 86 87 88 89 90 91 92 93 94 95]
+    operands: (
+        s0 = inout(reg64) s[0], s1 = inout(reg64) s[1], s2 = inout(reg64) s[2], s3 = inout(reg64) s[3],
+        s4 = inout(reg64) s[4], s5 = inout(reg64) s[5], s6 = inout(reg64) s[6], s7 = inout(reg64) s[7],
+        options(nostack),
+    )
 }
 
 with_d! {
@@ -493,27 +561,61 @@ impl<T: Wgmma16> WgmmaAb for T {
 /// [`WgmmaAb`].
 pub struct Fp8Pair<A, B>(core::marker::PhantomData<(A, B)>);
 
-/// A pair of FP8 types whose kernel promotes its partial sums (step 26):
-/// the `m64n128k32` that writes a 64 x 128 partial sum.
-pub trait WgmmaFp8: WgmmaAb {
-    /// [`mma_m64n128k32_e4m3_e4m3_ss`] or a sibling, for these types.
+/// A pair of FP8 types whose kernel promotes its partial sums (step 26),
+/// each `ACC` registers per thread (a 64 x 2 `ACC` tile per warpgroup):
+/// the `m64n(2 ACC)k32` that writes one, and the fence and the wait of
+/// its groups.
+pub trait WgmmaFp8<const ACC: usize>: WgmmaAb {
+    /// [`mma_m64n128k32_e4m3_e4m3_ss`] (`ACC` = 64),
+    /// [`mma_m64n192k32_e4m3_e4m3_ss`] (96) or a sibling, for these types.
     ///
     /// # Safety
     /// As [`mma_m64n128k32_e4m3_e4m3_ss`].
-    unsafe fn mma_m64n128k32_ss<const ACCUMULATE: u32>(d: &mut [f32; 64], a: u64, b: u64);
+    unsafe fn mma_k32_ss<const ACCUMULATE: u32>(d: &mut [f32; ACC], a: u64, b: u64);
+
+    /// [`fence_ss_64`] or [`fence_ss_96`].
+    ///
+    /// # Safety
+    /// Rule 1.
+    unsafe fn fence(d: &mut [f32; ACC], s: &mut [u64; 8]);
+
+    /// [`wait_ss_64x2`] or [`wait_ss_96x2`].
+    ///
+    /// # Safety
+    /// Rule 1.
+    unsafe fn wait<const PENDING: u32>(d: &mut [f32; ACC], e: &mut [f32; ACC]);
 }
 
-/// The [`WgmmaAb`] and [`WgmmaFp8`] of one pair of FP8 types, issuing
-/// `$mma` (N = 256) and `$mma128` (N = 128).
-macro_rules! fp8_pair {
-    ($a:ident, $b:ident, $mma:ident, $mma128:ident) => {
-        impl WgmmaFp8 for Fp8Pair<crate::elem::$a, crate::elem::$b> {
+/// The [`WgmmaFp8`] of a pair of FP8 types for `ACC` registers, issuing
+/// `$mma` and retiring with `$fence` and `$wait`.
+macro_rules! fp8_sum {
+    ($a:ident, $b:ident, $acc:literal, $mma:ident, $fence:ident, $wait:ident) => {
+        impl WgmmaFp8<$acc> for Fp8Pair<crate::elem::$a, crate::elem::$b> {
             #[inline(always)]
-            unsafe fn mma_m64n128k32_ss<const ACCUMULATE: u32>(d: &mut [f32; 64], a: u64, b: u64) {
+            unsafe fn mma_k32_ss<const ACCUMULATE: u32>(d: &mut [f32; $acc], a: u64, b: u64) {
                 // SAFETY: forwarded from the caller's contract.
-                unsafe { $mma128::<ACCUMULATE>(d, a, b) }
+                unsafe { $mma::<ACCUMULATE>(d, a, b) }
+            }
+            #[inline(always)]
+            unsafe fn fence(d: &mut [f32; $acc], s: &mut [u64; 8]) {
+                // SAFETY: forwarded from the caller's contract.
+                unsafe { $fence(d, s) }
+            }
+            #[inline(always)]
+            unsafe fn wait<const PENDING: u32>(d: &mut [f32; $acc], e: &mut [f32; $acc]) {
+                // SAFETY: forwarded from the caller's contract.
+                unsafe { $wait::<PENDING>(d, e) }
             }
         }
+    };
+}
+
+/// The [`WgmmaAb`] and [`WgmmaFp8`]s of one pair of FP8 types, issuing
+/// `$mma` (N = 256), `$mma128` (N = 128) and `$mma192` (N = 192).
+macro_rules! fp8_pair {
+    ($a:ident, $b:ident, $mma:ident, $mma128:ident, $mma192:ident) => {
+        fp8_sum!($a, $b, 64, $mma128, fence_ss_64, wait_ss_64x2);
+        fp8_sum!($a, $b, 96, $mma192, fence_ss_96, wait_ss_96x2);
         impl WgmmaAb for Fp8Pair<crate::elem::$a, crate::elem::$b> {
             type A = crate::elem::$a;
             type B = crate::elem::$b;
@@ -540,25 +642,29 @@ fp8_pair!(
     E4m3,
     E4m3,
     mma_m64n256k32_e4m3_e4m3_ss,
-    mma_m64n128k32_e4m3_e4m3_ss
+    mma_m64n128k32_e4m3_e4m3_ss,
+    mma_m64n192k32_e4m3_e4m3_ss
 );
 fp8_pair!(
     E5m2,
     E4m3,
     mma_m64n256k32_e5m2_e4m3_ss,
-    mma_m64n128k32_e5m2_e4m3_ss
+    mma_m64n128k32_e5m2_e4m3_ss,
+    mma_m64n192k32_e5m2_e4m3_ss
 );
 fp8_pair!(
     E4m3,
     E5m2,
     mma_m64n256k32_e4m3_e5m2_ss,
-    mma_m64n128k32_e4m3_e5m2_ss
+    mma_m64n128k32_e4m3_e5m2_ss,
+    mma_m64n192k32_e4m3_e5m2_ss
 );
 fp8_pair!(
     E5m2,
     E5m2,
     mma_m64n256k32_e5m2_e5m2_ss,
-    mma_m64n128k32_e5m2_e5m2_ss
+    mma_m64n128k32_e5m2_e5m2_ss,
+    mma_m64n192k32_e5m2_e5m2_ss
 );
 
 with_d! {
@@ -679,6 +785,54 @@ with_d! {
         e57 = inout(reg32) e[57], e58 = inout(reg32) e[58], e59 = inout(reg32) e[59],
         e60 = inout(reg32) e[60], e61 = inout(reg32) e[61], e62 = inout(reg32) e[62],
         e63 = inout(reg32) e[63],
+        options(nostack),
+    )
+}
+
+with_d! {
+    /// [`wait_ss_64x2`] for groups of [`mma_m64n192k32_e4m3_e4m3_ss`]:
+    /// the 96-register partial sum and the promoted sums as `d` and `e`.
+    ///
+    /// # Safety
+    /// Rule 1.
+    fn wait_ss_96x2<const PENDING: u32>(d: [f32; 96], e: &mut [f32; 96])
+    template: ("wgmma.wait_group.sync.aligned {n}; // ", d_list!([0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31 32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53 54 55 56 57 58 59 60 61 62 63 64 65 66 67 68 69 70 71 72 73 74 75 76 77 78 79 80 81 82 83 84 85 86 87 88 89 90 91 92 93 94 95]),
+        " {e0} {e1} {e2} {e3} {e4} {e5} {e6} {e7} {e8} {e9} {e10} {e11} {e12} {e13} {e14} {e15} {e16} {e17} {e18} {e19} {e20} {e21} {e22} {e23} {e24} {e25} {e26} {e27} {e28} {e29} {e30} {e31} {e32} {e33} {e34} {e35} {e36} {e37} {e38} {e39} {e40} {e41} {e42} {e43} {e44} {e45} {e46} {e47} {e48} {e49} {e50} {e51} {e52} {e53} {e54} {e55} {e56} {e57} {e58} {e59} {e60} {e61} {e62} {e63} {e64} {e65} {e66} {e67} {e68} {e69} {e70} {e71} {e72} {e73} {e74} {e75} {e76} {e77} {e78} {e79} {e80} {e81} {e82} {e83} {e84} {e85} {e86} {e87} {e88} {e89} {e90} {e91} {e92} {e93} {e94} {e95}")
+    regs: [0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31 32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53 54 55 56 57 58 59 60 61 62 63 64 65 66 67 68 69 70 71 72 73 74 75 76 77 78 79 80 81 82 83 84 85 86 87 88 89 90 91 92 93 94 95]
+    operands: (
+        n = const PENDING,
+        e0 = inout(reg32) e[0], e1 = inout(reg32) e[1], e2 = inout(reg32) e[2],
+        e3 = inout(reg32) e[3], e4 = inout(reg32) e[4], e5 = inout(reg32) e[5],
+        e6 = inout(reg32) e[6], e7 = inout(reg32) e[7], e8 = inout(reg32) e[8],
+        e9 = inout(reg32) e[9], e10 = inout(reg32) e[10], e11 = inout(reg32) e[11],
+        e12 = inout(reg32) e[12], e13 = inout(reg32) e[13], e14 = inout(reg32) e[14],
+        e15 = inout(reg32) e[15], e16 = inout(reg32) e[16], e17 = inout(reg32) e[17],
+        e18 = inout(reg32) e[18], e19 = inout(reg32) e[19], e20 = inout(reg32) e[20],
+        e21 = inout(reg32) e[21], e22 = inout(reg32) e[22], e23 = inout(reg32) e[23],
+        e24 = inout(reg32) e[24], e25 = inout(reg32) e[25], e26 = inout(reg32) e[26],
+        e27 = inout(reg32) e[27], e28 = inout(reg32) e[28], e29 = inout(reg32) e[29],
+        e30 = inout(reg32) e[30], e31 = inout(reg32) e[31], e32 = inout(reg32) e[32],
+        e33 = inout(reg32) e[33], e34 = inout(reg32) e[34], e35 = inout(reg32) e[35],
+        e36 = inout(reg32) e[36], e37 = inout(reg32) e[37], e38 = inout(reg32) e[38],
+        e39 = inout(reg32) e[39], e40 = inout(reg32) e[40], e41 = inout(reg32) e[41],
+        e42 = inout(reg32) e[42], e43 = inout(reg32) e[43], e44 = inout(reg32) e[44],
+        e45 = inout(reg32) e[45], e46 = inout(reg32) e[46], e47 = inout(reg32) e[47],
+        e48 = inout(reg32) e[48], e49 = inout(reg32) e[49], e50 = inout(reg32) e[50],
+        e51 = inout(reg32) e[51], e52 = inout(reg32) e[52], e53 = inout(reg32) e[53],
+        e54 = inout(reg32) e[54], e55 = inout(reg32) e[55], e56 = inout(reg32) e[56],
+        e57 = inout(reg32) e[57], e58 = inout(reg32) e[58], e59 = inout(reg32) e[59],
+        e60 = inout(reg32) e[60], e61 = inout(reg32) e[61], e62 = inout(reg32) e[62],
+        e63 = inout(reg32) e[63], e64 = inout(reg32) e[64], e65 = inout(reg32) e[65],
+        e66 = inout(reg32) e[66], e67 = inout(reg32) e[67], e68 = inout(reg32) e[68],
+        e69 = inout(reg32) e[69], e70 = inout(reg32) e[70], e71 = inout(reg32) e[71],
+        e72 = inout(reg32) e[72], e73 = inout(reg32) e[73], e74 = inout(reg32) e[74],
+        e75 = inout(reg32) e[75], e76 = inout(reg32) e[76], e77 = inout(reg32) e[77],
+        e78 = inout(reg32) e[78], e79 = inout(reg32) e[79], e80 = inout(reg32) e[80],
+        e81 = inout(reg32) e[81], e82 = inout(reg32) e[82], e83 = inout(reg32) e[83],
+        e84 = inout(reg32) e[84], e85 = inout(reg32) e[85], e86 = inout(reg32) e[86],
+        e87 = inout(reg32) e[87], e88 = inout(reg32) e[88], e89 = inout(reg32) e[89],
+        e90 = inout(reg32) e[90], e91 = inout(reg32) e[91], e92 = inout(reg32) e[92],
+        e93 = inout(reg32) e[93], e94 = inout(reg32) e[94], e95 = inout(reg32) e[95],
         options(nostack),
     )
 }
