@@ -619,27 +619,7 @@ pub mod warp {
     /// hands in its value and gets back lane `lane ^ mask`'s.
     #[track_caller]
     pub fn shuffle_xor(x: f32, mask: u32) -> f32 {
-        let site = Location::caller();
-        let trade = |inputs: Vec<Operands>| -> Vec<Operands> {
-            assert_eq!(
-                inputs.len(),
-                32,
-                "shfl.sync needs all 32 lanes of a warp, this warp has {}",
-                inputs.len()
-            );
-            let values: Vec<f32> = inputs
-                .into_iter()
-                .map(|x| *x.downcast::<f32>().expect("shuffled value"))
-                .collect();
-            (0..32)
-                .map(|l| Box::new(values[l ^ (mask as usize & 31)]) as Operands)
-                .collect()
-        };
-        let out = with(|t| {
-            t.block
-                .warp_collective(t.tid, site, Box::new(x), &trade, &t.launch)
-        });
-        *out.downcast::<f32>().expect("shuffle result")
+        shuffle(x, mask, |lane, mask| lane ^ mask as usize)
     }
 
     /// `shfl.sync.idx.b32` with the whole warp as members: every lane
@@ -647,6 +627,14 @@ pub mod warp {
     /// lane's value.
     #[track_caller]
     pub fn shuffle_idx(x: f32, src: u32) -> f32 {
+        shuffle(x, src, |_, src| src as usize)
+    }
+
+    /// `shfl.sync` with the whole warp as members: every lane hands in
+    /// its value and its operand `arg`, and gets back the value of lane
+    /// `source(lane, arg) % 32`.
+    #[track_caller]
+    fn shuffle(x: f32, arg: u32, source: fn(usize, u32) -> usize) -> f32 {
         let site = Location::caller();
         let trade = |inputs: Vec<Operands>| -> Vec<Operands> {
             assert_eq!(
@@ -659,14 +647,13 @@ pub mod warp {
                 .into_iter()
                 .map(|x| *x.downcast::<(f32, u32)>().expect("shuffled value"))
                 .collect();
-            lanes
-                .iter()
-                .map(|&(_, src)| Box::new(lanes[src as usize & 31].0) as Operands)
+            (0..32)
+                .map(|l| Box::new(lanes[source(l, lanes[l].1) & 31].0) as Operands)
                 .collect()
         };
         let out = with(|t| {
             t.block
-                .warp_collective(t.tid, site, Box::new((x, src)), &trade, &t.launch)
+                .warp_collective(t.tid, site, Box::new((x, arg)), &trade, &t.launch)
         });
         *out.downcast::<f32>().expect("shuffle result")
     }
