@@ -17,8 +17,8 @@
 //!   so the tile is 128 x 128 (`wgmma ... m64n128k32`, 64 + 64 f32 per
 //!   thread), one B block wide, or 128 x 192 (`m64n192k32`, 96 + 96: the
 //!   `_128x192` instances), which reads a sixth fewer bytes per FLOP from
-//!   L2. (At 8192 the 128 x 128 tile keeps L2 86 % busy while the tensor
-//!   pipe is 56 % busy: docs/measurements.md, thirty-first session.)
+//!   L2, the resource the 128 x 128 tile runs short of (ncu in
+//!   docs/measurements.md, thirty-first session).
 //! - **Each stage is waited for and promoted**: the consumers retire
 //!   a stage's four `wgmma`s (`wait_group 0`), release it and add the
 //!   partial sum into the promoted one (64 FMAs per thread), while the
