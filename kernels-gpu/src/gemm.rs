@@ -497,7 +497,7 @@ impl<A: Element, B: Element, C: Element> Gemm<A, B, C> {
 /// The exact result is at most `u32::MAX`.
 #[inline(always)]
 #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
-unsafe fn offset32(row: u32, width: u32, col: u32) -> usize {
+pub(crate) unsafe fn offset32(row: u32, width: u32, col: u32) -> usize {
     // SAFETY: forwarded: the product and the sum fit in 32 bits (and so
     // do the factors, which are at most the result or zero).
     unsafe { row.unchecked_mul(width).unchecked_add(col) as usize }

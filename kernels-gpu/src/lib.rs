@@ -2,7 +2,7 @@
 //!
 //! Every kernel computes `C = A * B` for row-major `A` (M x K), `B` (K x N)
 //! and `C` (M x N), for any M, N, K >= 1, in the element types its spec
-//! states ([`elem`]: f32 in and out for steps 1-18 and 28, of which 11-13, 17
+//! states ([`elem`]: f32 in and out for steps 1-18, 28 and 29, of which 11-13, 17
 //! and 18 multiply in TF32; steps 19-22 take BF16 or FP16 A and B, steps 25-27 FP8). One file per step of the ladder, each built
 //! into one of the PTX [`modules`]:
 //!
@@ -36,6 +36,7 @@
 //! | 26 | [`k26_wgmma_fp8_blocks`] | FP8 with each K block's sums promoted to f32 registers, and block scales (A 1 x 128, B 128 x 128) applied there: a 128 x 128 tile |
 //! | 27 | [`k27_mma_fp8`] | FP8 on Ada and Hopper: step 21's block with `mma.sync` m16n8k32 on A and B^T, step 26's promotion and block scales; the FP8 kernel the emulator runs |
 //! | 28 | [`k28_decode_nt`] | decode: few rows of A times B transposed (a weight stored n x k), a warp per 4 rows of B and all of the block's 8 rows of A, a shuffle sum per element |
+//! | 29 | [`k29_small_k`] | small K: all of K staged in one pass, no pipeline, a 64 x 128 tile whose warps store whole 512-byte rows of C; every layout |
 //!
 //! The same crate builds for the host, where it exports the kernels'
 //! constants ([`registry`]) so that launch shapes are never retyped, and
@@ -102,7 +103,7 @@ macro_rules! ladder_files {
 
 ladder_files!(["ladder"]: k01_naive, k02_tiled16, k03_tiled32, k04_blocktile_1d, k05_blocktile_2d,
     k06_vectorized, k07_double_buffer, k08_warptile, k09_prefetch, k14_split_k, k15_skinny, k16_gemv,
-    k28_decode_nt);
+    k28_decode_nt, k29_small_k);
 ladder_files!(["tuned_a" | "tuned_b" | "tuned_t"]: k10_tuned);
 ladder_files!(["mma"]: k11_mma, k23_mma_3xtf32);
 // Step 27 (`mma_fp8`) reads its tiles with step 21's helpers; step

@@ -131,11 +131,12 @@ pub struct PtxModule {
 
 /// Steps 01-09: the lesson and the FP32 ladder up to register prefetching;
 /// step 14's reduction, which every FP32 kernel's split-K launch needs;
-/// the FP32 kernels for one-row, one-column and few-row calls (15, 16, 28).
+/// the FP32 kernels for one-row, one-column and few-row calls (15, 16, 28)
+/// and for small K (29).
 pub const LADDER: PtxModule = PtxModule {
     name: "ladder",
     arch: Arch::SM70,
-    files: "k01_naive .. k09_prefetch, k14_split_k, k15_skinny, k16_gemv, k28_decode_nt",
+    files: "k01_naive .. k09_prefetch, k14_split_k, k15_skinny, k16_gemv, k28_decode_nt, k29_small_k",
     utility_entries: &[],
 };
 /// Step 10: twelve fully unrolled parameter sets, the slowest file to

@@ -3,7 +3,7 @@
 use crate::launch::KernelSpec;
 
 /// The kernels, in ladder order. `name` is also the PTX entry's name.
-/// Steps 10-13 and 17-27 list every instance (also as `k10_tuned::SPECS`, `k11_mma::SPECS`, `k12_wgmma::SPECS`, `k13_wgmma_ws::SPECS`, `k17_wgmma_ss::SPECS`, `k18_wgmma_tr::SPECS`, `k19_wgmma_16bit::SPECS`, `k20_wgmma_persistent::SPECS`, `k21_mma_16bit::SPECS`, `k22_wgmma_tma_store::SPECS`, `k23_mma_3xtf32::SPECS`, `k24_wgmma_3xtf32::SPECS`, `k25_wgmma_fp8::SPECS`, `k26_wgmma_fp8_blocks::SPECS`, `k27_mma_fp8::SPECS`); steps 25-27 read B transposed (FP8 `wgmma` and 8-bit `ldmatrix` take K-major tiles only), the only layout they have.
+/// Steps 10-13 and 17-27 list every instance (also as `k10_tuned::SPECS`, `k11_mma::SPECS`, `k12_wgmma::SPECS`, `k13_wgmma_ws::SPECS`, `k17_wgmma_ss::SPECS`, `k18_wgmma_tr::SPECS`, `k19_wgmma_16bit::SPECS`, `k20_wgmma_persistent::SPECS`, `k21_mma_16bit::SPECS`, `k22_wgmma_tma_store::SPECS`, `k23_mma_3xtf32::SPECS`, `k24_wgmma_3xtf32::SPECS`, `k25_wgmma_fp8::SPECS`, `k26_wgmma_fp8_blocks::SPECS`, `k27_mma_fp8::SPECS`) and step 29's `small_k_64x128`; steps 25-27 read B transposed (FP8 `wgmma` and 8-bit `ldmatrix` take K-major tiles only), the only layout they have.
 pub const KERNELS: &[KernelSpec] = &[
     crate::k01_naive::SPEC,
     crate::k02_tiled16::SPEC,
@@ -74,13 +74,17 @@ pub const KERNELS: &[KernelSpec] = &[
     crate::k27_mma_fp8::SPEC_E4M3_E5M2_64X128X128_W32X32_S3,
     crate::k27_mma_fp8::SPEC_E4M3_BLOCKS_64X128X128_W32X32_S3,
     crate::k27_mma_fp8::SPEC_E4M3_BLOCKS_64X128X128_W32X32_S3_F32,
+    crate::k29_small_k::SPEC,
 ];
 
 /// Kernels that read A or B transposed (`KernelSpec::ops`): the library's
-/// transposed calls (also as `k10_tuned::TRANSPOSED`, `k20_wgmma_persistent::TRANSPOSED`, `k21_mma_16bit::TRANSPOSED`). Not in [`KERNELS`], whose users (host, bench, the
+/// transposed calls (also as `k10_tuned::TRANSPOSED`, `k20_wgmma_persistent::TRANSPOSED`, `k21_mma_16bit::TRANSPOSED`, `k29_small_k::TRANSPOSED`). Not in [`KERNELS`], whose users (host, bench, the
 /// emulator tests) give every kernel A and B as they are.
 pub const TRANSPOSED: &[KernelSpec] = &[
     crate::k28_decode_nt::SPEC,
+    crate::k29_small_k::SPEC_TN,
+    crate::k29_small_k::SPEC_NT,
+    crate::k29_small_k::SPEC_TT,
     crate::k10_tuned::SPEC_128X128X16_W32X64_TN,
     crate::k10_tuned::SPEC_128X128X16_W32X64_NT,
     crate::k10_tuned::SPEC_128X128X16_W32X64_TT,
