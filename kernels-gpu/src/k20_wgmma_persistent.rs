@@ -208,7 +208,7 @@ pub(crate) fn block<
     maps: TensorMaps,
     scales: Option<ScaleParams>,
 ) {
-    persistent::<P::A, P::B, C, BN, STAGES, STAGE_WORDS, BK, A_MN, B_MN, TMA_C, 128, _>(
+    persistent::<P::A, P::B, C, BN, STAGES, STAGE_WORDS, BK, A_MN, B_MN, TMA_C, 128, true, _>(
         g,
         maps,
         scales,
@@ -226,7 +226,8 @@ pub(crate) fn block<
 /// k_tiles, tid, row0, col0)` (the pipeline's tiles `it..it + k_tiles`,
 /// for the tile at `(row0, col0)`: `ACC` accumulators per thread) and
 /// store it ([`store_tile_tma`] with `TMA_C` where [`c_by_tma`] allows,
-/// else [`store_tile`]). `scales` are folded into the epilogue's scalars
+/// a 16-bit C's column operands read a slice ahead with `AHEAD`, else
+/// [`store_tile`]). `scales` are folded into the epilogue's scalars
 /// ([`Gemm::scaled`]) by the consumers alone.
 #[cfg(target_arch = "nvptx64")]
 #[inline(always)]
@@ -242,6 +243,7 @@ pub(crate) fn persistent<
     const B_MN: u32,
     const TMA_C: bool,
     const ACC: usize,
+    const AHEAD: bool,
     X: StageExtra,
 >(
     g: Gemm<A, B, C>,
@@ -303,7 +305,7 @@ pub(crate) fn persistent<
                 // SAFETY: the staging boxes follow the stages' barriers,
                 // 1024-byte aligned (SPEC's shared_bytes counts them); only
                 // the epilogue uses them. The host made C's map (c_by_tma).
-                unsafe { store_tile_tma(g, &acc, row0, col0, tid, stages.end_aligned(), maps) };
+                unsafe { store_tile_tma::<_, _, _, ACC, AHEAD>(g, &acc, row0, col0, tid, stages.end_aligned(), maps) };
             } else {
                 // SAFETY: the staging tiles follow the stages (SPEC's
                 // shared_bytes counts them); only the epilogue uses them.

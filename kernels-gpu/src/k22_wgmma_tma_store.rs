@@ -138,7 +138,9 @@ pub const fn swizzled(row: usize, byte: usize) -> usize {
 /// warp's writes and fences issues the box's store, one bulk group each.
 /// A fused epilogue is applied to the values in registers before they
 /// are written ([`Gemm::fuse_values`]; row and column operands read once
-/// per tile, the columns spread over the lanes), so C is rounded once.
+/// per tile, the columns spread over the lanes), so C is rounded once;
+/// with `AHEAD` a 16-bit C's column operands are read a slice ahead (a
+/// caller whose kernel has not the registers for them passes false).
 /// The stores are not waited for here: the next call's waits and the
 /// block's last `bulk_wait` do that.
 ///
@@ -149,7 +151,7 @@ pub const fn swizzled(row: usize, byte: usize) -> usize {
 /// `c_by_tma` holds); the tile's elements of C are this block's alone.
 #[cfg(target_arch = "nvptx64")]
 #[inline(always)]
-pub(crate) unsafe fn store_tile_tma<A: Element, B: Element, C: Output, const ACC: usize>(
+pub(crate) unsafe fn store_tile_tma<A: Element, B: Element, C: Output, const ACC: usize, const AHEAD: bool>(
     g: Gemm<A, B, C>,
     acc: &[f32; ACC],
     row0: usize,
@@ -165,7 +167,7 @@ pub(crate) unsafe fn store_tile_tma<A: Element, B: Element, C: Output, const ACC
     macro_rules! boxes {
         ($fused:literal, $act:expr) => {
             // SAFETY: forwarded (the contract).
-            unsafe { store_boxes::<A, B, C, ACC, $fused, { $act as u32 }>(g, acc, row0, col0, tid, staging, maps) }
+            unsafe { store_boxes::<A, B, C, ACC, AHEAD, $fused, { $act as u32 }>(g, acc, row0, col0, tid, staging, maps) }
         };
     }
     if g.ep.flags == 0 {
@@ -190,7 +192,15 @@ pub(crate) unsafe fn store_tile_tma<A: Element, B: Element, C: Output, const ACC
 /// As [`store_tile_tma`].
 #[cfg(target_arch = "nvptx64")]
 #[inline(always)]
-unsafe fn store_boxes<A: Element, B: Element, C: Output, const ACC: usize, const FUSED: bool, const ACT: u32>(
+unsafe fn store_boxes<
+    A: Element,
+    B: Element,
+    C: Output,
+    const ACC: usize,
+    const AHEAD: bool,
+    const FUSED: bool,
+    const ACT: u32,
+>(
     g: Gemm<A, B, C>,
     acc: &[f32; ACC],
     row0: usize,
@@ -217,9 +227,9 @@ unsafe fn store_boxes<A: Element, B: Element, C: Output, const ACC: usize, const
     // waited one after another, register pressure serializing them: the
     // measurement is in docs/measurements.md, twenty-ninth session.) An
     // f32 C, with twice the boxes per slice, has not the registers (it
-    // spills) and reads them where they are used; so does step 26's wide
-    // tile (96 accumulators, three slices), which spills with them too.
-    let ahead = bytes == 2 && ACC != 96;
+    // spills) and reads them where they are used; so does a caller whose
+    // kernel spills with them (`AHEAD` false: step 26's wide tile).
+    let ahead = bytes == 2 && AHEAD;
     let column_scale = g.ep.flags & (EpilogueParams::HAS_SCALE | EpilogueParams::SCALE_PER_COLUMN)
         == EpilogueParams::HAS_SCALE | EpilogueParams::SCALE_PER_COLUMN;
     let slice_ops = |s: usize| -> [(f32, f32); 2] {

@@ -148,7 +148,11 @@ macro_rules! instance {
         #[inline(always)]
         pub fn $name(g: Gemm<$a, $b, $c>, maps: TensorMaps, scales: ScaleParams) {
             const SW: usize = Params { stages: $stages, bn: $bn }.stage_words();
-            block::<Fp8Pair<$a, $b>, $c, { matches!(Scaling::$scaling, Scaling::Blocks) }, $stages, $bn, { $bn / 2 }, SW>(
+            // The wide tile's epilogue spilled 36 bytes with a 16-bit C's
+            // column operands read a slice ahead: it reads them where it
+            // uses them (`store_tile_tma`'s `AHEAD`).
+            const AHEAD: bool = $bn != BN_WIDE;
+            block::<Fp8Pair<$a, $b>, $c, { matches!(Scaling::$scaling, Scaling::Blocks) }, $stages, $bn, { $bn / 2 }, SW, AHEAD>(
                 g, maps, scales,
             )
         }
@@ -197,6 +201,8 @@ pub const SPECS: &[KernelSpec] = &[
 /// ([`Scaling::a_scales`], [`Scaling::b_scales`]), copied into each
 /// stage's scale ring by the producer ([`ScaleCopies`]), and only D's
 /// scale goes to the epilogue; else all three are per tensor, step 25's.
+/// `AHEAD`: the epilogue reads a 16-bit C's column operands a slice
+/// ahead ([`store_tile_tma`](crate::k22_wgmma_tma_store::store_tile_tma)).
 #[cfg(target_arch = "nvptx64")]
 #[inline(always)]
 fn block<
@@ -207,6 +213,7 @@ fn block<
     const BN: usize,
     const ACC: usize,
     const SW: usize,
+    const AHEAD: bool,
 >(
     g: Gemm<P::A, P::B, C>,
     maps: TensorMaps,
@@ -223,7 +230,7 @@ fn block<
         scales
     };
     const { assert!(BN == 2 * ACC) };
-    persistent::<P::A, P::B, C, BN, ST, SW, BK, 0, 0, true, ACC, _>(
+    persistent::<P::A, P::B, C, BN, ST, SW, BK, 0, 0, true, ACC, AHEAD, _>(
         g,
         maps,
         Some(epilogue),
