@@ -13,10 +13,11 @@
 //! the ladder can run split. A second launch, `reduce_slices` below, adds
 //! the planes and applies the epilogue: `C = alpha * sum + beta * C`.
 //!
-//! The sum is deterministic: each element of C is added up by one thread,
-//! slice 0 first, in the same order on every run (no atomics), so the
-//! same inputs give the same bits every time; they differ from the
-//! unsplit kernel's bits in rounding only (another summation order).
+//! The sum is deterministic: each element of C is added up in one fixed
+//! order (no atomics; the reduction's warps each add every eighth slice
+//! in turn, then their eight sums are added in warp order), so the same
+//! inputs give the same bits every time; they differ from the unsplit
+//! kernel's bits in rounding only (another summation order).
 //!
 //! Cost: the partial sums travel through memory, `2 * slices * m * n`
 //! floats written and read. The library (`host`'s `blas`) splits only when
@@ -26,18 +27,32 @@
 //! a 5-8x speed-up over the unsplit kernel. Measured: the suite table of
 //! `cargo xtask bench --suite` (README) and docs/measurements.md.
 
-use crate::device::{block_idx_x, block_idx_y, thread_idx_x};
+use crate::device::{SharedTile, block_idx_x, block_idx_y, sync_threads, thread_idx_x};
 use crate::gemm::Gemm;
 use crate::elem::Elems;
 use crate::launch::{KernelSpec, Launch, Operands, Ops, emulated};
 use crate::modules;
 use crate::unroll::unroll;
 
-/// Threads per block: consecutive columns of C.
+/// Threads per block: [`WARPS`] warps over one strip of C.
 pub const THREADS: usize = 256;
+/// Warps per block: warp `w` adds slices `w`, `w + WARPS`, ... of the
+/// strip.
+pub const WARPS: usize = THREADS / 32;
 /// Rows of C per block (so that the grid stays within 65,535 rows for
 /// every m the host accepts).
 pub const ROWS: usize = 32;
+/// Columns of C per block: a warp's lanes.
+pub const COLS: usize = 32;
+/// Rows of the strip each thread finishes (adds the warps' sums, stores).
+const PER_THREAD: usize = ROWS / WARPS;
+/// The warps' sums of the strip, `[WARPS * ROWS][COLS]`: warp `w`'s row
+/// `r` at row `w * ROWS + r`.
+const SUMS: SharedTile<{ WARPS * ROWS }, COLS> = SharedTile::at(0);
+/// Shared memory per block: the warps' sums (32 KB).
+pub const SHARED_BYTES: usize = SUMS.end() * 4;
+
+const _: () = assert!(ROWS.is_multiple_of(WARPS) && COLS == 32);
 
 /// The reduction, launched like a GEMM kernel with the workspace as A (B
 /// is not read): `C[r][c] = alpha * sum_{s < slices} W[s][r][c] + beta *
@@ -52,8 +67,8 @@ pub const REDUCE: KernelSpec = KernelSpec {
     summary: "split-K's reduction: C = alpha * (sum of the slices' partial sums) + beta * C",
     launch: Launch {
         block_threads: (THREADS as u32, 1),
-        block_tile: (ROWS, THREADS),
-        shared_bytes: 0,
+        block_tile: (ROWS, COLS),
+        shared_bytes: SHARED_BYTES,
         register_cap: false,
         persistent: false,
     },
@@ -64,44 +79,69 @@ pub const REDUCE: KernelSpec = KernelSpec {
     batches: true,
 };
 
-/// One thread per column of a ROWS x THREADS strip of C, its ROWS sums
-/// at once: a slice's ROWS loads are independent and unconditional (rows
-/// past C's last read the last row again, and are not stored), so they
-/// are in flight together. A sum at a time waited out every load in
-/// turn, and so did loads each behind its own row test, which made many
-/// slices over a small C slow (docs/measurements.md, twenty-fourth
-/// session). Each element still adds its slices in order, slice 0 first,
-/// so the result is the same on every run.
+/// A block per ROWS x COLS strip of C, in two phases.
+///
+/// 1. Warp `w` adds slices `w`, `w + WARPS`, ... of the strip, lane `l`
+///    column `l`, its ROWS sums at once: a slice's ROWS loads are
+///    independent and unconditional (rows past C's last read the last row
+///    again, and are not stored), so they are in flight together, and
+///    the warps' loads with them. A thread per column walking every slice
+///    (the first form) waited out one round trip per slice, one after
+///    another: 32 slices over a C of 9 columns kept 36 threads busy for
+///    32 trips (docs/measurements.md, twenty-ninth and thirty-second
+///    sessions); here each warp makes an eighth of them.
+/// 2. After a barrier, thread `(w, l)` adds the warps' sums of rows
+///    `PER_THREAD * w ..` of column `l`, warp 0's first, and stores them
+///    through the epilogue.
+///
+/// The order is fixed, so the result is the same on every run.
 #[inline(always)]
 pub fn reduce_slices(g: Gemm) {
-    let col = block_idx_x() * THREADS + thread_idx_x();
+    let t = thread_idx_x();
+    let (warp, lane) = (t / 32, t % 32);
+    let col = block_idx_x() * COLS + lane;
+    let row0 = block_idx_y() * ROWS;
+    let plane = g.m * g.n;
+    let mut sums = [0.0f32; ROWS];
+    // Lanes past C's last column add nothing (and reach the barrier).
+    if col < g.n {
+        let mut s = warp;
+        while s < g.slices {
+            unroll!(ROWS; 32, |r| {
+                // The block exists, so row0 < m.
+                let row = (row0 + r).min(g.m - 1);
+                // SAFETY: s < slices, row < m, col < n: inside the workspace
+                // of `slices` dense m x n planes (the host's contract).
+                sums[r] += unsafe { g.a.read(s * plane + row * g.n + col) };
+            });
+            s += WARPS;
+        }
+    }
+    unroll!(ROWS; 32, |r| {
+        // SAFETY: warp * ROWS + r < WARPS * ROWS and lane < COLS; each
+        // word has one writer, read only after the barrier below.
+        unsafe { SUMS.store(warp * ROWS + r, lane, sums[r]) };
+    });
+    sync_threads();
     if col >= g.n {
         return;
     }
-    let plane = g.m * g.n;
-    let row0 = block_idx_y() * ROWS;
-    let mut sums = [0.0f32; ROWS];
-    let mut s = 0;
-    while s < g.slices {
-        unroll!(ROWS; 32, |r| {
-            // The block exists, so row0 < m.
-            let row = (row0 + r).min(g.m - 1);
-            // SAFETY: s < slices, row < m, col < n: inside the workspace
-            // of `slices` dense m x n planes (the host's contract).
-            sums[r] += unsafe { g.a.read(s * plane + row * g.n + col) };
-        });
-        s += 1;
-    }
-    unroll!(ROWS; 32, |r| {
-        let row = row0 + r;
+    let first = row0 + PER_THREAD * warp;
+    unroll!(PER_THREAD; 4, |i| {
+        let row = first + i;
         if row < g.m {
+            let mut sum = 0.0f32;
+            unroll!(WARPS; 8, |w| {
+                // SAFETY: inside the tile; written before the barrier.
+                sum += unsafe { SUMS.load(w * ROWS + PER_THREAD * warp + i, lane) };
+            });
             // SAFETY: row < m, col < n; this thread alone owns C[row][col].
-            unsafe { g.store_c(row * g.ldc + col, sums[r]) };
+            unsafe { g.store_c(row * g.ldc + col, sum) };
         }
     });
     if g.ep.flags != 0 {
-        // SAFETY: this thread's own column of the strip, stored above.
-        unsafe { g.fuse_region((row0, col), (ROWS, 1), 0, 1) };
+        // SAFETY: this thread's own elements of the strip, stored above.
+        unsafe { g.fuse_region((first, col), (PER_THREAD, 1), 0, 1) };
     }
 }
 
@@ -119,8 +159,14 @@ mod tests {
     }
 
     #[test]
-    fn adds_the_planes_in_order_and_applies_the_epilogue() {
-        let (m, n, slices) = (33, 300, 3);
+    fn adds_the_planes_and_applies_the_epilogue() {
+        for (m, n, slices) in [(33, 300, 3), (110, 9, 19), (1, 1, 1), (70, 33, 8)] {
+            adds_the_planes(m, n, slices);
+        }
+    }
+
+    /// Integer planes, so that every order of the sum gives the exact sum.
+    fn adds_the_planes(m: usize, n: usize, slices: usize) {
         let ws: Vec<f32> = (0..slices * m * n).map(|i| (i % 7) as f32 - 3.0).collect();
         let ldc = n + 5;
         let c: Vec<f32> = (0..m * ldc).map(|i| (i % 5) as f32).collect();
@@ -142,7 +188,7 @@ mod tests {
                 } else {
                     c[row * ldc + col]
                 };
-                assert_eq!(got, want, "row {row} col {col}");
+                assert_eq!(got, want, "{m}x{n}, {slices} slices: row {row} col {col}");
             }
         }
     }

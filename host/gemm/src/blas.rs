@@ -1369,9 +1369,8 @@ pub fn auto_candidates(
 ///      SMs idle, K at least 512 and two slices) cuts K into 2, 4, ..
 ///      [`Model::max_split`] slices of at least [`Model::min_slice`] and
 ///      adds the reduction: its launch ([`Model::reduce_launch_s`]), a
-///      memory round trip per slice ([`Model::slice_s`]: its threads add
-///      the slices one after another, which for a small C is what the
-///      pass lasts) and its traffic, `slices * m * n` floats moved twice
+///      memory round trip per slice ([`Model::slice_s`]: for a small C
+///      the pass lasts as long as its round trips) and its traffic, `slices * m * n` floats moved twice
 ///      at the GPU's DRAM bandwidth (`dram_gbs`);
 ///    - no kernel runs faster than its DRAM traffic: A read once per
 ///      column of tiles, B once per row of tiles, C once (no reuse in L2
@@ -1643,11 +1642,13 @@ pub struct Model {
     /// What a split adds besides the partial sums' traffic, once: the
     /// reduction's own launch, which waits for the last slice, in seconds.
     pub reduce_launch_s: f64,
-    /// What a split adds per slice, in seconds: a thread of the reduction
-    /// (`reduce_slices`) adds its slices one after another, a memory
-    /// round trip each, so for a small C the pass lasts as long as its
-    /// slices' trips, not its traffic; and each slice's blocks store their
-    /// partial tile before the reduction can start.
+    /// What a split adds per slice, in seconds: the reduction
+    /// (`reduce_slices`) adds the slices in memory round trips, so for a
+    /// small C the pass lasts as long as its trips, not its traffic; and
+    /// each slice's blocks store their partial tile before the reduction
+    /// can start. Fitted on runs whose reduction made one trip per slice;
+    /// since the thirty-second session each of its 8 warps makes one per
+    /// eighth slice (not yet timed: the next recorded suites refit it).
     pub slice_s: f64,
     /// The least depth of K a slice gets: split-K needs K of at least two
     /// of them (and at least 512, below which a split has not paid). 256
@@ -2442,8 +2443,9 @@ impl Sgemm {
 /// `C = alpha * (W[0] + W[1] + ... + W[slices - 1]) + beta * C` over a
 /// row-major `rows x cols` C whose rows are `ldc` apart, W being `slices`
 /// dense `rows x cols` planes: split-K's reduction (`reduce_slices`) on
-/// planes the caller filled. Each element of C is added up by one thread,
-/// plane 0 first, so the same planes give the same bits on every run.
+/// planes the caller filled. Each element of C is added up in one fixed
+/// order (plane order for up to 8 planes, `k14_split_k::reduce_slices`),
+/// so the same planes give the same bits on every run.
 /// [`crate::multi`] reduces a K split over devices with it: a column-major
 /// C is the row-major C^T, rows and columns swapped.
 #[derive(Clone, Copy, Debug, PartialEq)]
