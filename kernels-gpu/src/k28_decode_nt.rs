@@ -43,6 +43,9 @@ pub const NB: usize = 4;
 pub const MR: usize = 8;
 /// Elements of K one round of the vector loop covers: a float4 per lane.
 const STEP: usize = WARP * 4;
+/// Rounds of the scalar loop (a float per lane each) whose loads are in
+/// flight together.
+const SCALAR_ROUNDS: usize = 4;
 
 pub const SPEC: KernelSpec = KernelSpec {
     name: "decode_nt_8x16",
@@ -118,22 +121,40 @@ pub fn decode_nt_8x16(g: Gemm) {
         );
         kk = rounds * STEP as u32;
     }
-    // What is left of K (all of it on the scalar path), a float per lane.
+    // What is left of K (all of it on the scalar path: a short K, or rows
+    // not on 16 bytes), a float per lane per round, SCALAR_ROUNDS rounds'
+    // loads in flight together (one round trip per round waited each
+    // out in turn); each lane still adds its values in order of K.
     let mut c = kk + lane;
     while c < k {
-        unroll!(NB; 4, |j| {
-            if col_in(j) {
-                // SAFETY: col0 + j < n and c < k: B's row col0 + j.
-                let b = unsafe { g.b.read(g.b_index(col0 + j as u32, c)) };
+        let mut a = [[0.0f32; SCALAR_ROUNDS]; MR];
+        let mut b = [[0.0f32; SCALAR_ROUNDS]; NB];
+        unroll!(SCALAR_ROUNDS; 4, |q| {
+            let cq = c + (q * WARP) as u32;
+            if cq < k {
+                unroll!(NB; 4, |j| {
+                    if col_in(j) {
+                        // SAFETY: col0 + j < n and cq < k: B's row col0 + j.
+                        b[j][q] = unsafe { g.b.read(g.b_index(col0 + j as u32, cq)) };
+                    }
+                });
                 unroll!(MR; 8, |i| {
                     if row_in(i) {
-                        // SAFETY: row0 + i < m and c < k.
-                        acc[i][j] = fma(unsafe { g.a.read(g.a_index(row0 + i as u32, c)) }, b, acc[i][j]);
+                        // SAFETY: row0 + i < m and cq < k.
+                        a[i][q] = unsafe { g.a.read(g.a_index(row0 + i as u32, cq)) };
                     }
                 });
             }
         });
-        c += WARP as u32;
+        // Past K the values are zeros: their product changes no sum.
+        unroll!(SCALAR_ROUNDS; 4, |q| {
+            unroll!(MR; 8, |i| {
+                if row_in(i) {
+                    unroll!(NB; 4, |j| { acc[i][j] = fma(a[i][q], b[j][q], acc[i][j]) });
+                }
+            });
+        });
+        c += (SCALAR_ROUNDS * WARP) as u32;
     }
     unroll!(MR; 8, |i| {
         unroll!(NB; 4, |j| {

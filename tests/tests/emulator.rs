@@ -728,6 +728,27 @@ fn bf16_kernel_shared_memory_is_conflict_free_in_every_layout() {
     }
 }
 
+/// Step 28's scalar loop (rows of A and B not on 16 bytes, or a short
+/// K) with its rounds' loads in flight together, and its vector loop's
+/// tail: K past a multiple of the rounds and not, rows of A beyond one
+/// block's 8, columns past the last warp's 4.
+#[test]
+fn decode_kernel_matches_on_its_scalar_path_and_its_tail() {
+    let spec = &kernels_gpu::k28_decode_nt::SPEC;
+    let body = spec.emulated().expect("step 28 runs on the emulator");
+    for shape in [
+        (5, 40, 301),
+        (16, 17, 515),
+        (1, 9, 33),
+        (9, 4, 1000),
+        (3, 21, 129),
+    ] {
+        let (report, a, b) = run(spec, body, shape);
+        assert!(report.is_clean(), "{shape:?}: {report}");
+        assert_matches_reference(&report, spec.elems, &a, &b, shape);
+    }
+}
+
 /// Step 29 in every layout (`k29_small_k.rs`): K of one pass, a pass
 /// and a bit, and several passes, at tiles inside C and over its edges,
 /// matches the reference; its staging stores and fragment reads are free
