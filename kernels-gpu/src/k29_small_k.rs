@@ -4,18 +4,20 @@
 //! kernels of steps 04-10 were built for the opposite case: a pipeline
 //! over K that fills before it pays, a BK of 8 or 16 that a K of 13
 //! pads, and each thread's stores of C issued one after another at the
-//! end of a long block. On the random suite (docs/random-suite) calls
-//! with K below 100 ran at 0.3-0.65x cuBLAS SGEMM, at 0.8 TB/s of C
-//! where cuBLAS wrote 1.6-2.4.
+//! end of a long block. On the recorded random suites (docs/random-suite)
+//! the calls with K below 100 were among the furthest below cuBLAS SGEMM,
+//! writing C at a fraction of its speed (the figures are in
+//! docs/measurements.md, thirty-second session).
 //!
 //! What changes from step 06 (a block tile staged in shared memory, A
 //! transposed there, 128-bit fragment reads):
 //! - **One pass over K.** The block stages its K [`KC`] = 8 at a time
 //!   (one pass for K <= 8, a few up to K of about a hundred) with no
 //!   pipeline: the loads of a pass are in flight together, then one
-//!   barrier, the FMAs, and the stores. Nothing waits to fill. (Passes of
-//!   16 or 32 held 96-160 registers, one or two blocks per SM, where a
-//!   kernel bound by its stores wants several: 72 with 8.)
+//!   barrier, the FMAs, and the stores. Nothing waits to fill. (Deeper
+//!   passes held more registers than a kernel bound by its stores can
+//!   spare: fewer blocks per SM; ptxas's counts per depth are in
+//!   docs/measurements.md.)
 //! - **A wide tile whose stores are whole lines.** A warp holds 8 rows
 //!   of 128 columns of C (`BM x BN` = 64 x 128 per block of 8 warps),
 //!   lane `l` the float4 at columns `4 l ..= 4 l + 3` of each: each of a
@@ -36,8 +38,8 @@
 //!
 //! Prediction (H200): with K <= 32, C written at 3-4 TB/s, 1.2-1.6x
 //! cuBLAS SGEMM on the random suite's batched small-K calls (1701 x 1461
-//! x 4 in 44 products: 437 MB of C, 0.11-0.15 ms against cuBLAS's 0.19
-//! and today's 0.57); with K of 64-128, bound by FMAs again, 0.8-1.0x.
+//! x 4 in 44 products: 437 MB of C in 0.11-0.15 ms); with K of 64-128,
+//! bound by FMAs again, 0.8-1.0x.
 //! Measured: `bench --suite --random N` (docs/measurements.md); not yet
 //! among `Auto`'s candidates, which wait for those measurements.
 
