@@ -647,6 +647,74 @@ pub struct Plan {
     pub fast_accumulation: bool,
 }
 
+impl Plan {
+    /// This plan as a kernel that reads A and B as `spec.ops` says
+    /// would take it, when that reads the same memory: itself for a
+    /// kernel of the plan's layout; for an f32 pointer kernel, a row
+    /// (`m == 1`) or column (`n == 1`) of C read the other way round.
+    /// A one-row A is the same vector stored as row or column (`op_a` N,
+    /// or T with `lda = 1`); so is a one-column B (`op_b` T, or N with
+    /// `ldb = 1`). Each turns into the other when its elements lie one
+    /// after another: always for A stored N and B stored T, and for the
+    /// other two when their leading dimension is 1. A matrix-vector call
+    /// that arrives as `n == 1` with B transposed (a column-major call
+    /// `1 x n` with A transposed, after the swap) is so a GEMV for step
+    /// 16, which reads B down a column.
+    pub fn read_as(&self, spec: &KernelSpec) -> Option<Plan> {
+        if spec.ops == self.ops {
+            return Some(*self);
+        }
+        if self.storage != Storage::F32 || spec.operands != Operands::Pointers {
+            return None;
+        }
+        let mut p = self.params;
+        let (a, b) = (self.ops.a, self.ops.b);
+        if spec.ops.a != a {
+            // Only a one-row A, its elements one after another.
+            match (p.m, a) {
+                (1, Op::N) => p.lda = 1,
+                (1, Op::T) if p.lda == 1 => p.lda = p.k,
+                _ => return None,
+            }
+        }
+        if spec.ops.b != b {
+            // Only a one-column B, its elements one after another.
+            match (p.n, b) {
+                (1, Op::T) => p.ldb = 1,
+                (1, Op::N) if p.ldb == 1 => p.ldb = p.k,
+                _ => return None,
+            }
+        }
+        Some(Plan {
+            params: p,
+            ops: spec.ops,
+            ..*self
+        })
+    }
+
+    /// The layouts [`Plan::read_as`] may turn this plan into, its own
+    /// first.
+    pub fn layouts(&self) -> impl Iterator<Item = Ops> {
+        let p = &self.params;
+        let flip = |op: Op| match op {
+            Op::N => Op::T,
+            Op::T => Op::N,
+        };
+        let f32 = self.storage == Storage::F32;
+        let a_flips = f32 && p.m == 1 && (self.ops.a == Op::N || p.lda == 1);
+        let b_flips = f32 && p.n == 1 && (self.ops.b == Op::T || p.ldb == 1);
+        let Ops { a, b } = self.ops;
+        [
+            Some(self.ops),
+            a_flips.then(|| Ops { a: flip(a), b }),
+            b_flips.then(|| Ops { a, b: flip(b) }),
+            (a_flips && b_flips).then(|| Ops { a: flip(a), b: flip(b) }),
+        ]
+        .into_iter()
+        .flatten()
+    }
+}
+
 /// [`plan_for`] of an f32 call.
 pub fn plan(cfg: &GemmConfig, lens: (usize, usize, usize)) -> Result<Plan, GemmError> {
     plan_for(cfg, lens, Storage::F32)
@@ -1166,6 +1234,10 @@ const FULL_RATE: &[(&str, f64)] = &[
     ("skinny_1x512", 6_313.0),
     ("skinny_1x256", 5_422.0),
     ("gemv_warp_8x1", 953.0),
+    // Step 29 (small K): an estimate until a run lists it; its K is
+    // staged 8 at a time with no pipeline, so a deep K runs at about
+    // half step 10's rate.
+    ("small_k_64x128", 30_457.0),
     // Step 10's transposed instances (`_tn`, `_nt`, `_tt`) are not
     // listed: they take their untransposed instance's rate (`full_rate`).
     // 16-bit: steps 19-20 and 22 (Hopper, A and B as they are), step 21
@@ -1324,7 +1396,7 @@ pub fn auto_candidates(
         let steps = if storage == Storage::F32 {
             match k.elems.math {
                 Math::Fp32 => {
-                    matches!(k.step, 10 | 15 | 16 | 28) && k.operands == Operands::Pointers
+                    matches!(k.step, 10 | 15 | 16 | 28 | 29) && k.operands == Operands::Pointers
                 }
                 Math::Tf32x3 => matches!(k.step, 23 | 24),
                 Math::Tf32 => matches!(k.step, 11 | 17 | 18),
@@ -1461,11 +1533,11 @@ pub fn choose_by(
     let p = &plan.params;
     let (m, n, k) = (p.m as f64, p.n as f64, p.k as f64);
     let of_the_call = |c: &&Candidate| {
-        c.spec.ops == plan.ops
-            && c.spec.elems.storage() == plan.storage
+        plan.read_as(c.spec).is_some_and(|read| {
+            c.spec.unsupported(&read.params, plan.batch).is_none()
+        }) && c.spec.elems.storage() == plan.storage
             && (!plan.storage.scaled() || plan.fast_accumulation || c.spec.elems.promote_every > 0)
             && plan.compute.allows(c.spec.elems.math)
-            && c.spec.unsupported(p, plan.batch).is_none()
             && crate::launch::grid(c.spec, p.m as usize, p.n as usize, 1).is_ok()
     };
     let listed = |c: &&Candidate| full_rate(c.spec);
@@ -1646,9 +1718,9 @@ pub struct Model {
     /// (`reduce_slices`) adds the slices in memory round trips, so for a
     /// small C the pass lasts as long as its trips, not its traffic; and
     /// each slice's blocks store their partial tile before the reduction
-    /// can start. Fitted on runs whose reduction made one trip per slice;
-    /// since the thirty-second session each of its 8 warps makes one per
-    /// eighth slice (not yet timed: the next recorded suites refit it).
+    /// can start. Fitted at 0.8 us on runs whose reduction made one trip
+    /// per slice; at 0 on runs since its 8 warps each make one per eighth
+    /// slice (docs/measurements.md, thirty-third session).
     pub slice_s: f64,
     /// The least depth of K a slice gets: split-K needs K of at least two
     /// of them (and at least 512, below which a split has not paid). 256
@@ -1660,12 +1732,12 @@ pub struct Model {
 
 /// The model `Auto` uses.
 pub const MODEL: Model = Model {
-    wave_latency_s: 0.5e-6,
-    max_split: 32,
-    partial_wave: 0.75,
+    wave_latency_s: 0.0,
+    max_split: 64,
+    partial_wave: 0.5,
     store_s_per_value: 50e-9,
     reduce_launch_s: COPY_LAUNCH_S,
-    slice_s: 0.8e-6,
+    slice_s: 0.0,
     min_slice: 64,
 };
 
@@ -1744,7 +1816,7 @@ pub fn choose_named(plan: &Plan, name: &str, split_k: usize) -> Result<Choice, G
             plan.storage
         )));
     }
-    if spec.ops != plan.ops {
+    if plan.read_as(spec).is_none() {
         return Err(unsupported(format!(
             "it reads A {:?} and B {:?}, the call (row-major) has A {:?} and B {:?}",
             spec.ops.a, spec.ops.b, plan.ops.a, plan.ops.b
@@ -2339,7 +2411,19 @@ impl Sgemm {
             Algorithm::Auto => {
                 let dram = self.gpu.info.peak_dram_gbs().unwrap_or(1000.0);
                 let sms = self.gpu.info.sms.max(1) as usize;
-                let candidates = self.candidates_for(plan.storage, plan.ops, plan.compute)?;
+                // A vector of A or B may be read the other way round
+                // (`Plan::read_as`): the candidates of every such layout.
+                let own = self.candidates_for(plan.storage, plan.ops, plan.compute)?;
+                let mut all;
+                let candidates: &[Candidate] = if plan.layouts().nth(1).is_none() {
+                    &own
+                } else {
+                    all = own.to_vec();
+                    for ops in plan.layouts().skip(1) {
+                        all.extend(self.candidates_for(plan.storage, ops, plan.compute)?.iter());
+                    }
+                    &all
+                };
                 // The measured table holds f32 calls only.
                 let table = (self.loaded.table)
                     .as_deref()
@@ -2617,6 +2701,9 @@ impl Steps {
 ///   epilogue), then `reduce_slices` from the workspace into C with the
 ///   call's scalars and epilogue.
 pub fn steps(plan: &Plan, choice: Choice) -> Steps {
+    // The plan as the chosen kernel reads A and B (a vector of A or B
+    // may be read the other way round: `Plan::read_as`).
+    let plan = &plan.read_as(choice.kernel).unwrap_or(*plan);
     let p = plan.params;
     let one = |step| Steps {
         steps: [Some(step), None],
