@@ -19,10 +19,15 @@
 //!   spare: fewer blocks per SM; ptxas's counts per depth are in
 //!   docs/measurements.md.)
 //! - **A wide tile whose stores are whole lines.** A warp holds 8 rows
-//!   of 128 columns of C (`BM x BN` = 64 x 128 per block of 8 warps),
-//!   lane `l` the float4 at columns `4 l ..= 4 l + 3` of each: each of a
-//!   thread's 8 stores is one `st.global.v4.f32`, and a warp's store
-//!   writes 512 contiguous bytes of a row, four full 128-byte lines.
+//!   of 128 columns of C (`BM x BN` = 64 x 128 per block of 8 warps).
+//!   Where C's rows start on 16 bytes, lane `l` holds the float4 at
+//!   columns `4 l ..= 4 l + 3` of each: each of a thread's 8 stores is
+//!   one `st.global.v4.f32`, and a warp's store writes 512 contiguous
+//!   bytes of a row, four full 128-byte lines. Elsewhere (an odd `ldc`:
+//!   most calls of the random suites) lane `l` holds columns `l + 32 j`,
+//!   and each of a warp's four scalar stores per row is one whole
+//!   128-byte line ([`columns`]); the first version stored the float4
+//!   role's values one by one there, a quarter of each sector per store.
 //! - **Any layout, any K, no alignment asked of A and B.** Staging reads
 //!   single floats in the order A or B is stored (consecutive threads at
 //!   consecutive addresses, whichever dimension runs along the stored
@@ -153,17 +158,45 @@ pub use instances::*;
 pub const TRANSPOSED: &[KernelSpec] = &[SPEC_TN, SPEC_NT, SPEC_TT];
 
 /// The block at `(block_idx_y() * BM, block_idx_x() * BN)` of C. `TA`,
-/// `TB`: A (`K x M`) or B (`N x K`) is stored transposed (`Ops`).
+/// `TB`: A (`K x M`) or B (`N x K`) is stored transposed (`Ops`). C's
+/// rows on 16 bytes ([`Gemm::vec4_c`]) take the float4 columns; others
+/// the strided ones, whose warp stores are whole lines at any alignment
+/// ([`columns`]).
 #[inline(always)]
 fn small_k<const TA: bool, const TB: bool>(g: Gemm) {
+    if g.vec4_c() {
+        small_k_tile::<TA, TB, true>(g)
+    } else {
+        small_k_tile::<TA, TB, false>(g)
+    }
+}
+
+/// The 4 columns of the tile lane `lane` computes and stores: with `VEC`,
+/// the float4 at `4 lane ..` (one `st.global.v4.f32` per row, a warp's
+/// store 512 contiguous bytes, which needs C's rows on 16 bytes);
+/// without, `lane + 32 j` (four `st.global.f32` per row, each a warp's
+/// 128 contiguous bytes wherever the row starts). Scalar stores at
+/// `4 lane + j` would write 4 bytes of every 16 per warp instruction, a
+/// quarter of each sector per store.
+const fn columns<const VEC: bool>(lane: usize) -> [usize; 4] {
+    if VEC {
+        [4 * lane, 4 * lane + 1, 4 * lane + 2, 4 * lane + 3]
+    } else {
+        [lane, lane + 32, lane + 64, lane + 96]
+    }
+}
+
+/// [`small_k`] with the column role `VEC` ([`columns`]).
+#[inline(always)]
+fn small_k_tile<const TA: bool, const TB: bool, const VEC: bool>(g: Gemm) {
     // Indices in u32 (`offset32`): 64-bit ones held twice the registers
     // through the passes.
     let (m, n, k) = g.dims32();
     let (lda, ldb, ldc) = (g.lda as u32, g.ldb as u32, g.ldc as u32);
     let (row0, col0) = ((block_idx_y() * BM) as u32, (block_idx_x() * BN) as u32);
     let t = thread_idx_x();
-    // Compute role: rows `r0 .. r0 + TM` of the tile, columns `c0 .. c0 + 4`.
-    let (r0, c0) = (t / 32 * TM, t % 32 * 4);
+    // Compute role: rows `r0 .. r0 + TM` of the tile, columns `cols`.
+    let (r0, cols) = (t / 32 * TM, columns::<VEC>(t % 32));
     let mut acc = [[0.0f32; 4]; TM];
 
     let mut k0 = 0u32;
@@ -213,11 +246,18 @@ fn small_k<const TA: bool, const TB: bool>(g: Gemm) {
 
         // Rolled: a trip per k of the pass (its depth is the call's).
         for kk in 0..depth {
-            // SAFETY: kk < depth <= KC, r0 + TM <= BM and c0 + 4 <= BN, the
-            // word indices multiples of 4 (row lengths, r0, c0 and B's start
-            // are); written before the barrier, no writes until the next.
-            let (a_lo, a_hi, bv) =
-                unsafe { (A_SHARED.load4(kk, r0), A_SHARED.load4(kk, r0 + 4), B_SHARED.load4(kk, c0)) };
+            // SAFETY: kk < depth <= KC, r0 + TM <= BM and every column < BN,
+            // the 128-bit loads' word indices multiples of 4 (row lengths, r0,
+            // cols[0] with VEC, and B's start are); written before the barrier,
+            // no writes until the next.
+            let (a_lo, a_hi, bv) = unsafe {
+                let bv = if VEC {
+                    B_SHARED.load4(kk, cols[0])
+                } else {
+                    [B_SHARED.load(kk, cols[0]), B_SHARED.load(kk, cols[1]), B_SHARED.load(kk, cols[2]), B_SHARED.load(kk, cols[3])]
+                };
+                (A_SHARED.load4(kk, r0), A_SHARED.load4(kk, r0 + 4), bv)
+            };
             unroll!(TM; 8, |i| {
                 let av = if i < 4 { a_lo[i % 4] } else { a_hi[i % 4] };
                 unroll!(4; 4, |j| { acc[i][j] = fma(av, bv[j], acc[i][j]) });
@@ -227,20 +267,21 @@ fn small_k<const TA: bool, const TB: bool>(g: Gemm) {
         k0 += KC as u32;
     }
 
-    let vec4 = g.vec4_c();
     unroll!(TM; 8, |i| {
-        let (row, col) = (row0 + (r0 + i) as u32, col0 + c0 as u32);
+        let row = row0 + (r0 + i) as u32;
         if row < m {
-            if vec4 && col + 4 <= n {
+            let col = col0 + cols[0] as u32;
+            if VEC && col + 4 <= n {
                 // SAFETY: row < m and col + 4 <= n; col and ldc are multiples
-                // of 4 and C is 16-byte aligned (vec4_c); this thread alone
-                // owns these four elements.
+                // of 4 and C is 16-byte aligned (vec4_c, which chose VEC);
+                // this thread alone owns these four elements.
                 unsafe { g.store_c4(offset32(row, ldc, col), acc[i]) };
             } else {
                 unroll!(4; 4, |j| {
-                    if col + (j as u32) < n {
-                        // SAFETY: row < m and col + j < n; this thread's own.
-                        unsafe { g.store_c(offset32(row, ldc, col + j as u32), acc[i][j]) };
+                    let col = col0 + cols[j] as u32;
+                    if col < n {
+                        // SAFETY: row < m and col < n; this thread's own.
+                        unsafe { g.store_c(offset32(row, ldc, col), acc[i][j]) };
                     }
                 });
             }
