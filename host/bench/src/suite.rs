@@ -942,11 +942,11 @@ mod tests {
     /// fails here; one that picks a variant the run did not time says so
     /// (Auto's own time stands for its choice).
     /// The floors are the replays of `blas::MODEL` (0.890 on seed 1,
-    /// fitted on, 0.903 on seed 2, held out: the thirty-third session's
+    /// fitted on, 0.913 on seed 2, held out: the thirty-third session's
     /// runs, on an H100; issue 23's model), less 0.005.
     #[test]
     fn auto_replayed_on_the_recorded_suites_keeps_its_geometric_mean() {
-        for (seed, floor) in [(1u64, 0.885), (2, 0.898)] {
+        for (seed, floor) in [(1u64, 0.885), (2, 0.908)] {
             let replay = replay(&recorded(seed), seed, &blas::MODEL, false)
                 .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
             eprintln!("seed {seed}: Auto replayed {:.3}x cuBLAS", replay.geomean);

@@ -650,42 +650,41 @@ pub struct Plan {
 impl Plan {
     /// This plan as a kernel that reads A and B as `spec.ops` says
     /// would take it, when that reads the same memory: itself for a
-    /// kernel of the plan's layout; for an f32 pointer kernel, a row
-    /// (`m == 1`) or column (`n == 1`) of C read the other way round.
-    /// A one-row A is the same vector stored as row or column (`op_a` N,
-    /// or T with `lda = 1`); so is a one-column B (`op_b` T, or N with
-    /// `ldb = 1`). Each turns into the other when its elements lie one
-    /// after another: always for A stored N and B stored T, and for the
-    /// other two when their leading dimension is 1. A matrix-vector call
-    /// that arrives as `n == 1` with B transposed (a column-major call
-    /// `1 x n` with A transposed, after the swap) is so a GEMV for step
-    /// 16, which reads B down a column.
+    /// kernel of the plan's layout; for an f32 pointer kernel, a vector
+    /// operand stored transposed read as it is. A one-column B stored
+    /// transposed (`op_b` T, `n == 1`) is a column of K consecutive
+    /// values, which is B as it is with `ldb = 1`; a one-row A stored
+    /// transposed is A as it is when its values are consecutive (`lda
+    /// == 1`). So a matrix-vector call that arrives as `n == 1` with B
+    /// transposed (a column-major `1 x n` call with A transposed, after
+    /// the swap) is the GEMV of step 16, which reads B down a column.
+    /// Only these directions: the kernels for one row or one column of C
+    /// (steps 15, 16 and 28) read A as it is and B as it is or (step 28)
+    /// transposed, and the tiles that read a vector transposed gained
+    /// nothing in the recorded suites.
     pub fn read_as(&self, spec: &KernelSpec) -> Option<Plan> {
         if spec.ops == self.ops {
             return Some(*self);
         }
-        if self.storage != Storage::F32 || spec.operands != Operands::Pointers {
-            return None;
-        }
         let mut p = self.params;
-        let (a, b) = (self.ops.a, self.ops.b);
-        if spec.ops.a != a {
-            // Only a one-row A, its elements one after another.
-            match (p.m, a) {
-                (1, Op::N) => p.lda = 1,
-                (1, Op::T) if p.lda == 1 => p.lda = p.k,
-                _ => return None,
+        let readable = self.storage == Storage::F32 && spec.operands == Operands::Pointers;
+        let a = match (self.ops.a, spec.ops.a) {
+            (from, to) if from == to => true,
+            (Op::T, Op::N) if p.m == 1 && p.lda == 1 => {
+                p.lda = p.k;
+                true
             }
-        }
-        if spec.ops.b != b {
-            // Only a one-column B, its elements one after another.
-            match (p.n, b) {
-                (1, Op::T) => p.ldb = 1,
-                (1, Op::N) if p.ldb == 1 => p.ldb = p.k,
-                _ => return None,
+            _ => false,
+        };
+        let b = match (self.ops.b, spec.ops.b) {
+            (from, to) if from == to => true,
+            (Op::T, Op::N) if p.n == 1 => {
+                p.ldb = 1;
+                true
             }
-        }
-        Some(Plan {
+            _ => false,
+        };
+        (readable && a && b).then_some(Plan {
             params: p,
             ops: spec.ops,
             ..*self
@@ -696,19 +695,15 @@ impl Plan {
     /// first.
     pub fn layouts(&self) -> impl Iterator<Item = Ops> {
         let p = &self.params;
-        let flip = |op: Op| match op {
-            Op::N => Op::T,
-            Op::T => Op::N,
-        };
         let f32 = self.storage == Storage::F32;
-        let a_flips = f32 && p.m == 1 && (self.ops.a == Op::N || p.lda == 1);
-        let b_flips = f32 && p.n == 1 && (self.ops.b == Op::T || p.ldb == 1);
+        let a_flips = f32 && p.m == 1 && self.ops.a == Op::T && p.lda == 1;
+        let b_flips = f32 && p.n == 1 && self.ops.b == Op::T;
         let Ops { a, b } = self.ops;
         [
             Some(self.ops),
-            a_flips.then(|| Ops { a: flip(a), b }),
-            b_flips.then(|| Ops { a, b: flip(b) }),
-            (a_flips && b_flips).then(|| Ops { a: flip(a), b: flip(b) }),
+            a_flips.then_some(Ops { a: Op::N, b }),
+            b_flips.then_some(Ops { a, b: Op::N }),
+            (a_flips && b_flips).then_some(Ops::NN),
         ]
         .into_iter()
         .flatten()
@@ -1533,9 +1528,9 @@ pub fn choose_by(
     let p = &plan.params;
     let (m, n, k) = (p.m as f64, p.n as f64, p.k as f64);
     let of_the_call = |c: &&Candidate| {
-        plan.read_as(c.spec).is_some_and(|read| {
-            c.spec.unsupported(&read.params, plan.batch).is_none()
-        }) && c.spec.elems.storage() == plan.storage
+        plan.read_as(c.spec)
+            .is_some_and(|read| c.spec.unsupported(&read.params, plan.batch).is_none())
+            && c.spec.elems.storage() == plan.storage
             && (!plan.storage.scaled() || plan.fast_accumulation || c.spec.elems.promote_every > 0)
             && plan.compute.allows(c.spec.elems.math)
             && crate::launch::grid(c.spec, p.m as usize, p.n as usize, 1).is_ok()
@@ -2428,7 +2423,7 @@ impl Sgemm {
                 let table = (self.loaded.table)
                     .as_deref()
                     .filter(|_| plan.storage == Storage::F32);
-                choose_with(plan, &candidates, sms, dram, table).ok_or_else(|| {
+                choose_with(plan, candidates, sms, dram, table).ok_or_else(|| {
                     let hint = if plan.storage.scaled() && !plan.fast_accumulation {
                         " that promotes its sums (GemmConfig::fast_accumulation(true) allows \
                          step 25's, which do not)"
