@@ -45,8 +45,8 @@
 //! cuBLAS SGEMM on the random suite's batched small-K calls (1701 x 1461
 //! x 4 in 44 products: 437 MB of C in 0.11-0.15 ms); with K of 64-128,
 //! bound by FMAs again, 0.8-1.0x.
-//! Measured: `bench --suite --random N` (docs/measurements.md); not yet
-//! among `Auto`'s candidates, which wait for those measurements.
+//! Measured: `bench --suite --random N` (docs/random-suite/,
+//! docs/measurements.md, thirty-third session); among `Auto`'s candidates.
 
 use crate::device::{SharedTile, block_idx_x, block_idx_y, fma, sync_threads, thread_idx_x};
 use crate::elem::Elems;
