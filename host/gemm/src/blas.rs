@@ -1229,9 +1229,9 @@ const FULL_RATE: &[(&str, f64)] = &[
     ("skinny_1x512", 6_313.0),
     ("skinny_1x256", 5_422.0),
     ("gemv_warp_8x1", 953.0),
-    // Step 29 (small K): an estimate until a run lists it; its K is
-    // staged 8 at a time with no pipeline, so a deep K runs at about
-    // half step 10's rate.
+    // Step 29 (small K): its H100 rate at 4096 (K staged 8 at a time
+    // with no pipeline) times step 10's H200 / H100 ratio
+    // (docs/measurements.md, thirty-third session).
     ("small_k_64x128", 30_457.0),
     // Step 10's transposed instances (`_tn`, `_nt`, `_tt`) are not
     // listed: they take their untransposed instance's rate (`full_rate`).
