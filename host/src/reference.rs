@@ -384,13 +384,24 @@ impl Reference {
 /// once more, since the fused pass reads back the stored value
 /// (`kernels_gpu::epilogue`), so one more `u_c` (relative to the same
 /// scale: the activation's slope is in it, and `|act(x)| <= |x|`).
+///
+/// A 16-bit C's GELU (tanh) and SiLU go through `tanh.approx`
+/// (`kernels_gpu::epilogue::activate_for`), which adds at most half its
+/// relative error times `|x|`, the pre-activation value, which the scale
+/// bounds.
 pub fn fused_tolerance(elems: Elems, k: usize, epilogue: &EmuEpilogue) -> f64 {
-    let once_more = if epilogue.params().is_plain() || elems.c.bytes() == 4 {
+    let coarse = elems.c.bytes() == 2;
+    let once_more = if epilogue.params().is_plain() || !coarse {
         0.0
     } else {
         elems.c.unit_roundoff()
     };
-    tolerance(elems, k) + once_more
+    let tanh = if coarse && matches!(epilogue.activation, Activation::GeluTanh | Activation::Silu) {
+        0.5 * kernels_gpu::device::math::TANH_APPROX_ERROR
+    } else {
+        0.0
+    };
+    tolerance(elems, k) + once_more + tanh
 }
 
 /// Value `(row, col)` of an epilogue's vector `v` (a bias or scales, one

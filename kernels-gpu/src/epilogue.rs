@@ -431,8 +431,9 @@ impl Epilogue {
 ///   / sqrt 2)` (absolute error below 1.5e-7).
 ///
 /// `exp` is `ex2.approx` (2 ulp) and the reciprocal `rcp.approx` (1 ulp)
-/// on the GPU, one MUFU instruction each. (`tanh.approx` would save an instruction for GELU's tanh form,
-/// but errs by 2^-11, too much for an f32 C.)
+/// on the GPU, one MUFU instruction each. (`tanh.approx` saves one for
+/// GELU's tanh form and SiLU but errs by 2^-11, too much for an f32 C:
+/// [`activate_for`] takes it for a 16-bit C.)
 #[inline(always)]
 pub fn activate(activation: u32, x: f32) -> f32 {
     use crate::device::math::{exp2, recip};
@@ -464,6 +465,26 @@ pub fn activate(activation: u32, x: f32) -> f32 {
             x
         };
         x * recip(1.0 + exp2(-z * LOG2_E))
+    }
+}
+
+/// [`activate`] for a value a 16-bit C will hold (`COARSE`; otherwise
+/// `activate` itself): GELU (tanh) and SiLU through one `tanh`, where
+/// `activate` takes two MUFU instructions: `x sigmoid(2u) = x / 2 (1 +
+/// tanh(u))`, with `u` GELU's `sqrt(2 / pi) (x + 0.044715 x^3)` or SiLU's
+/// `x / 2`. `tanh.approx` errs by at most
+/// [`TANH_APPROX_ERROR`](crate::device::math::TANH_APPROX_ERROR) of
+/// `tanh`, so the result by half that of `|x|`: below half a 16-bit C's
+/// own rounding (FP16's `2^-11`, BF16's `2^-8`).
+#[inline(always)]
+pub fn activate_for<const COARSE: bool>(activation: u32, x: f32) -> f32 {
+    let gelu = activation == Activation::GeluTanh as u32;
+    if COARSE && (gelu || activation == Activation::Silu as u32) {
+        let u = if gelu { x * fma(0.035_677_407, x * x, 0.797_884_6) } else { 0.5 * x };
+        let half = 0.5 * x;
+        fma(half, crate::device::math::tanh(u), half)
+    } else {
+        activate(activation, x)
     }
 }
 
@@ -709,7 +730,9 @@ impl<A: Element, B: Element, C: Output> Gemm<A, B, C> {
     /// value `x` and its element's [`Self::operands`].
     #[inline(always)]
     pub fn fused(self, (s, bias): (f32, f32), x: f32) -> f32 {
-        activate(self.ep.flags & EpilogueParams::ACTIVATION, fma(s, x, bias))
+        let act = self.ep.flags & EpilogueParams::ACTIVATION;
+        let x = fma(s, x, bias);
+        if C::ELEM.bytes() == 2 { activate_for::<true>(act, x) } else { activate_for::<false>(act, x) }
     }
 
     /// The fused pass over a rectangle of C that this thread's group
@@ -878,7 +901,8 @@ impl<A: Element, B: Element, C: Output> Gemm<A, B, C> {
         let mut y = [0.0f32; N];
         crate::unroll::unroll!(N; 16, |i| {
             let (s, bias) = ops(i);
-            y[i] = activate(ACT, fma(s, x[i], bias));
+            let x = fma(s, x[i], bias);
+            y[i] = if C::ELEM.bytes() == 2 { activate_for::<true>(ACT, x) } else { activate_for::<false>(ACT, x) };
         });
         y
     }
@@ -906,6 +930,19 @@ mod tests {
             }
             assert!(worst < 2e-6, "{act:?}: {worst:e}");
         }
+        // The 16-bit C's forms are the same functions (on the host, whose
+        // tanh is f32's; the GPU's approximation is in the verification's
+        // bound).
+        for act in Activation::ALL {
+            for i in -12_000..=12_000 {
+                let x = i as f32 / 1000.0;
+                let (got, want) = (activate_for::<true>(act as u32, x), activate(act as u32, x));
+                assert!((got - want).abs() <= 1e-6 * x.abs().max(1.0), "{act:?} at {x}: {got} {want}");
+            }
+        }
+        assert_eq!(activate_for::<true>(Activation::GeluTanh as u32, -200.0), 0.0);
+        assert_eq!(activate_for::<true>(Activation::Silu as u32, 200.0), 200.0);
+        assert!(activate_for::<true>(Activation::Silu as u32, f32::NAN).is_nan());
         assert!(activate(Activation::Relu as u32, f32::NAN).is_nan());
         assert_eq!(activate(Activation::GeluErf as u32, -200.0), 0.0);
         assert_eq!(activate(Activation::Silu as u32, 200.0), 200.0);

@@ -167,6 +167,33 @@ pub fn recip(x: f32) -> f32 {
     }
 }
 
+/// `tanh(x)` (`tanh.approx.f32`: relative error at most about 2^-11 (PTX
+/// ISA: 2^-10.987), a single MUFU instruction; the host computes it to
+/// f32's precision, so the emulator does not see the approximation: the
+/// verification's bound for it is [`TANH_APPROX_ERROR`]). The epilogue
+/// uses it only for a 16-bit C, whose rounding is as coarse or coarser.
+#[inline(always)]
+pub fn tanh(x: f32) -> f32 {
+    #[cfg(target_arch = "nvptx64")]
+    {
+        let y: f32;
+        // SAFETY: a register-only instruction.
+        unsafe {
+            core::arch::asm!("tanh.approx.f32 {y}, {x};", y = out(reg32) y, x = in(reg32) x,
+                options(pure, nomem, nostack));
+        }
+        y
+    }
+    #[cfg(not(target_arch = "nvptx64"))]
+    {
+        x.tanh()
+    }
+}
+
+/// The largest relative error of [`tanh`] on the GPU (PTX ISA,
+/// `tanh.approx.f32`: 2^-10.987 = 4.93e-4), rounded up.
+pub const TANH_APPROX_ERROR: f64 = 5e-4;
+
 /// The host's conversions: what `cvt.rn` does, in integer arithmetic.
 #[cfg(not(target_arch = "nvptx64"))]
 mod host {
