@@ -480,7 +480,11 @@ pub fn activate(activation: u32, x: f32) -> f32 {
 pub fn activate_for<const COARSE: bool>(activation: u32, x: f32) -> f32 {
     let gelu = activation == Activation::GeluTanh as u32;
     if COARSE && (gelu || activation == Activation::Silu as u32) {
-        let u = if gelu { x * fma(0.035_677_407, x * x, 0.797_884_6) } else { 0.5 * x };
+        let u = if gelu {
+            x * fma(0.035_677_407, x * x, 0.797_884_6)
+        } else {
+            0.5 * x
+        };
         let half = 0.5 * x;
         fma(half, crate::device::math::tanh(u), half)
     } else {
@@ -732,7 +736,11 @@ impl<A: Element, B: Element, C: Output> Gemm<A, B, C> {
     pub fn fused(self, (s, bias): (f32, f32), x: f32) -> f32 {
         let act = self.ep.flags & EpilogueParams::ACTIVATION;
         let x = fma(s, x, bias);
-        if C::ELEM.bytes() == 2 { activate_for::<true>(act, x) } else { activate_for::<false>(act, x) }
+        if C::ELEM.bytes() == 2 {
+            activate_for::<true>(act, x)
+        } else {
+            activate_for::<false>(act, x)
+        }
     }
 
     /// The fused pass over a rectangle of C that this thread's group
@@ -937,10 +945,16 @@ mod tests {
             for i in -12_000..=12_000 {
                 let x = i as f32 / 1000.0;
                 let (got, want) = (activate_for::<true>(act as u32, x), activate(act as u32, x));
-                assert!((got - want).abs() <= 1e-6 * x.abs().max(1.0), "{act:?} at {x}: {got} {want}");
+                assert!(
+                    (got - want).abs() <= 1e-6 * x.abs().max(1.0),
+                    "{act:?} at {x}: {got} {want}"
+                );
             }
         }
-        assert_eq!(activate_for::<true>(Activation::GeluTanh as u32, -200.0), 0.0);
+        assert_eq!(
+            activate_for::<true>(Activation::GeluTanh as u32, -200.0),
+            0.0
+        );
         assert_eq!(activate_for::<true>(Activation::Silu as u32, 200.0), 200.0);
         assert!(activate_for::<true>(Activation::Silu as u32, f32::NAN).is_nan());
         assert!(activate(Activation::Relu as u32, f32::NAN).is_nan());
