@@ -23,14 +23,6 @@
 //!   a stage's four `wgmma`s (`wait_group 0`), release it and add the
 //!   partial sum into the promoted one (64 FMAs per thread), while the
 //!   other consumer warpgroup's `wgmma`s keep the tensor cores busy.
-//! - **The warpgroups take turns at issuing** ([`TURNS`], two named
-//!   barriers): warpgroup 1 issues a K block's `wgmma`s after warpgroup
-//!   0 has, and warpgroup 0 its next block's after warpgroup 1. Left to
-//!   themselves, both waited on the same stage, issued together and
-//!   retired together, so both promoted while the tensor cores had
-//!   nothing queued: a K block cost well over step 25's (a K sweep,
-//!   docs/measurements.md, thirty-third session). In turns, one
-//!   warpgroup's promotion runs under the other's `wgmma`s.
 //! - **Block scales** (`_blocks`, [`Scaling::Blocks`]): A's per row per
 //!   128 of K, B's per 128 x 128 block ([`Scaling::a_scales`],
 //!   [`Scaling::b_scales`]: the layouts cuBLASLt's `VEC128_32F` and
@@ -61,16 +53,16 @@
 //! over the K blocks (the 13-bit sums now span 128 of K), at or below
 //! cuBLASLt's. Speed: the 128-wide tile loads a third more bytes per
 //! FLOP from L2 than step 25's, and each warpgroup's tensor work now
-//! stops at every stage for its promotion, which the other warpgroup's
-//! turn covers: a K block's cost near step 25's, some 0.9-0.95x step 25
-//! overall, about 0.9x cuBLASLt FP8 with per-tensor scales. The wide tile, if L2
+//! stops at every stage for its promotion, which the other warpgroup
+//! covers only if its own `wgmma`s are ready: some 0.85-0.95x step 25,
+//! about 0.9x cuBLASLt FP8 with per-tensor scales. The wide tile, if L2
 //! is what holds the 128 x 128 one: up to 1.2x it, less its ragged last
 //! tile column (8192 is not a multiple of 192). The measurement lives in
 //! docs/bench.json and the README's bench table (`cargo xtask bench`).
 //! GPU only, like steps 12-25.
 
 #[cfg(target_arch = "nvptx64")]
-use crate::device::barrier::{arrive_warps, sync_warp, sync_warps};
+use crate::device::barrier::sync_warp;
 #[cfg(target_arch = "nvptx64")]
 use crate::device::math::fma;
 #[cfg(target_arch = "nvptx64")]
@@ -425,17 +417,6 @@ impl<const ACC: usize> BlockScales<ACC> {
     }
 }
 
-/// The first of the two named barriers that give the consumer
-/// warpgroups turns at issuing their `wgmma`s: warpgroup 0 arrives at
-/// `TURNS` once it has issued a K block's, which warpgroup 1 syncs on
-/// before issuing the same block's; warpgroup 1 arrives at `TURNS + 1`,
-/// which warpgroup 0 syncs on before its next block. Within a tile the
-/// arrivals and syncs pair up (warpgroup 1 does not arrive after the
-/// tile's last block, nor warpgroup 0 sync before its first), so every
-/// tile starts with warpgroup 0.
-#[cfg(target_arch = "nvptx64")]
-const TURNS: u32 = 1;
-
 /// One tile of C's main loop for consumer thread `tid`: the pipeline's
 /// tiles `it0..it0 + k_tiles` of K, each one K block of 128. For each:
 /// wait for its stage, issue its four `m64n(2 ACC)k32` into the partial
@@ -469,14 +450,6 @@ fn mainloop<P: WgmmaFp8<ACC>, const BLOCKS: bool, const ST: usize, const ACC: us
             desc[step] = descriptor_k_major_sw128(stages.a_tile(s) + 64 * wg * A_ROW_WORDS + 8 * step);
             desc[4 + step] = descriptor_k_major_sw128(stages.b_tile(s) + 8 * step);
         });
-        // Turns: warpgroup 1 issues K block kt's after warpgroup 0 has,
-        // and warpgroup 0 block kt + 1's after warpgroup 1 has issued kt
-        // (`TURNS`).
-        if wg == 0 && kt > 0 {
-            sync_warps::<256>(TURNS + 1);
-        } else if wg == 1 {
-            sync_warps::<256>(TURNS);
-        }
         // SAFETY: both warpgroups run every call; the partial sum and the
         // descriptors go through the fence; both tiles landed (wait_full)
         // and stay until this warp releases the stage, after the wait
@@ -488,11 +461,6 @@ fn mainloop<P: WgmmaFp8<ACC>, const BLOCKS: bool, const ST: usize, const ACC: us
                 P::mma_k32_ss::<1>(&mut part, desc[1 + step], desc[5 + step]);
             });
             commit_group();
-        }
-        if wg == 0 {
-            arrive_warps::<256>(TURNS);
-        } else if kt + 1 < k_tiles {
-            arrive_warps::<256>(TURNS + 1);
         }
         // SAFETY: after the stage's full phase, before this warp's release.
         let f = if BLOCKS { unsafe { scales.at(s, kt) } } else { [[1.0; 2]; 2] };

@@ -909,13 +909,7 @@ mod tests {
     /// are the calls the generator draws for their seeds, and verified.
     #[test]
     fn recorded_random_suites_are_the_generators() {
-        for seed in [1u64, 2] {
-            let path = format!(
-                "{}/../../docs/random-suite/seed{seed}.json",
-                env!("CARGO_MANIFEST_DIR")
-            );
-            let text = std::fs::read_to_string(&path).expect("the recorded run");
-            let recorded: SuiteResults = serde_json::from_str(&text).expect("it parses");
+        for (seed, recorded) in [(1u64, recorded(1)), (2, recorded(2)), (1, recorded_fit())] {
             let names: Vec<String> = recorded.cases.iter().map(|c| c.name.clone()).collect();
             let drawn: Vec<String> = random_cases(seed, 24).into_iter().map(|c| c.name).collect();
             assert_eq!(names, drawn, "seed {seed}");
@@ -926,8 +920,19 @@ mod tests {
 
     /// A recorded run of the random suite (`docs/random-suite/`).
     fn recorded(seed: u64) -> SuiteResults {
+        recorded_file(&format!("seed{seed}.json"))
+    }
+
+    /// The run of seed 1 that `blas::MODEL` was fitted on (the
+    /// thirty-third session's; `seed1.json` is the latest run, which
+    /// judges it with seed 2's).
+    fn recorded_fit() -> SuiteResults {
+        recorded_file("fit-seed1.json")
+    }
+
+    fn recorded_file(name: &str) -> SuiteResults {
         let path = format!(
-            "{}/../../docs/random-suite/seed{seed}.json",
+            "{}/../../docs/random-suite/{name}",
             env!("CARGO_MANIFEST_DIR")
         );
         let text = std::fs::read_to_string(&path).expect("the recorded run");
@@ -941,12 +946,13 @@ mod tests {
     /// the rule that makes a worse choice lowers the geometric mean and
     /// fails here; one that picks a variant the run did not time says so
     /// (Auto's own time stands for its choice).
-    /// The floors are the replays of `blas::MODEL` (0.890 on seed 1,
-    /// fitted on, 0.913 on seed 2, held out: the thirty-third session's
-    /// runs, on an H100; issue 23's model), less 0.005.
+    /// The floors are the replays of `blas::MODEL` (0.938 on seed 1,
+    /// fitted on, 0.913 on seed 2, held out: the thirty-fourth session's
+    /// runs, on an H100; issue 23's model, fitted on the thirty-third's),
+    /// less 0.005.
     #[test]
     fn auto_replayed_on_the_recorded_suites_keeps_its_geometric_mean() {
-        for (seed, floor) in [(1u64, 0.885), (2, 0.908)] {
+        for (seed, floor) in [(1u64, 0.933), (2, 0.908)] {
             let replay = replay(&recorded(seed), seed, &blas::MODEL, false)
                 .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
             eprintln!("seed {seed}: Auto replayed {:.3}x cuBLAS", replay.geomean);
@@ -959,14 +965,19 @@ mod tests {
     }
 
     /// `blas::MODEL` is the best of the grid of models below on the
-    /// random suite's seed 1, the seed it is fitted on (a variant the run
-    /// did not time stands in at its kernel's nearest timed split); seed
-    /// 2 is held out and only reported. `cargo test -p bench --lib
+    /// random suite's seed 1, the seed it is fitted on, in the run it was
+    /// fitted on (`fit-seed1.json`; a variant the run did not time stands
+    /// in at its kernel's nearest timed split); seed 2's latest run is
+    /// held out and only reported. (Refitted on the thirty-fourth
+    /// session's seed 1, the grid's best scored 0.956 there and 0.860 on
+    /// seed 2, against `MODEL`'s 0.938 and 0.913: the top of the grid is
+    /// flat on seed 1, so the model is kept and judged on the new runs;
+    /// docs/measurements.md, thirty-fourth session.) `cargo test -p bench --lib
     /// fit_auto_model -- --nocapture` prints the grid's best few with
     /// both seeds (docs/measurements.md, twenty-fifth session).
     #[test]
     fn fit_auto_model() {
-        let (one, two) = (recorded(1), recorded(2));
+        let (one, two) = (recorded_fit(), recorded(2));
         let score = |run: &SuiteResults, seed, model: &blas::Model| {
             replay(run, seed, model, true).expect("a replay").geomean
         };

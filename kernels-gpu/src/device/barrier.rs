@@ -14,11 +14,6 @@
 //! reached by all `threads` threads, whole warps, that use barrier `id`,
 //! and by no other; [`sync_warp`] by all 32 lanes of the warp. Both order
 //! the members' shared-memory accesses as `bar.sync 0` does the block's.
-//! [`arrive_warps`] (`bar.arrive`) counts toward a named barrier without
-//! waiting: a barrier of `threads` completes when its arrivals and syncs
-//! add up to `threads`, so one group's arrivals can release another's
-//! syncs (a signal from one warpgroup to another), each arrival matched
-//! by a sync in the same order on both sides.
 //! Breaking the rule is a hang or a race, never an access out of bounds,
 //! so the functions are safe to call. The CPU emulator runs no kernel
 //! that uses the smaller barriers (they serve the Hopper kernels, which
@@ -53,28 +48,6 @@ pub fn sync_warps<const THREADS: u32>(id: u32) {
     unsafe {
         core::arch::asm!(
             "bar.sync {id}, {n};",
-            id = in(reg32) id,
-            n = const THREADS,
-            options(nostack),
-        )
-    }
-}
-
-/// `bar.arrive id, THREADS`: counts the calling warp toward named
-/// barrier `id` of `THREADS` threads and goes on without waiting: the
-/// barrier completes once `THREADS` threads have arrived or synced
-/// ([`sync_warps`] on the waiting side). Orders nothing for the caller's
-/// later accesses; the waiting side's `bar.sync` sees the arriving
-/// warps' earlier shared-memory writes.
-#[cfg(target_arch = "nvptx64")]
-#[inline(always)]
-pub fn arrive_warps<const THREADS: u32>(id: u32) {
-    const { assert!(THREADS.is_multiple_of(32) && THREADS > 0) };
-    // SAFETY: a barrier arrival; liveness only (module docs), kept by the
-    // callers. The memory clobber keeps earlier shared accesses before it.
-    unsafe {
-        core::arch::asm!(
-            "bar.arrive {id}, {n};",
             id = in(reg32) id,
             n = const THREADS,
             options(nostack),
