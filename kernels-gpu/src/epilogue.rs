@@ -474,8 +474,8 @@ pub fn activate(activation: u32, x: f32) -> f32 {
 /// tanh(u))`, with `u` GELU's `sqrt(2 / pi) (x + 0.044715 x^3)` or SiLU's
 /// `x / 2`. `tanh.approx` errs by at most
 /// [`TANH_APPROX_ERROR`](crate::device::math::TANH_APPROX_ERROR) of
-/// `tanh`, so the result by half that of `|x|`: below half a 16-bit C's
-/// own rounding (FP16's `2^-11`, BF16's `2^-8`).
+/// `tanh`, so the result by half that of `|x|`: about half a 16-bit C's
+/// own rounding for FP16 (`2^-11`), far less for BF16 (`2^-8`).
 #[inline(always)]
 pub fn activate_for<const COARSE: bool>(activation: u32, x: f32) -> f32 {
     let gelu = activation == Activation::GeluTanh as u32;
