@@ -1431,7 +1431,9 @@ pub fn auto_candidates(
 ///      before and after their arithmetic, and [`Model::store_s_per_value`]
 ///      for each value of C a thread of a pointer kernel stores (both
 ///      favour the fewer waves of smaller, more resident tiles when K is
-///      short);
+///      short), [`Model::unaligned_store`] times that where C's rows do
+///      not start on 16 bytes and the kernel stores floats one at a time
+///      across rows (every pointer kernel but step 29's);
 ///    - split-K (FP32 pointer kernels, one product only, tiles that leave
 ///      SMs idle, K at least 512 and two slices) cuts K into 2, 4, ..
 ///      [`Model::max_split`] slices of at least [`Model::min_slice`] and
@@ -1447,12 +1449,13 @@ pub fn auto_candidates(
 ///      alike, the one with the faster arithmetic wins;
 ///    - a kernel whose grid CUDA cannot launch for the call, or that does
 ///      not take batches when the call is one, is skipped;
-///    - a call of one product with B transposed, at most [`DECODE_ROWS`]
-///      rows of A and K of at least [`DECODE_MIN_K`] runs step 28 (decode) where it can:
-///      its traffic is the weight once, while the bound above charges A
-///      once per column of tiles as if A did not stay in L2; its split is
-///      the least power of two that gives every SM a block, within the
-///      split cap. No other call runs it.
+///    - a call with B transposed, at most [`DECODE_ROWS`] rows of A and K
+///      of at least [`DECODE_MIN_K`] ([`DECODE_BATCH_MIN_K`] for a batch)
+///      runs step 28 (decode) where it can: its traffic is the weight
+///      once, while the bound above charges A once per column of tiles as
+///      if A did not stay in L2; a single product's split is the least
+///      power of two that gives every SM a block, within the split cap.
+///      No other call runs it.
 ///
 /// The measured table holds f32 calls: a 16-bit call is modelled.
 ///
@@ -1551,7 +1554,7 @@ pub fn choose_by(
         bytes(plan.storage.c),
     );
     // A decode call (B transposed, at most DECODE_ROWS rows of A, K deep
-    // enough for its vector loop) goes to step 28 where the call may run
+    // enough for its vector loop, deeper for a batch) goes to step 28 where the call may run
     // it: its DRAM traffic is the weight, once, and A stays in L2, which
     // the traffic below (A once per column of tiles) does not see. Its
     // split gives every SM a block (the bound below assumes all SMs pull
@@ -1559,13 +1562,20 @@ pub fn choose_by(
     // calls never get it: its rate is not modelled, and on a short K it
     // lost to step 10.
     let decode = plan.ops == Ops::NT
-        && plan.batch == 1
         && (p.m as usize) <= DECODE_ROWS
-        && (p.k as usize) >= DECODE_MIN_K
+        && (p.k as usize)
+            >= if plan.batch == 1 {
+                DECODE_MIN_K
+            } else {
+                DECODE_BATCH_MIN_K
+            }
         && candidates
             .iter()
             .filter(of_the_call)
             .any(|c| c.spec.step == 28);
+    // C's rows start on 16 bytes (each product's, in a batch): the
+    // pointer kernels store float4s.
+    let c_vec4 = p.ldc.is_multiple_of(4) && (plan.batch == 1 || p.stride_c.is_multiple_of(4));
     let mut best: Option<((f64, f64), Choice)> = None;
     for c in candidates
         .iter()
@@ -1643,7 +1653,12 @@ pub fn choose_by(
             // Fitted on the FP32 kernels, whose threads store C; the TMA
             // kernels' copy engine stores it as their next tile runs.
             let per_thread = if c.spec.operands == Operands::Pointers {
-                (bm * bn) as f64 / c.spec.launch.threads() as f64
+                let scattered = if c_vec4 || stores_lines(c.spec) {
+                    1.0
+                } else {
+                    model.unaligned_store
+                };
+                scattered * (bm * bn) as f64 / c.spec.launch.threads() as f64
             } else {
                 0.0
             };
@@ -1666,6 +1681,13 @@ pub fn choose_by(
     best.map(|(_, c)| c)
 }
 
+/// Whether a kernel's warps store whole 128-byte lines of C's rows
+/// whatever `ldc` (step 29: a warp holds 128 consecutive columns of each
+/// of its rows).
+fn stores_lines(spec: &KernelSpec) -> bool {
+    spec.step == 29
+}
+
 /// A kernel's rate in [`FULL_RATE`]; step 10's transposed instances,
 /// unmeasured at full size, take the rate of the same tile with A and B as
 /// they are.
@@ -1679,14 +1701,14 @@ fn full_rate(spec: &KernelSpec) -> Option<f64> {
     })
 }
 
-/// The constants of `Auto`'s model ([`choose_by`]), fitted to the
-/// random suite's seed 1 and judged on seed 2 by replaying the model on
-/// the recorded runs (the bench's test `fit_auto_model` holds the grid
-/// tried; the twenty-fifth session's four constants gave 0.756x cuBLAS
-/// on seed 1 and 0.762x on seed 2, held out; with the split's own costs
-/// and shallower slices, issue 23, 0.773x on seed 1 and 0.774x on seed
-/// 2). Where the seed-1 fit ties, the launch is [`COPY_LAUNCH_S`] and the
-/// rest the grid's first.
+/// The constants of `Auto`'s model ([`choose_by`]), fitted by replaying
+/// the model on recorded runs of the random suite: the best of the grid
+/// in the bench's test `fit_auto_model` on seeds 1 to 4, judged on seeds
+/// 5 and 6, held out (docs/random-suite/; docs/measurements.md,
+/// thirty-fifth session). Where the fit ties, the launch is
+/// [`COPY_LAUNCH_S`] and the rest the grid's first. (The twenty-fifth
+/// session's four constants gave 0.756x cuBLAS on seed 1 and 0.762x on
+/// seed 2, held out, on that session's kernels.)
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Model {
     /// What the model adds per wave of blocks: the latency a wave waits
@@ -1723,17 +1745,26 @@ pub struct Model {
     /// fill the SMs (the random suite's seed 1, r5 and r10, fastest at
     /// slices of 128 to 225).
     pub min_slice: usize,
+    /// How many times [`Model::store_s_per_value`] a value of C costs
+    /// when C's rows do not start on 16 bytes (`ldc` not a multiple of
+    /// 4, or a batch's C not): a tile kernel then stores one float at a
+    /// time, each warp's store touching a few bytes of many rows, where a
+    /// float4 store writes 16 bytes of each. Step 29, whose warps store
+    /// whole 128-byte lines of a row either way ([`stores_lines`]), does
+    /// not pay it.
+    pub unaligned_store: f64,
 }
 
 /// The model `Auto` uses.
 pub const MODEL: Model = Model {
-    wave_latency_s: 0.0,
+    wave_latency_s: 1e-6,
     max_split: 64,
-    partial_wave: 0.5,
-    store_s_per_value: 50e-9,
+    partial_wave: 0.75,
+    store_s_per_value: 150e-9,
     reduce_launch_s: COPY_LAUNCH_S,
     slice_s: 0.0,
     min_slice: 64,
+    unaligned_store: 2.0,
 };
 
 /// The most rows of A for which `Auto`'s model sends a call with B
@@ -1745,6 +1776,13 @@ pub const DECODE_ROWS: usize = 16;
 /// on the random suite's 2 x 7812 x 72 (batch 7) and tied on 3 x 2019 x 8
 /// (docs/measurements.md, twenty-third session).
 pub const DECODE_MIN_K: usize = 128;
+
+/// The least K for which a batch of such calls runs step 28 (no split
+/// fills the SMs, the batch does): the random suites' batches of 12 and
+/// 2 products with K of 174 and 281 ran faster on step 10, one with K of
+/// 376 tied, and 28 products of 14 x 97 x 8283 ran 3.6x faster on step
+/// 28 than on step 10 (docs/measurements.md, thirty-fifth session).
+pub const DECODE_BATCH_MIN_K: usize = 512;
 
 /// What `Auto`'s model adds for each copy a launch makes before its
 /// kernel: about a launch's latency.
