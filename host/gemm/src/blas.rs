@@ -1233,8 +1233,30 @@ const FULL_RATE: &[(&str, f64)] = &[
     // with no pipeline) times step 10's H200 / H100 ratio
     // (docs/measurements.md, thirty-third session).
     ("small_k_64x128", 30_457.0),
-    // Step 10's transposed instances (`_tn`, `_nt`, `_tt`) are not
-    // listed: they take their untransposed instance's rate (`full_rate`).
+    // The transposed instances of step 10's tiles and of step 29: the
+    // rate of the tile with A and B as they are times the instance's
+    // ratio to it on an H100 at 4096 (`bench --sizes 4096 --kernels
+    // ...`, one run; docs/measurements.md, thirty-fifth session). Until
+    // then they took their untransposed tile's rate, and step 29's the
+    // slowest of the call's candidates' (B transposed slows step 10's
+    // small tiles; step 29 reads every layout alike).
+    ("tuned_128x128x16_w32x64_tn", 46_867.0),
+    ("tuned_128x128x16_w32x64_nt", 44_390.0),
+    ("tuned_128x128x16_w32x64_tt", 45_695.0),
+    ("tuned_64x64x16_w32x32_tn", 44_086.0),
+    ("tuned_64x64x16_w32x32_nt", 37_934.0),
+    ("tuned_64x64x16_w32x32_tt", 40_104.0),
+    ("tuned_32x64x16_w16x32_tn", 33_011.0),
+    ("tuned_32x64x16_w16x32_nt", 25_391.0),
+    ("tuned_32x64x16_w16x32_tt", 26_495.0),
+    ("tuned_32x32x16_w16x32_tn", 30_993.0),
+    ("tuned_32x32x16_w16x32_nt", 23_411.0),
+    ("tuned_32x32x16_w16x32_tt", 25_554.0),
+    ("small_k_64x128_tn", 30_464.0),
+    ("small_k_64x128_nt", 30_341.0),
+    ("small_k_64x128_tt", 30_509.0),
+    // Other transposed instances of step 10, if any are registered, take
+    // their untransposed instance's rate (`full_rate`).
     // 16-bit: steps 19-20 and 22 (Hopper, A and B as they are), step 21
     // (any GPU since Ampere, every layout).
     // Step 22 (step 20 with C stored by TMA): step 20's rate times step
@@ -1688,9 +1710,9 @@ fn stores_lines(spec: &KernelSpec) -> bool {
     spec.step == 29
 }
 
-/// A kernel's rate in [`FULL_RATE`]; step 10's transposed instances,
-/// unmeasured at full size, take the rate of the same tile with A and B as
-/// they are.
+/// A kernel's rate in [`FULL_RATE`]; a transposed instance of step 10
+/// not listed there takes the rate of the same tile with A and B as they
+/// are.
 fn full_rate(spec: &KernelSpec) -> Option<f64> {
     let rate = |name: &str| FULL_RATE.iter().find(|r| r.0 == name).map(|r| r.1);
     rate(spec.name).or_else(|| {
@@ -1759,7 +1781,7 @@ pub struct Model {
 pub const MODEL: Model = Model {
     wave_latency_s: 1e-6,
     max_split: 64,
-    partial_wave: 0.75,
+    partial_wave: 0.5,
     store_s_per_value: 150e-9,
     reduce_launch_s: COPY_LAUNCH_S,
     slice_s: 0.0,
