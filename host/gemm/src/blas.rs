@@ -2642,6 +2642,8 @@ impl PlaneSum {
     }
 }
 
+/// The multi-device reductions' use of a handle (NCCL's K split).
+#[cfg(feature = "nccl")]
 impl Sgemm {
     /// Loads the kernel of [`Sgemm::sum_planes`] if no call has.
     pub(crate) fn load_sums(&self) -> Result<(), GemmError> {
