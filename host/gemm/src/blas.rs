@@ -1596,8 +1596,10 @@ pub fn choose_by(
             .filter(of_the_call)
             .any(|c| c.spec.step == 28);
     // C's rows start on 16 bytes (each product's, in a batch): the
-    // pointer kernels store float4s.
-    let c_vec4 = p.ldc.is_multiple_of(4) && (plan.batch == 1 || p.stride_c.is_multiple_of(4));
+    // pointer kernels store 16 bytes at a time.
+    let per_16_bytes = (16 / plan.storage.c.bytes().max(1)) as u64;
+    let c_vec4 = u64::from(p.ldc).is_multiple_of(per_16_bytes)
+        && (plan.batch == 1 || p.stride_c.is_multiple_of(per_16_bytes));
     let mut best: Option<((f64, f64), Choice)> = None;
     for c in candidates
         .iter()
@@ -1769,9 +1771,9 @@ pub struct Model {
     pub min_slice: usize,
     /// How many times [`Model::store_s_per_value`] a value of C costs
     /// when C's rows do not start on 16 bytes (`ldc` not a multiple of
-    /// 4, or a batch's C not): a tile kernel then stores one float at a
-    /// time, each warp's store touching a few bytes of many rows, where a
-    /// float4 store writes 16 bytes of each. Step 29, whose warps store
+    /// 4 floats, or a batch's C not): a tile kernel then stores one value
+    /// at a time, each warp's store touching a few bytes of many rows,
+    /// where a 128-bit store writes 16 bytes of each. (Fitted on f32 calls.) Step 29, whose warps store
     /// whole 128-byte lines of a row either way ([`stores_lines`]), does
     /// not pay it.
     pub unaligned_store: f64,
