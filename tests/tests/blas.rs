@@ -13,7 +13,7 @@ use kernels_gpu::registry;
 use proptest::prelude::*;
 use rust_gemm::blas::{
     self, Activation, Algorithm, Candidate, Choice, Compute, EmuEpilogue, GemmConfig, GemmError,
-    Layout, Op, Per, Plan, QuantConfig, Quantize, choose, choose_with,
+    Layout, Op, Per, Plan, QuantConfig, Quantize, choose, choose_by, choose_with,
 };
 use tests::values;
 
@@ -781,11 +781,10 @@ fn auto_takes_the_measured_choice_near_a_measured_call_and_the_model_elsewhere()
     assert!(blas::table_for("a GPU nobody measured").is_none());
 }
 
-#[test]
-fn auto_takes_the_matrix_vector_kernel_for_a_column_of_c_only() {
-    // The H200's occupancy, as the random suite's run recorded it
-    // (registers and shared memory allow 4-12 blocks of the small tiles
-    // per SM, not the 32 their threads would).
+/// The f32 candidates at the occupancy the random suite's seed-1 run
+/// recorded (an H100's: registers and shared memory allow 4-12 blocks of
+/// the small tiles per SM, not the 32 their threads would).
+fn recorded_occupancy() -> Vec<Candidate> {
     let path = format!(
         "{}/../docs/random-suite/seed1.json",
         env!("CARGO_MANIFEST_DIR")
@@ -799,7 +798,7 @@ fn auto_takes_the_matrix_vector_kernel_for_a_column_of_c_only() {
             .iter()
             .find_map(|e| (e[0].as_str() == Some(name)).then(|| e[1].as_u64().unwrap() as usize))
     };
-    let occupied: Vec<Candidate> = candidates()
+    candidates()
         .into_iter()
         .filter_map(|c| {
             Some(Candidate {
@@ -807,7 +806,12 @@ fn auto_takes_the_matrix_vector_kernel_for_a_column_of_c_only() {
                 ..c
             })
         })
-        .collect();
+        .collect()
+}
+
+#[test]
+fn auto_takes_the_matrix_vector_kernel_for_a_column_of_c_only() {
+    let occupied = recorded_occupancy();
     let model = |cfg: &GemmConfig| {
         let plan = blas::plan(cfg, lens(cfg)).unwrap();
         choose(&plan, &occupied, 132, 4800.0).unwrap()
@@ -879,6 +883,51 @@ fn auto_takes_the_decode_kernel_for_few_rows_of_a_times_b_transposed() {
     let cfg = GemmConfig::new(1, 367, 1000).op_b(Op::T);
     let plan = blas::plan(&cfg, lens(&cfg)).unwrap();
     assert!(choose(&plan, &candidates(), 0, 4800.0).is_some());
+}
+
+#[test]
+fn auto_takes_the_decode_kernel_for_a_batch_over_a_deep_k() {
+    let model = |cfg: &GemmConfig| {
+        let plan = blas::plan(cfg, lens(cfg)).unwrap();
+        choose(&plan, &candidates(), 132, 4800.0).unwrap()
+    };
+    let batch = |m: usize, n: usize, k: usize, count: usize| {
+        GemmConfig::new(m, n, k)
+            .op_b(Op::T)
+            .batched(count, m * k, n * k, m * n)
+    };
+    // The random suite's 28 products of 14 x 97 x 8283 (seed 6), and the
+    // least K that takes step 28 in a batch.
+    for cfg in [
+        batch(14, 97, 8283, 28),
+        batch(2, 4096, blas::DECODE_BATCH_MIN_K, 4),
+    ] {
+        let c = model(&cfg);
+        assert_eq!((c.kernel.step, c.split_k), (28, 1), "{cfg:?}: {c}");
+    }
+    // Shallower, it does not (a single product does from DECODE_MIN_K).
+    let shallow = batch(2, 4096, blas::DECODE_BATCH_MIN_K - 32, 4);
+    assert_ne!(model(&shallow).kernel.step, 28, "{shallow:?}");
+    let single = GemmConfig::new(2, 4096, blas::DECODE_BATCH_MIN_K - 32).op_b(Op::T);
+    assert_eq!(model(&single).kernel.step, 28, "{single:?}");
+}
+
+#[test]
+fn auto_counts_single_value_stores_of_c_rows_off_16_bytes() {
+    // The random suite's 1764 x 3705 x 13 (seed 1): C's rows are 3705
+    // floats apart, so step 10 stores one value at a time across rows,
+    // and step 29 (whole lines) ran 2.3x faster. The model's
+    // `scalar_store` is what sends it there.
+    let occupied = recorded_occupancy();
+    let cfg = GemmConfig::new(1764, 3705, 13);
+    let plan = blas::plan(&cfg, lens(&cfg)).unwrap();
+    let with = |model: &blas::Model| choose_by(model, &plan, &occupied, 132, 3352.0).unwrap();
+    assert_eq!(with(&blas::MODEL).kernel.step, 29, "{}", with(&blas::MODEL));
+    let without = blas::Model {
+        scalar_store: 1.0,
+        ..blas::MODEL
+    };
+    assert_eq!(with(&without).kernel.step, 10, "{}", with(&without));
 }
 
 #[test]

@@ -1453,9 +1453,9 @@ pub fn auto_candidates(
 ///      before and after their arithmetic, and [`Model::store_s_per_value`]
 ///      for each value of C a thread of a pointer kernel stores (both
 ///      favour the fewer waves of smaller, more resident tiles when K is
-///      short), [`Model::unaligned_store`] times that where C's rows do
-///      not start on 16 bytes and the kernel stores floats one at a time
-///      across rows (every pointer kernel but step 29's);
+///      short), [`Model::scalar_store`] times that for a kernel that
+///      stores one value at a time across rows (steps 15, 16 and 28, and
+///      step 10 where C's rows do not start on 16 bytes);
 ///    - split-K (FP32 pointer kernels, one product only, tiles that leave
 ///      SMs idle, K at least 512 and two slices) cuts K into 2, 4, ..
 ///      [`Model::max_split`] slices of at least [`Model::min_slice`] and
@@ -1677,10 +1677,10 @@ pub fn choose_by(
             // Fitted on the FP32 kernels, whose threads store C; the TMA
             // kernels' copy engine stores it as their next tile runs.
             let per_thread = if c.spec.operands == Operands::Pointers {
-                let scattered = if c_vec4 || stores_lines(c.spec) {
-                    1.0
+                let scattered = if stores_single_values(c.spec, c_vec4) {
+                    model.scalar_store
                 } else {
-                    model.unaligned_store
+                    1.0
                 };
                 scattered * (bm * bn) as f64 / c.spec.launch.threads() as f64
             } else {
@@ -1705,11 +1705,17 @@ pub fn choose_by(
     best.map(|(_, c)| c)
 }
 
-/// Whether a kernel's warps store whole 128-byte lines of C's rows
-/// whatever `ldc` (step 29: a warp holds 128 consecutive columns of each
-/// of its rows).
-fn stores_lines(spec: &KernelSpec) -> bool {
-    spec.step == 29
+/// Whether a pointer kernel stores C one value at a time across rows
+/// for a call whose C rows start on 16 bytes or not (`rows_16`): steps
+/// 15, 16 and 28 always; step 10's tiles where the rows are off 16 bytes
+/// (elsewhere 128 bits at a time: `Gemm::vec4_c`). Step 29 stores whole
+/// 128-byte lines of a row either way, steps 11, 21 and 27 pairs.
+fn stores_single_values(spec: &KernelSpec, rows_16: bool) -> bool {
+    match spec.step {
+        10 => !rows_16,
+        15 | 16 | 28 => true,
+        _ => false,
+    }
 }
 
 /// A kernel's rate in [`FULL_RATE`]; a transposed instance of step 10
@@ -1769,14 +1775,15 @@ pub struct Model {
     /// fill the SMs (the random suite's seed 1, r5 and r10, fastest at
     /// slices of 128 to 225).
     pub min_slice: usize,
-    /// How many times [`Model::store_s_per_value`] a value of C costs
-    /// when C's rows do not start on 16 bytes (`ldc` not a multiple of
-    /// 4 floats, or a batch's C not): a tile kernel then stores one value
-    /// at a time, each warp's store touching a few bytes of many rows,
-    /// where a 128-bit store writes 16 bytes of each. (Fitted on f32 calls.) Step 29, whose warps store
-    /// whole 128-byte lines of a row either way ([`stores_lines`]), does
-    /// not pay it.
-    pub unaligned_store: f64,
+    /// How many times [`Model::store_s_per_value`] a value of C costs a
+    /// kernel that stores one value at a time across rows
+    /// ([`stores_single_values`]: steps 15, 16 and 28, and step 10 where
+    /// C's rows do not start on 16 bytes, `ldc` times the stored type's
+    /// bytes, or a batch's stride of C, not a multiple of 16): each warp's
+    /// store touches a few bytes of many rows, where a 128-bit store
+    /// writes 16 bytes of each. Step 29, whose warps store whole 128-byte
+    /// lines of a row either way, does not pay it.
+    pub scalar_store: f64,
 }
 
 /// The model `Auto` uses.
@@ -1788,7 +1795,7 @@ pub const MODEL: Model = Model {
     reduce_launch_s: COPY_LAUNCH_S,
     slice_s: 0.0,
     min_slice: 64,
-    unaligned_store: 2.0,
+    scalar_store: 2.0,
 };
 
 /// The most rows of A for which `Auto`'s model sends a call with B
@@ -1802,11 +1809,12 @@ pub const DECODE_ROWS: usize = 16;
 pub const DECODE_MIN_K: usize = 128;
 
 /// The least K for which a batch of such calls runs step 28 (no split
-/// fills the SMs, the batch does): the random suites' batches of 12 and
-/// 2 products with K of 174 and 281 ran faster on step 10, one with K of
-/// 376 tied, and 28 products of 14 x 97 x 8283 ran 3.6x faster on step
-/// 28 than on step 10 (docs/measurements.md, thirty-fifth session).
-pub const DECODE_BATCH_MIN_K: usize = 512;
+/// fills the SMs, the batch does): in the random suites, batches with K
+/// of 174 (seed 1, 12 products) and 281 (seed 6, 2) ran faster on step
+/// 10, one with K of 376 (seed 3, 2 products) 13 % faster on step 28, and
+/// 28 products of 14 x 97 x 8283 (seed 6) 3.6x faster (docs/measurements.md,
+/// thirty-fifth session).
+pub const DECODE_BATCH_MIN_K: usize = 320;
 
 /// What `Auto`'s model adds for each copy a launch makes before its
 /// kernel: about a launch's latency.
