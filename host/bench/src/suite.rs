@@ -977,10 +977,11 @@ mod tests {
     /// recorded runs of the random suite's seeds in [`FIT_SEEDS`], 1 to 4
     /// (the geometric mean over their calls; a variant a run did not time
     /// stands in at its kernel's nearest timed split); the other recorded
-    /// seeds, 5 and 6, are held out and only reported. `FIT_CALLS=1 cargo test --release -p bench --bin
-    /// bench fit_auto_model -- --nocapture` prints the grid's best few
-    /// with both halves, and each call's choice by `MODEL` next to the
-    /// grid's best (docs/measurements.md, thirty-fifth session).
+    /// seeds, 5 and 6, are held out and only reported. `FIT_CALLS=1
+    /// cargo test --release -p bench --bin bench fit_auto_model --
+    /// --nocapture` prints the grid's best few with both halves, and each
+    /// call's choice by `MODEL` next to the grid's best
+    /// (docs/measurements.md, thirty-fifth session).
     #[test]
     fn fit_auto_model() {
         let fit: Vec<(u64, SuiteResults)> = FIT_SEEDS.iter().map(|&s| (s, recorded(s))).collect();

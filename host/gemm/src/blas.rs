@@ -1576,8 +1576,8 @@ pub fn choose_by(
         bytes(plan.storage.c),
     );
     // A decode call (B transposed, at most DECODE_ROWS rows of A, K deep
-    // enough for its vector loop, deeper for a batch) goes to step 28 where the call may run
-    // it: its DRAM traffic is the weight, once, and A stays in L2, which
+    // enough for its vector loop, deeper for a batch) goes to step 28
+    // where the call may run it: its DRAM traffic is the weight, once, and A stays in L2, which
     // the traffic below (A once per column of tiles) does not see. Its
     // split gives every SM a block (the bound below assumes all SMs pull
     // from DRAM, so it would keep too few blocks for a narrow C). Other
@@ -1595,10 +1595,10 @@ pub fn choose_by(
             .iter()
             .filter(of_the_call)
             .any(|c| c.spec.step == 28);
-    // C's rows start on 16 bytes (each product's, in a batch): the
-    // pointer kernels store 16 bytes at a time.
+    // C's rows start on 16 bytes (each product's, in a batch): step 10
+    // stores 128 bits at a time (`stores_single_values`).
     let per_16_bytes = (16 / plan.storage.c.bytes().max(1)) as u64;
-    let c_vec4 = u64::from(p.ldc).is_multiple_of(per_16_bytes)
+    let rows_16 = u64::from(p.ldc).is_multiple_of(per_16_bytes)
         && (plan.batch == 1 || p.stride_c.is_multiple_of(per_16_bytes));
     let mut best: Option<((f64, f64), Choice)> = None;
     for c in candidates
@@ -1677,7 +1677,7 @@ pub fn choose_by(
             // Fitted on the FP32 kernels, whose threads store C; the TMA
             // kernels' copy engine stores it as their next tile runs.
             let per_thread = if c.spec.operands == Operands::Pointers {
-                let scattered = if stores_single_values(c.spec, c_vec4) {
+                let scattered = if stores_single_values(c.spec, rows_16) {
                     model.scalar_store
                 } else {
                     1.0
