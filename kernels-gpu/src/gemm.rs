@@ -511,7 +511,7 @@ impl Gemm {
     ///
     /// # Safety
     /// Unguarded only: `row < rows`, `col + 4 <= cols`, `idx % 4 == 0`
-    /// and [`Gemm::vec4`].
+    /// and the rows of `m` on 16 bytes ([`Gemm::rows16`] or [`Gemm::vec4`]).
     #[inline(always)]
     #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
     pub unsafe fn read4<const GUARD: bool>(

@@ -65,13 +65,21 @@
 //! main loop of `128x128x8_w64x64` issues each row's LDS.128 among the
 //! previous row's FFMAs, and the LDG.128s just before the BAR.
 //!
-//! Edges: as step 06. The vector path needs the block inside C,
-//! K % BK == 0 and 16-byte aligned rows (`Gemm::vec4`); other blocks take
-//! the guarded path (zeros staged outside A and B, scalar stores only
-//! inside C), except that a guarded block inside an aligned C
-//! (`Gemm::vec4_c`: K not a multiple of BK, or A or B unaligned) still
-//! stores 128 bits at a time. Block-uniform; both paths reach the same
-//! barriers.
+//! Edges: as step 06. The vector loads need the block inside C, K % BK
+//! == 0 and 16-byte aligned rows (`Gemm::vec4`); other blocks take the
+//! guarded path (zeros staged outside A and B). A block inside C whose
+//! rows start on 16 bytes (`Gemm::vec4_c`) stores 128 bits at a time,
+//! guarded or not; others store one value at a time, inside C only. With
+//! B stored transposed the vector loads ask only A's and B's rows on 16
+//! bytes (`Gemm::rows16`), and C's alignment decides the stores alone:
+//! B's rows then run along K, and a C of odd n (a vocabulary of 50257)
+//! leaves A and B aligned, where it sent every block down the guarded
+//! path, scalar loads included (a language model's vocabulary projection
+//! at 0.54x cuBLAS). For the other layouts an odd `ldc` mostly comes
+//! with an odd `ldb`, and the scalar stores in the unguarded body slowed
+//! the guarded body of the 255-register tiles by 2-14 %
+//! (docs/measurements.md, thirty-sixth session); their entries are as
+//! before. Block-uniform; both paths reach the same barriers.
 //!
 //! Layouts (for the library's transposed calls): `TA` and `TB` read A or
 //! B stored transposed. An operand whose stored rows run along K (A as it
@@ -79,9 +87,17 @@
 //! into its `[BK][..]` tile; one whose rows run along M or N (B as it is,
 //! A transposed) in float4s along its rows, stored as they are. The
 //! compute loop is the same for all four layouts: both tiles are always
-//! K-major in shared memory. `tuned_128x128x16_w32x64_{tn,nt,tt}` and the
-//! three small tiles' `_{tn,nt,tt}` are the instances (module `tuned_t`);
-//! measured in the library's suites (README, docs/random-suite/).
+//! K-major in shared memory. B's tile, when B is stored transposed, has
+//! rows of BN + 4 floats as A's has ([`B_PAD`]): its transposed stores are
+//! then conflict-free at BK = 8 and 2-way at BK = 16, where unpadded (BN
+//! a multiple of 32 banks) the four lanes that share a row of B^T wrote
+//! one bank, 4-way at BK = 16. Prediction: `_nt` and `_tt` move up to
+//! `_nn` and `_tn`, most on the small tiles, whose stores weigh most per
+//! FMA (measured: docs/measurements.md, thirty-sixth session).
+//! `tuned_128x128x16_w32x64_{tn,nt,tt}`, `tuned_64x128x8_w32x64_{tn,nt,tt}`
+//! and the three small tiles' `_{tn,nt,tt}` are the instances (module
+//! `tuned_t`); measured in the library's suites (README,
+//! docs/random-suite/).
 
 use crate::device::{SharedTile, block_idx_x, block_idx_y, fma, sync_threads, thread_idx_x};
 use crate::gemm::Gemm;
@@ -104,6 +120,10 @@ const MAX_VECS: usize = 4;
 /// Padding of each row of A's transposed tile, in floats: rows `r` and
 /// `r + 4` of the tile start 16 banks apart.
 const A_PAD: usize = 4;
+/// The same padding of B's tile where B is stored transposed (its tile is
+/// then stored transposed too, as A's); none otherwise, where B's float4s
+/// are stored as they are.
+const B_PAD: usize = 4;
 /// Shared memory an SM can give one block (H100 / H200: 227 KB).
 const MAX_SHARED_BYTES: usize = 227 * 1024;
 
@@ -117,6 +137,9 @@ struct Params {
     bk: usize,
     wm_iters: usize,
     wn_iters: usize,
+    /// B is stored transposed (`Ops`): its tile is stored transposed and
+    /// padded ([`B_PAD`]).
+    tb: bool,
 }
 
 impl Params {
@@ -127,7 +150,12 @@ impl Params {
             bk,
             wm_iters,
             wn_iters,
+            tb: false,
         }
+    }
+    /// The same parameters for B stored transposed when `tb`.
+    const fn b_transposed(self, tb: bool) -> Self {
+        Self { tb, ..self }
     }
     const fn wm(self) -> usize {
         self.wm_iters * SUB_M
@@ -142,6 +170,11 @@ impl Params {
     const fn a_ld(self) -> usize {
         self.bm + A_PAD
     }
+    /// Floats per row of B's tile (`Bs[BK][BN + B_PAD]` where B is stored
+    /// transposed, `Bs[BK][BN]` otherwise).
+    const fn b_ld(self) -> usize {
+        if self.tb { self.bn + B_PAD } else { self.bn }
+    }
     /// float4s of A's tile each thread stages per tile of K.
     const fn a_vecs(self) -> usize {
         self.bm * self.bk / 4 / self.threads()
@@ -152,15 +185,15 @@ impl Params {
     }
     /// Words of one stage: A's tile then B's.
     const fn stage_words(self) -> usize {
-        (self.a_ld() + self.bn) * self.bk
+        (self.a_ld() + self.b_ld()) * self.bk
     }
     const fn shared_bytes(self) -> usize {
         2 * self.stage_words() * 4
     }
     /// Panics (at compile time, where it is called in a `const`) unless the
     /// tiles divide evenly and the staging covers them exactly.
-    const fn check(self, a_ld: usize) {
-        assert!(a_ld == self.a_ld());
+    const fn check(self, a_ld: usize, b_ld: usize) {
+        assert!(a_ld == self.a_ld() && b_ld == self.b_ld());
         assert!(
             self.bk.is_multiple_of(4) && self.bm.is_multiple_of(4) && self.bn.is_multiple_of(4)
         );
@@ -177,7 +210,8 @@ impl Params {
         assert!(self.wm_iters <= 4 && self.wn_iters <= 4);
         // 16-byte alignment of every float4 access: tiles start at
         // multiples of 4 words and rows are multiples of 4 words long.
-        assert!(self.a_ld().is_multiple_of(4) && self.stage_words().is_multiple_of(4));
+        assert!(self.a_ld().is_multiple_of(4) && self.b_ld().is_multiple_of(4));
+        assert!(self.stage_words().is_multiple_of(4));
         assert!(self.shared_bytes() <= MAX_SHARED_BYTES);
     }
     const fn spec(
@@ -187,7 +221,8 @@ impl Params {
         body: fn(Gemm),
         ops: Ops,
     ) -> KernelSpec {
-        self.check(self.a_ld());
+        let p = self.b_transposed(matches!(ops.b, Op::T));
+        p.check(p.a_ld(), p.b_ld());
         KernelSpec {
             name,
             step: 10,
@@ -195,13 +230,13 @@ impl Params {
             elems: Elems::FP32,
             summary: "step 09's design, const-generic: one entry per parameter set",
             launch: Launch {
-                block_threads: (self.threads() as u32, 1),
-                block_tile: (self.bm, self.bn),
-                shared_bytes: self.shared_bytes(),
+                block_threads: (p.threads() as u32, 1),
+                block_tile: (p.bm, p.bn),
+                shared_bytes: p.shared_bytes(),
                 register_cap: false,
                 persistent: false,
             },
-            model_reuse: (self.bm, self.bn),
+            model_reuse: (p.bm, p.bn),
             body: emulated!(body),
             operands: Operands::Pointers,
             ops,
@@ -220,6 +255,7 @@ fn tuned<
     const WM_ITERS: usize,
     const WN_ITERS: usize,
     const A_LD: usize,
+    const B_LD: usize,
     const TA: bool,
     const TB: bool,
 >(
@@ -227,11 +263,14 @@ fn tuned<
 ) {
     let row0 = block_idx_y() * BM;
     let col0 = block_idx_x() * BN;
-    // Block-uniform: depends on the block index and the shape only.
-    if row0 + BM <= g.m && col0 + BN <= g.n && g.k.is_multiple_of(BK) && g.vec4() {
-        body::<BM, BN, BK, WM_ITERS, WN_ITERS, A_LD, TA, TB, false>(g, row0, col0);
+    // Block-uniform: depends on the block index and the shape only. With
+    // B stored transposed, C's alignment decides how the block stores
+    // (`body`), not how it loads (see the header: "Edges").
+    let aligned = if TB { g.rows16() } else { g.vec4() };
+    if row0 + BM <= g.m && col0 + BN <= g.n && g.k.is_multiple_of(BK) && aligned {
+        body::<BM, BN, BK, WM_ITERS, WN_ITERS, A_LD, B_LD, TA, TB, false>(g, row0, col0);
     } else {
-        body::<BM, BN, BK, WM_ITERS, WN_ITERS, A_LD, TA, TB, true>(g, row0, col0);
+        body::<BM, BN, BK, WM_ITERS, WN_ITERS, A_LD, B_LD, TA, TB, true>(g, row0, col0);
     }
     let threads = Params::new(BM, BN, BK, WM_ITERS, WN_ITERS).threads();
     // SAFETY: every thread gets here, after storing its part of the
@@ -254,7 +293,8 @@ macro_rules! instance {
         pub fn $name(g: Gemm) {
             const TA: bool = matches!(Ops::$ops.a, Op::T);
             const TB: bool = matches!(Ops::$ops.b, Op::T);
-            tuned::<$bm, $bn, $bk, $wmi, $wni, { $bm + A_PAD }, TA, TB>(g)
+            const B_LD: usize = if TB { $bn + B_PAD } else { $bn };
+            tuned::<$bm, $bn, $bk, $wmi, $wni, { $bm + A_PAD }, B_LD, TA, TB>(g)
         }
         // The entry goes into its own module's PTX only.
         #[cfg(any(not(target_arch = "nvptx64"), gemm_module = $cfg))]
@@ -297,6 +337,13 @@ mod instances {
     instance!(TUNED_T = "tuned_t", tuned_32x32x16_w16x32_tn, SPEC_32X32X16_W16X32_TN, 32, 32, 16, 1, 1, TN);
     instance!(TUNED_T = "tuned_t", tuned_32x32x16_w16x32_nt, SPEC_32X32X16_W16X32_NT, 32, 32, 16, 1, 1, NT);
     instance!(TUNED_T = "tuned_t", tuned_32x32x16_w16x32_tt, SPEC_32X32X16_W16X32_TT, 32, 32, 16, 1, 1, TT);
+    // A 64-row tile of 64 outputs per thread in every transposed layout:
+    // a C of a few hundred rows by many columns (a language model's
+    // vocabulary projection, B transposed) wastes at most 63 rows per
+    // column of tiles instead of the 128 x 128 tile's 127.
+    instance!(TUNED_T = "tuned_t", tuned_64x128x8_w32x64_tn, SPEC_64X128X8_W32X64_TN, 64, 128, 8, 2, 2, TN);
+    instance!(TUNED_T = "tuned_t", tuned_64x128x8_w32x64_nt, SPEC_64X128X8_W32X64_NT, 64, 128, 8, 2, 2, NT);
+    instance!(TUNED_T = "tuned_t", tuned_64x128x8_w32x64_tt, SPEC_64X128X8_W32X64_TT, 64, 128, 8, 2, 2, TT);
 }
 pub use instances::*;
 
@@ -315,6 +362,9 @@ pub const TRANSPOSED: &[KernelSpec] = &[
     SPEC_32X32X16_W16X32_TN,
     SPEC_32X32X16_W16X32_NT,
     SPEC_32X32X16_W16X32_TT,
+    SPEC_64X128X8_W32X64_TN,
+    SPEC_64X128X8_W32X64_NT,
+    SPEC_64X128X8_W32X64_TT,
 ];
 
 /// Every instance that reads A and B as they are, for the search.
@@ -334,7 +384,8 @@ pub const SPECS: &[KernelSpec] = &[
 ];
 
 /// The block at `(row0, col0)` of C. With `GUARD = false` the caller
-/// guarantees the block lies inside C, `K % BK == 0` and `g.vec4()`.
+/// guarantees the block lies inside C, `K % BK == 0` and `g.rows16()`
+/// (`g.vec4()` unless `TB`).
 #[inline(always)]
 fn body<
     const BM: usize,
@@ -343,6 +394,7 @@ fn body<
     const WM_ITERS: usize,
     const WN_ITERS: usize,
     const A_LD: usize,
+    const B_LD: usize,
     const TA: bool,
     const TB: bool,
     const GUARD: bool,
@@ -352,17 +404,18 @@ fn body<
     col0: usize,
 ) {
     // Compile-time checks of the parameter set (see `Params::check`).
-    const { Params::new(BM, BN, BK, WM_ITERS, WN_ITERS).check(A_LD) };
+    const { Params::new(BM, BN, BK, WM_ITERS, WN_ITERS).b_transposed(TB).check(A_LD, B_LD) };
     let p = Params::new(BM, BN, BK, WM_ITERS, WN_ITERS);
     let (wm, wn, threads) = (p.wm(), p.wn(), p.threads());
     let warps_n = BN / wn;
-    // Stage `s` (0 or 1): A's transposed tile `As[BK][A_LD]`, then B's `Bs[BK][BN]`.
-    let stage_words = SharedTile::<BK, A_LD>::WORDS + SharedTile::<BK, BN>::WORDS;
+    // Stage `s` (0 or 1): A's transposed tile `As[BK][A_LD]`, then B's
+    // `Bs[BK][B_LD]` (B_LD = BN, or BN + B_PAD where B is stored transposed).
+    let stage_words = SharedTile::<BK, A_LD>::WORDS + SharedTile::<BK, B_LD>::WORDS;
     let stage = |s: usize| {
         let base = s * stage_words;
         (
             SharedTile::<BK, A_LD>::at(base),
-            SharedTile::<BK, BN>::at(base + SharedTile::<BK, A_LD>::WORDS),
+            SharedTile::<BK, B_LD>::at(base + SharedTile::<BK, A_LD>::WORDS),
         )
     };
     let t = thread_idx_x();
@@ -443,12 +496,12 @@ fn body<
             let r = b_r + i * b_row_stride;
             if TB {
                 unroll!(4; 4, |j| {
-                    // SAFETY: b_c + j < BK and r < BN; one owner per word;
-                    // no reader.
+                    // SAFETY: b_c + j < BK and r < BN <= B_LD; one owner
+                    // per word; no reader.
                     unsafe { b_tile.store(b_c + j, r, b_vecs[i][j]) };
                 });
             } else {
-                // SAFETY: r < BK, b_c + 4 <= BN; the word index is a multiple
+                // SAFETY: r < BK, b_c + 4 <= BN = B_LD; the word index is a multiple
                 // of 4 (tile start, BN and b_c are); one owner per word; no reader.
                 unsafe { b_tile.store4(r, b_c, b_vecs[i]) };
             }
@@ -469,8 +522,8 @@ fn body<
             a[mi] = unsafe { a_tile.load4(kk, m_base + mi * SUB_M) };
         });
         unroll!(WN_ITERS; 4, |ni| {
-            // SAFETY: kk < BK; n_base + ni * SUB_N + 4 <= BN; the word
-            // index is a multiple of 4; no writer (caller).
+            // SAFETY: kk < BK; n_base + ni * SUB_N + 4 <= BN <= B_LD;
+            // the word index is a multiple of 4 (B_LD is); no writer (caller).
             b[ni] = unsafe { b_tile.load4(kk, n_base + ni * SUB_N) };
         });
         (a, b)
@@ -554,10 +607,14 @@ fn body<
         k0 += BK;
     }
 
-    // A guarded block that lies inside an aligned C still stores 128
-    // bits at a time: what a short K (every block guarded when K is not a
-    // multiple of BK) spends most of its time on. Block-uniform.
-    let scalar_stores = GUARD && !(row0 + BM <= g.m && col0 + BN <= g.n && g.vec4_c());
+    // A block stores 128 bits at a time where it lies inside C and C's
+    // rows start on 16 bytes, guarded or not (a guarded block inside an
+    // aligned C: K not a multiple of BK, what a short K spends most of its
+    // time on); one value at a time otherwise (C's rows off 16 bytes: with
+    // B transposed, an unguarded block too, whose loads stay 128-bit).
+    // Block-uniform.
+    let scalar_stores =
+        (GUARD || TB) && !(row0 + BM <= g.m && col0 + BN <= g.n && g.vec4_c());
     unroll!(WM_ITERS; 4, |mi| {
         unroll!(TM; 4, |i| {
             let row = row0 + m_base + mi * SUB_M + i;
@@ -575,8 +632,8 @@ fn body<
                 } else {
                     // SAFETY: the block lies inside C, so row < m and
                     // col + 4 <= n; ldc % 4 == 0 and C 16-byte aligned
-                    // (vec4, or vec4_c above) and col % 4 == 0 keep the
-                    // index a multiple of 4; one owner thread.
+                    // (vec4_c above) and col % 4 == 0 keep the index a
+                    // multiple of 4; one owner thread.
                     unsafe { g.store_c4(row * g.ldc + col, out) };
                 }
             });

@@ -18,6 +18,7 @@ use kernels_gpu::elem::{Bf16, E4m3, E5m2, Elem, Element, Elems, F16, Math};
 use kernels_gpu::emu::{self, EmuReport, Memory, Op};
 use kernels_gpu::gemm::Gemm;
 use kernels_gpu::k02_tiled16::{self, mutants};
+use kernels_gpu::k10_tuned;
 use kernels_gpu::k11_mma;
 use kernels_gpu::k21_mma_16bit;
 use kernels_gpu::k29_small_k;
@@ -725,6 +726,52 @@ fn bf16_kernel_shared_memory_is_conflict_free_in_every_layout() {
         let (report, ..) = run(spec, spec.emulated().unwrap(), (d, d, 128));
         assert!(report.is_clean(), "{}: {report}", spec.name);
         assert_conflict_free(&report, spec.name);
+    }
+}
+
+/// Per the header of k10_tuned.rs: step 10's fragment reads are free of
+/// bank conflicts, and its staging stores at most 2-way (one conflict per
+/// request) in every layout, none where K is staged 8 at a time: A's
+/// tile and, where B is stored transposed, B's have rows padded by 4
+/// floats. Without B's padding the `_nt` and `_tt` tiles at BK = 16 store
+/// B's tile 4-way (three conflicts per request).
+#[test]
+fn tuned_tiles_store_at_most_two_way_and_read_conflict_free_in_every_layout() {
+    for spec in k10_tuned::SPECS.iter().chain(k10_tuned::TRANSPOSED) {
+        let (bm, bn) = spec.launch.block_tile;
+        // Square, so every layout reads its inputs in bounds; two tiles
+        // of K at BK = 16.
+        let d = bm.max(bn);
+        let (report, ..) = run(spec, spec.emulated().unwrap(), (d, d, 32));
+        assert!(report.is_clean(), "{}: {report}", spec.name);
+        let banks = &report.banks;
+        assert_eq!(banks.loads.conflicts, 0, "{}: {banks}", spec.name);
+        let bk8 = spec.name.contains("x8_");
+        for site in banks.sites.iter().filter(|s| s.op == Op::Store) {
+            let (requests, conflicts) = (site.traffic.requests, site.traffic.conflicts);
+            let most = if bk8 { 0 } else { requests };
+            assert!(
+                conflicts <= most,
+                "{}: a store site with {conflicts} conflicts in {requests} requests\n{banks}",
+                spec.name
+            );
+        }
+    }
+}
+
+/// Step 10 where C's rows are off 16 bytes and A's and B's are not (B
+/// transposed: its rows run along K; n = 2 * BN + 2, so `ldc` is not a
+/// multiple of 4): the blocks inside C load 128 bits at a time and store
+/// one value at a time, the emulator checks every access's bounds and
+/// alignment, and C matches the reference.
+#[test]
+fn tuned_tiles_load_vectors_where_only_c_is_off_16_bytes() {
+    for spec in k10_tuned::TRANSPOSED.iter().filter(|s| s.ops == Ops::NT) {
+        let (bm, bn) = spec.launch.block_tile;
+        let shape = (2 * bm, 2 * bn + 2, 32);
+        let (report, a, b) = run(spec, spec.emulated().unwrap(), shape);
+        assert!(report.is_clean(), "{} at {shape:?}: {report}", spec.name);
+        assert_matches_reference(&report, spec.elems, &a, &b, shape);
     }
 }
 

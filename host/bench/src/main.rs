@@ -111,6 +111,11 @@ struct Args {
     /// With --random: how many random calls before the families.
     #[arg(long, default_value_t = 24, requires = "random")]
     random_calls: usize,
+    /// With --suite: these calls instead of the fixed suite, each
+    /// MxNxK:OPS (row-major; OPS is NN, NT, TN or TT, NN if left out),
+    /// e.g. 21x4096x14336:NT.
+    #[arg(long, value_delimiter = ',', value_parser = suite::parse_call, requires = "suite", conflicts_with = "random")]
+    shapes: Option<Vec<suite::Call>>,
     /// With --suite: only the calls of these names (as in the table).
     #[arg(long, value_delimiter = ',', requires = "suite")]
     calls: Option<Vec<String>>,
@@ -247,9 +252,10 @@ fn run_suite(args: &Args) -> Result<bool> {
             ms: if args.quick { 30.0 } else { args.budget_ms },
             seed: args.seed,
         };
-        let cases = match args.random {
-            Some(seed) => suite::random_cases(seed, args.random_calls),
-            None => suite::cases(),
+        let cases = match (&args.shapes, args.random) {
+            (Some(calls), _) => calls.iter().map(suite::Call::case).collect(),
+            (None, Some(seed)) => suite::random_cases(seed, args.random_calls),
+            (None, None) => suite::cases(),
         };
         suite::run(&gpu, &budget, cases, args.calls.as_deref(), args.compute)
     })?;

@@ -51,6 +51,6 @@ pub use barrier::sync_threads;
 pub use global::{GlobalIn, GlobalOut};
 pub use math::fma;
 pub use shared::SharedTile;
-pub use thread::{block_idx_x, block_idx_y, thread_idx_x, thread_idx_y};
+pub use thread::{block_idx_x, block_idx_y, grid_dim_x, grid_dim_y, thread_idx_x, thread_idx_y};
 #[cfg(target_arch = "nvptx64")]
-pub use thread::{block_idx_z, grid_dim_x, grid_dim_z};
+pub use thread::{block_idx_z, grid_dim_z};

@@ -45,10 +45,17 @@ special_register!(
     grid_dim_x => _grid_dim_x
 );
 special_register!(
+    /// `gridDim.y`: blocks in a column of the grid (a kernel that orders
+    /// its tiles itself, step 28).
+    grid_dim_y => _grid_dim_y
+);
+special_register!(
     /// `gridDim.z`: how many products the launch computes.
     grid_dim_z => _grid_dim_z
 );
 
 // On the host: the indices of the CPU emulator's thread running the body.
 #[cfg(not(target_arch = "nvptx64"))]
-pub use crate::emu::backend::{block_idx_x, block_idx_y, thread_idx_x, thread_idx_y};
+pub use crate::emu::backend::{
+    block_idx_x, block_idx_y, grid_dim_x, grid_dim_y, thread_idx_x, thread_idx_y,
+};

@@ -139,6 +139,16 @@ pub fn block_idx_y() -> usize {
     with(|t| t.block_idx.1)
 }
 
+/// `gridDim.x` of the calling emulated thread's launch.
+pub fn grid_dim_x() -> usize {
+    with(|t| t.launch.grid.0)
+}
+
+/// `gridDim.y` of the calling emulated thread's launch.
+pub fn grid_dim_y() -> usize {
+    with(|t| t.launch.grid.1)
+}
+
 /// `__syncthreads()`: a real barrier across the block's OS threads. A
 /// barrier the block cannot complete (some threads exited, or threads
 /// wait at different barriers) is reported and unwinds the waiting threads.
