@@ -31,6 +31,10 @@
 //! blocks sweeps all of B (larger than L2 in a model's layers) before the
 //! next begins. Prediction: 21 x 4096 x 14336 (three rows of blocks) from
 //! three passes over the weight at DRAM speed to one, 2-3x faster.
+//! Measured far less (docs/measurements.md, thirty-sixth session): L2
+//! then sets the pace, as each warp also reads its block's `MR` rows of A
+//! from it, a float4 of each per round beside its `NB` rows of B; staging
+//! A in shared memory once per block is the next step.
 //!
 //! Prediction (H200, 1 x 4096 x 11008, f32): the 180 MB weight at 3.5-4
 //! TB/s, 45-52 us, against cuBLAS SGEMM's 57 us. Measured: `bench
