@@ -75,7 +75,7 @@
 //! B's rows then run along K, and a C of odd n (a vocabulary of 50257)
 //! leaves A and B aligned, where it sent every block down the guarded
 //! path, scalar loads included (a language model's vocabulary projection
-//! ran at half cuBLAS's speed). For the other layouts an odd `ldc` mostly
+//! ran far below cuBLAS: docs/random-suite). For the other layouts an odd `ldc` mostly
 //! comes with an odd `ldb`, and the scalar stores in the unguarded body
 //! slowed the guarded body of the 255-register tiles (measured:
 //! docs/measurements.md, thirty-sixth session); their entries are as

@@ -1805,10 +1805,10 @@ pub const MODEL: Model = Model {
 
 /// The most rows of A for which `Auto`'s model sends a call with B
 /// transposed to step 28 (`decode_nt_8x16`, three rows of its blocks,
-/// which read the weight's slices together from L2): on an H100, 17 x
-/// 14336 x 4096 ran 1.5x faster on it than on step 10's best and 21 x
-/// 4096 x 14336 1.2x, while at 32 rows step 10's 32 x 64 tile with a
-/// split won (docs/measurements.md, thirty-sixth session).
+/// which read the weight's slices together from L2): up to 24 rows it
+/// ran faster than step 10's best, at 32 rows step 10's 32 x 64 tile
+/// with a split won (measured on an H100: docs/measurements.md,
+/// thirty-sixth session).
 pub const DECODE_ROWS: usize = 24;
 
 /// The least K for which it does: one round of step 28's vector loop
