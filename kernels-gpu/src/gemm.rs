@@ -397,6 +397,23 @@ impl<A: Element, B: Element, C: Element> Gemm<A, B, C> {
 /// refuses larger matrices.
 pub const MAX_ELEMS: usize = u32::MAX as usize;
 
+/// The `(row, column)` of the tile of C this block computes, numbering the
+/// blocks down the grid's columns: the grid has a column of blocks per
+/// tile of C's columns and a row per tile of its rows (`Launch::grid`),
+/// and the block numbered `b` in launch order (`blockIdx.x` first) takes
+/// the tile numbered `b` down the columns, so the blocks of one column,
+/// which read the same rows of B, run together (steps 28 and 30: the
+/// first to ask for a line of the weight takes it from DRAM and the
+/// others from L2).
+#[inline(always)]
+pub fn tile_down_columns() -> (usize, usize) {
+    use crate::device::{block_idx_x, block_idx_y, grid_dim_x, grid_dim_y};
+    let (bx, by) = (block_idx_x(), block_idx_y());
+    let rows = grid_dim_y();
+    let b = by * grid_dim_x() + bx;
+    (b % rows, b / rows)
+}
+
 /// The elements a `rows x cols` matrix with rows `ld` apart spans: the
 /// offset of its last element plus one (`(rows - 1) * ld + cols`), 0 for
 /// an empty matrix.

@@ -23,7 +23,7 @@
 //! from the entry (`gemm_kernel!`).
 //!
 //! The blocks that share the weight's rows run together: the kernel
-//! numbers its blocks down the grid's columns first ([`tile_of`]), so
+//! numbers its blocks down the grid's columns first ([`tile_down_columns`]), so
 //! the `ceil(m / MR)` blocks of one slice of B are adjacent in launch
 //! order. The first to ask for a line of B takes it from DRAM and the
 //! others from L2, so 17 to 64 rows of A read the weight from DRAM once,
@@ -42,9 +42,9 @@
 //! runs in docs/random-suite predate this step).
 
 use crate::device::warp::{WARP, lane, warp_idx, warp_sum};
-use crate::device::{block_idx_x, block_idx_y, fma, grid_dim_x, grid_dim_y};
+use crate::device::fma;
 use crate::elem::Elems;
-use crate::gemm::Gemm;
+use crate::gemm::{Gemm, tile_down_columns};
 use crate::launch::{KernelSpec, Launch, Operands, Ops, emulated};
 use crate::modules;
 use crate::unroll::{pipelined, unroll};
@@ -81,25 +81,12 @@ pub const SPEC: KernelSpec = KernelSpec {
     batches: true,
 };
 
-/// The (row, column) of the tile of C this block computes: the grid has
-/// a column of blocks per `WARPS * NB` columns of C and a row per `MR`
-/// rows (`Launch::grid`), and the block numbered `b` in launch order
-/// (`blockIdx.x` first) takes the tile numbered `b` down the columns, so
-/// the blocks of one column, which read the same rows of B, run together.
-#[inline(always)]
-fn tile_of() -> (usize, usize) {
-    let (bx, by) = (block_idx_x(), block_idx_y());
-    let rows = grid_dim_y();
-    let b = by * grid_dim_x() + bx;
-    (b % rows, b / rows)
-}
-
 /// `C[row][col] = sum_k A[row][k] * B[col][k]` (B stored `n x k`, row
 /// `col` at `col * ldb`) for the block's rows and the warp's columns.
 #[inline(always)]
 pub fn decode_nt_8x16(g: Gemm) {
     let (m, n, k) = g.dims32();
-    let (tile_row, tile_col) = tile_of();
+    let (tile_row, tile_col) = tile_down_columns();
     let row0 = (tile_row * MR) as u32;
     let col0 = ((tile_col * WARPS + warp_idx()) * NB) as u32;
     let lane = lane() as u32;

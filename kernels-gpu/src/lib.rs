@@ -37,6 +37,7 @@
 //! | 27 | [`k27_mma_fp8`] | FP8 on Ada and Hopper: step 21's block with `mma.sync` m16n8k32 on A and B^T, step 26's promotion and block scales; the FP8 kernel the emulator runs |
 //! | 28 | [`k28_decode_nt`] | decode: few rows of A times B transposed (a weight stored n x k), a warp per 4 rows of B and all of the block's 8 rows of A, a shuffle sum per element |
 //! | 29 | [`k29_small_k`] | small K: all of K staged in one pass, no pipeline, a 64 x 128 tile whose warps store whole 512-byte rows of C; every layout |
+//! | 30 | [`k30_decode_staged`] | decode: the weight and the block's rows of A (8, 16 or 32) streamed through a 4-stage `cp.async` ring in shared memory, so its bytes in flight are set by the stages, not by registers |
 //!
 //! The same crate builds for the host, where it exports the kernels'
 //! constants ([`registry`]) so that launch shapes are never retyped, and
@@ -105,7 +106,7 @@ ladder_files!(["ladder"]: k01_naive, k02_tiled16, k03_tiled32, k04_blocktile_1d,
     k06_vectorized, k07_double_buffer, k08_warptile, k09_prefetch, k14_split_k, k15_skinny, k16_gemv,
     k28_decode_nt, k29_small_k);
 ladder_files!(["tuned_a" | "tuned_b" | "tuned_t"]: k10_tuned);
-ladder_files!(["mma"]: k11_mma, k23_mma_3xtf32);
+ladder_files!(["mma"]: k11_mma, k23_mma_3xtf32, k30_decode_staged);
 // Step 27 (`mma_fp8`) reads its tiles with step 21's helpers; step
 // 21's entries go into the `mma16` modules alone.
 ladder_files!(["mma16" | "mma16_tn" | "mma16_nt" | "mma16_tt" | "mma_fp8"]: k21_mma_16bit);

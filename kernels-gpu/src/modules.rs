@@ -162,11 +162,12 @@ pub const TUNED_T: PtxModule = PtxModule {
     files: "k10_tuned (the transposed instances)",
     utility_entries: &[],
 };
-/// Steps 11 and 23: TF32 tensor cores through `mma.sync` (23: 3xTF32).
+/// Steps 11 and 23: TF32 tensor cores through `mma.sync` (23: 3xTF32);
+/// and step 30, an FP32 kernel that needs sm_80 for its `cp.async` ring.
 pub const MMA: PtxModule = PtxModule {
     name: "mma",
     arch: Arch::SM80,
-    files: "k11_mma, k23_mma_3xtf32",
+    files: "k11_mma, k23_mma_3xtf32, k30_decode_staged",
     utility_entries: &[],
 };
 /// Step 21: 16-bit tensor cores through `mma.sync` (modules of their

@@ -82,6 +82,9 @@ pub const KERNELS: &[KernelSpec] = &[
 /// emulator tests) give every kernel A and B as they are.
 pub const TRANSPOSED: &[KernelSpec] = &[
     crate::k28_decode_nt::SPEC,
+    crate::k30_decode_staged::SPEC_8X32,
+    crate::k30_decode_staged::SPEC_16X32,
+    crate::k30_decode_staged::SPEC_32X32,
     crate::k29_small_k::SPEC_TN,
     crate::k29_small_k::SPEC_NT,
     crate::k29_small_k::SPEC_TT,

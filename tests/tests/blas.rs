@@ -840,22 +840,34 @@ fn auto_takes_the_decode_kernel_for_few_rows_of_a_times_b_transposed() {
         let plan = blas::plan(cfg, lens(cfg)).unwrap();
         choose(&plan, &candidates(), 132, 4800.0).unwrap()
     };
-    // A decode step (one token, four sequences, sixteen) and an LM head;
-    // a column-major call with A transposed is the same row-major NT call.
-    for cfg in [
-        GemmConfig::new(1, 4096, 11008).op_b(Op::T),
-        GemmConfig::new(4, 14336, 4096).op_b(Op::T),
-        GemmConfig::new(blas::DECODE_ROWS, 4096, 4096).op_b(Op::T),
-        GemmConfig::new(13, 38964, 4096).op_b(Op::T),
-        GemmConfig::new(4096, 2, 4096)
-            .op_a(Op::T)
-            .layout(Layout::ColMajor),
+    // A decode step (one token, four sequences, sixteen, 24) and an LM
+    // head; a column-major call with A transposed is the same row-major
+    // NT call. Up to STAGED_DECODE_ROWS rows step 30's instance of the
+    // fewest rows that hold them, above step 28.
+    let rows = blas::STAGED_DECODE_ROWS;
+    for (cfg, kernel) in [
+        (GemmConfig::new(1, 4096, 11008), "decode_staged_8x32"),
+        (GemmConfig::new(4, 14336, 4096), "decode_staged_8x32"),
+        (GemmConfig::new(8, 4096, 4096), "decode_staged_8x32"),
+        (GemmConfig::new(9, 4096, 4096), "decode_staged_16x32"),
+        (GemmConfig::new(13, 38964, 4096), "decode_staged_16x32"),
+        (GemmConfig::new(rows, 4096, 4096), "decode_staged_16x32"),
+        (GemmConfig::new(rows + 1, 4096, 4096), "decode_nt_8x16"),
+        (
+            GemmConfig::new(blas::DECODE_ROWS, 4096, 4096),
+            "decode_nt_8x16",
+        ),
     ] {
+        let cfg = cfg.op_b(Op::T);
         let c = model(&cfg);
-        assert_eq!(c.kernel.name, "decode_nt_8x16", "{cfg:?}: {c}");
+        assert_eq!(c.kernel.name, kernel, "{cfg:?}: {c}");
     }
-    // B as it is stored (step 28 reads B^T), K too short for its vector
-    // loop, or more rows of A: not step 28.
+    let col_major = GemmConfig::new(4096, 2, 4096)
+        .op_a(Op::T)
+        .layout(Layout::ColMajor);
+    assert_eq!(model(&col_major).kernel.name, "decode_staged_8x32");
+    // B as it is stored (the decode kernels read B^T), K too short for
+    // step 28's vector loop, or more rows of A: no decode kernel.
     for cfg in [
         GemmConfig::new(4, 4096, 4096),
         GemmConfig::new(2, 7812, 72)
@@ -864,21 +876,23 @@ fn auto_takes_the_decode_kernel_for_few_rows_of_a_times_b_transposed() {
         GemmConfig::new(blas::DECODE_ROWS + 1, 4096, 4096).op_b(Op::T),
     ] {
         let c = model(&cfg);
-        assert_ne!(c.kernel.step, 28, "{cfg:?}: {c}");
+        assert!(!matches!(c.kernel.step, 28 | 30), "{cfg:?}: {c}");
     }
-    // A narrow C: split until every SM has a block (367 columns are 23
-    // blocks of 16: 6 slices, rounded up to the model's powers of two); a
-    // wide one needs no split.
+    // A narrow C: split until every SM has a block (367 columns are 12
+    // blocks of 32: 11 slices, rounded up to the model's powers of two);
+    // 4096 columns (128 blocks) take two slices, 14336 none.
     let narrow = model(&GemmConfig::new(1, 367, 3555).op_b(Op::T));
-    assert_eq!((narrow.kernel.step, narrow.split_k), (28, 8), "{narrow}");
+    assert_eq!((narrow.kernel.step, narrow.split_k), (30, 16), "{narrow}");
     let wide = model(&GemmConfig::new(1, 4096, 11008).op_b(Op::T));
-    assert_eq!(wide.split_k, 1, "{wide}");
+    assert_eq!(wide.split_k, 2, "{wide}");
+    let wider = model(&GemmConfig::new(1, 14336, 4096).op_b(Op::T));
+    assert_eq!(wider.split_k, 1, "{wider}");
     // K allowing 15 slices of `Model::min_slice` (a cap that is no power
-    // of two) where 100 columns (7 blocks of 16) want 32: the decode split
+    // of two) where 100 columns (4 blocks of 32) want 64: the decode split
     // is capped at 8, one the model tries.
     assert_eq!(blas::MODEL.min_slice, 64);
     let capped = model(&GemmConfig::new(1, 100, 1000).op_b(Op::T));
-    assert_eq!((capped.kernel.step, capped.split_k), (28, 8), "{capped}");
+    assert_eq!((capped.kernel.step, capped.split_k), (30, 8), "{capped}");
     // No SMs reported: still a choice, not a division by zero.
     let cfg = GemmConfig::new(1, 367, 1000).op_b(Op::T);
     let plan = blas::plan(&cfg, lens(&cfg)).unwrap();
@@ -909,7 +923,7 @@ fn auto_takes_the_decode_kernel_for_a_batch_over_a_deep_k() {
     let shallow = batch(2, 4096, blas::DECODE_BATCH_MIN_K - 32, 4);
     assert_ne!(model(&shallow).kernel.step, 28, "{shallow:?}");
     let single = GemmConfig::new(2, 4096, blas::DECODE_BATCH_MIN_K - 32).op_b(Op::T);
-    assert_eq!(model(&single).kernel.step, 28, "{single:?}");
+    assert_eq!(model(&single).kernel.step, 30, "{single:?}");
 }
 
 #[test]

@@ -22,6 +22,7 @@ use kernels_gpu::k10_tuned;
 use kernels_gpu::k11_mma;
 use kernels_gpu::k21_mma_16bit;
 use kernels_gpu::k29_small_k;
+use kernels_gpu::k30_decode_staged;
 use kernels_gpu::launch::{Body, KernelSpec, Launch, Operands, Ops};
 use kernels_gpu::modules;
 use kernels_gpu::registry::KERNELS;
@@ -796,6 +797,39 @@ fn decode_kernel_matches_on_its_scalar_path_and_its_tail() {
         let (report, a, b) = run(spec, body, shape);
         assert!(report.is_clean(), "{shape:?}: {report}");
         assert_matches_reference(&report, spec.elems, &a, &b, shape);
+    }
+}
+
+/// Step 30's instances (`k30_decode_staged.rs`): rows of A fewer than
+/// an instance's and more (rows of blocks), rows of B past the last
+/// warp's, K of part of a stage, of several with a partial last one and
+/// of more stages than the ring holds, rows on 16 bytes (16-byte copies)
+/// and off them (4-byte copies); its shared-memory reads of a whole
+/// stage are free of bank conflicts.
+#[test]
+fn staged_decode_matches_at_every_edge_and_reads_without_conflicts() {
+    for spec in k30_decode_staged::SPECS {
+        let body = spec.emulated().expect("step 30 runs on the emulator");
+        let (mr, br) = spec.launch.block_tile;
+        for shape in [
+            (5, 40, 301),
+            (1, 9, 33),
+            (mr + 3, 2 * br + 5, 1000),
+            (3, 21, 130),
+            (
+                mr,
+                br,
+                4 * k30_decode_staged::BK * k30_decode_staged::STAGES + 4,
+            ),
+        ] {
+            let (report, a, b) = run(spec, body, shape);
+            assert!(report.is_clean(), "{} at {shape:?}: {report}", spec.name);
+            assert_matches_reference(&report, spec.elems, &a, &b, shape);
+        }
+        let (report, ..) = run(spec, body, (mr, br, 2 * k30_decode_staged::BK));
+        let banks = &report.banks;
+        assert!(banks.loads.requests > 0, "{}: {banks}", spec.name);
+        assert_eq!(banks.loads.conflicts, 0, "{}: {banks}", spec.name);
     }
 }
 

@@ -1398,8 +1398,9 @@ pub const TABLE_REACH: f64 = 1.0;
 /// The kernels `Auto` chooses from for `ops` on buffers of `storage` in
 /// mode `compute`: for f32, the FP32 pointer kernels of step 10 (A and B
 /// as they are, or the transposed instances), step 15's skinny kernel (C
-/// of one row), step 16's matrix-vector kernel (C of one column) and step
-/// 28's decode kernel (B transposed, few rows of A); with
+/// of one row), step 16's matrix-vector kernel (C of one column), step
+/// 28's decode kernel (B transposed, few rows of A) and step 30's (the
+/// same with a `cp.async` ring); with
 /// [`Compute::Tf32x3`] also the 3xTF32 kernels (steps 23 and 24, A and B
 /// as they are), and with [`Compute::Tf32`] the TF32 tensor-core kernels
 /// too (steps 11, 17 and 18); for BF16 and FP16, steps 19, 20 and 22
@@ -1418,7 +1419,8 @@ pub fn auto_candidates(
         let steps = if storage == Storage::F32 {
             match k.elems.math {
                 Math::Fp32 => {
-                    matches!(k.step, 10 | 15 | 16 | 28 | 29) && k.operands == Operands::Pointers
+                    matches!(k.step, 10 | 15 | 16 | 28 | 29 | 30)
+                        && k.operands == Operands::Pointers
                 }
                 Math::Tf32x3 => matches!(k.step, 23 | 24),
                 Math::Tf32 => matches!(k.step, 11 | 17 | 18),
@@ -1478,7 +1480,9 @@ pub fn auto_candidates(
 ///      not take batches when the call is one, is skipped;
 ///    - a call with B transposed, at most [`DECODE_ROWS`] rows of A and K
 ///      of at least [`DECODE_MIN_K`] ([`DECODE_BATCH_MIN_K`] for a batch)
-///      runs step 28 (decode) where it can: its traffic is the weight
+///      runs a decode kernel where it can (step 30's 8- or 16-row
+///      instance for one product of at most [`STAGED_DECODE_ROWS`] rows,
+///      step 28 otherwise): its traffic is the weight
 ///      once, while the bound above charges A once per column of tiles as
 ///      if A did not stay in L2; a single product's split is the least
 ///      power of two that gives every SM a block, within the split cap.
@@ -1581,13 +1585,32 @@ pub fn choose_by(
         bytes(plan.storage.c),
     );
     // A decode call (B transposed, at most DECODE_ROWS rows of A, K deep
-    // enough for its vector loop, deeper for a batch) goes to step 28
-    // where the call may run it: its DRAM traffic is the weight, once, and A stays in L2, which
-    // the traffic below (A once per column of tiles) does not see. Its
-    // split gives every SM a block (the bound below assumes all SMs pull
-    // from DRAM, so it would keep too few blocks for a narrow C). Other
-    // calls never get it: its rate is not modelled, and on a short K it
-    // lost to step 10.
+    // enough for its vector loop, deeper for a batch) goes to a decode
+    // kernel where the call may run one: its DRAM traffic is the weight,
+    // once, and A stays in L2, which the traffic below (A once per column
+    // of tiles) does not see. Its split gives every SM a block (the bound
+    // below assumes all SMs pull from DRAM, so it would keep too few
+    // blocks for a narrow C). Other calls never get one: their rate is not
+    // modelled, and on a short K step 28 lost to step 10. Which decode
+    // kernel: a single product of at most STAGED_DECODE_ROWS rows runs
+    // step 30's instance of the fewest rows that hold them (8 or 16),
+    // others step 28 (step 30's 32-row instance and its rows of blocks
+    // ran slower: docs/measurements.md, thirty-eighth session).
+    let staged_rows = (p.m as usize).next_power_of_two().max(8);
+    let staged = |c: &Candidate| {
+        c.spec.step == 30
+            && plan.batch == 1
+            && (p.m as usize) <= STAGED_DECODE_ROWS
+            && c.spec.launch.block_tile.0 == staged_rows
+    };
+    let has_staged = candidates.iter().filter(of_the_call).any(staged);
+    let decode_kernel = |c: &Candidate| {
+        if has_staged {
+            staged(c)
+        } else {
+            c.spec.step == 28
+        }
+    };
     let decode = plan.ops == Ops::NT
         && (p.m as usize) <= DECODE_ROWS
         && (p.k as usize)
@@ -1596,21 +1619,20 @@ pub fn choose_by(
             } else {
                 DECODE_BATCH_MIN_K
             }
-        && candidates
-            .iter()
-            .filter(of_the_call)
-            .any(|c| c.spec.step == 28);
+        && candidates.iter().filter(of_the_call).any(decode_kernel);
     // C's rows start on 16 bytes (each product's, in a batch): step 10
     // stores 128 bits at a time (`stores_single_values`).
     let per_16_bytes = (16 / plan.storage.c.bytes().max(1)) as u64;
     let rows_16 = u64::from(p.ldc).is_multiple_of(per_16_bytes)
         && (plan.batch == 1 || p.stride_c.is_multiple_of(per_16_bytes));
     let mut best: Option<((f64, f64), Choice)> = None;
-    for c in candidates
-        .iter()
-        .filter(of_the_call)
-        .filter(|c| decode == (c.spec.step == 28))
-    {
+    for c in candidates.iter().filter(of_the_call).filter(|c| {
+        if decode {
+            decode_kernel(c)
+        } else {
+            !matches!(c.spec.step, 28 | 30)
+        }
+    }) {
         let (bm, bn) = c.spec.launch.block_tile;
         let rate = listed(&c).unwrap_or(slowest) * 1e9;
         let per_sm = c.blocks_per_sm.max(1) as f64;
@@ -1712,13 +1734,13 @@ pub fn choose_by(
 
 /// Whether a pointer kernel stores C one value at a time across rows
 /// for a call whose C rows start on 16 bytes or not (`rows_16`): steps
-/// 15, 16 and 28 always; step 10's tiles where the rows are off 16 bytes
+/// 15, 16, 28 and 30 always; step 10's tiles where the rows are off 16 bytes
 /// (elsewhere 128 bits at a time: `Gemm::vec4_c`). Step 29 stores whole
 /// 128-byte lines of a row either way, steps 11, 21 and 27 pairs.
 fn stores_single_values(spec: &KernelSpec, rows_16: bool) -> bool {
     match spec.step {
         10 => !rows_16,
-        15 | 16 | 28 => true,
+        15 | 16 | 28 | 30 => true,
         _ => false,
     }
 }
@@ -1810,6 +1832,13 @@ pub const MODEL: Model = Model {
 /// with a split won (measured on an H100: docs/measurements.md,
 /// thirty-sixth session).
 pub const DECODE_ROWS: usize = 24;
+
+/// The most rows of A for which a single decode call runs step 30 (the
+/// weight through a `cp.async` ring) instead of step 28: on an H100 up
+/// to 16 rows ran faster on it than on step 28 and cuBLAS SGEMM, and at
+/// 21 and 24 rows step 28 was the faster (docs/measurements.md,
+/// thirty-eighth session).
+pub const STAGED_DECODE_ROWS: usize = 16;
 
 /// The least K for which it does: one round of step 28's vector loop
 /// (128 of K). Below, it runs its scalar loop alone, which lost to step 10
