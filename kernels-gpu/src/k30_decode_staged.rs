@@ -18,7 +18,7 @@
 //!   are in flight while the block computes on the oldest, whatever the
 //!   registers hold; a thread issues 16-byte copies and goes on.
 //! - **A staged once per block**, beside B: all of the block's `MR` rows
-//!   (8, 16 or 32: one row of blocks up to `MR` rows of A), each row's
+//!   (8 or 16: one row of blocks up to `MR` rows of A), each row's
 //!   slice read from L2 by one warp instead of by every warp.
 //! - The same dot products: warp `w` owns rows `w NB .. w NB + NB` of the
 //!   block's [`BR`] rows of B, lane `l` the float4 at `4 l` of each
@@ -36,9 +36,10 @@
 //!
 //! Prediction (H100, f32): 2 x 4096 x 14336 from step 28's 2.1 TB/s to
 //! 2.8-3.0 TB/s (80-90 % of the DRAM peak, 0.080-0.085 ms); 21 x 4096 x
-//! 14336 on the 32-row instance, one pass over the weight with A from
+//! 14336 on a 32-row instance, one pass over the weight with A from
 //! shared memory, from 0.18 ms to 0.09-0.11 ms. Measured: `bench --suite
-//! --shapes ...`, in docs/measurements.md (thirty-eighth session).
+//! --shapes ...`, in docs/measurements.md (thirty-eighth session); the
+//! 32-row instance lost (bound by its issue rate) and is not in the tree.
 
 use crate::device::async_copy::{commit_group, wait_group};
 use crate::device::warp::{WARP, lane, warp_idx, warp_sum};
@@ -65,7 +66,7 @@ pub const STAGES: usize = 4;
 const CHUNKS: usize = BK / 4;
 
 /// Most rows of A an instance stages.
-const MAX_MR: usize = 32;
+const MAX_MR: usize = 16;
 
 /// The ring for `MR` rows of A: `Bs[STAGES * BR][BK]` (stage `s`'s row
 /// `r` at row `s BR + r`), then `As[STAGES * MR][BK]` (the type's rows are
@@ -112,8 +113,7 @@ macro_rules! instance {
         /// entry on the GPU; on the host the emulator calls it through
         /// `SPEC.body`, a function compiled here with this crate's
         /// optimization (inlined into a test crate built at opt-level 0,
-        /// the 32-row body's frames overflowed an emulated thread's
-        /// stack).
+        /// a 32-row body's frames overflowed an emulated thread's stack).
         #[cfg_attr(target_arch = "nvptx64", inline(always))]
         pub fn $name(g: Gemm) {
             decode_staged::<$mr>(g)
@@ -131,12 +131,11 @@ mod instances {
     use super::*;
     instance!(decode_staged_8x32, SPEC_8X32, 8);
     instance!(decode_staged_16x32, SPEC_16X32, 16);
-    instance!(decode_staged_32x32, SPEC_32X32, 32);
 }
 pub use instances::*;
 
 /// Every instance, fewest rows of A first.
-pub const SPECS: &[KernelSpec] = &[SPEC_8X32, SPEC_16X32, SPEC_32X32];
+pub const SPECS: &[KernelSpec] = &[SPEC_8X32, SPEC_16X32];
 
 /// `C[row][col] = sum_k A[row][k] * B[col][k]` for the block's `MR` rows
 /// and [`BR`] columns. Rows of A and B on 16 bytes (`rows16`) are staged
@@ -303,14 +302,12 @@ unsafe fn copy<const ROWS: usize>(
 mod tests {
     use super::*;
 
-    /// The ring fits beside another block on an SM (227 KB) up to 16
-    /// rows of A, and the 32-row instance alone; every stage row is
-    /// 16-byte aligned (the copies' destinations).
+    /// The ring fits beside another block on an SM (227 KB); every stage
+    /// row is 16-byte aligned (the copies' destinations).
     #[test]
     fn the_ring_fits_an_sm() {
         assert_eq!(SPEC_8X32.launch.shared_bytes, 80 * 1024);
         assert!(2 * SPEC_16X32.launch.shared_bytes <= 227 * 1024);
-        assert!(SPEC_32X32.launch.shared_bytes <= 227 * 1024);
         assert!(B_TILE.end().is_multiple_of(4) && BK.is_multiple_of(4));
         assert_eq!(A_TILE.end() * 4, shared_bytes(MAX_MR));
     }
@@ -319,7 +316,7 @@ mod tests {
     /// A first, all with B transposed.
     #[test]
     fn every_instance_launches_its_tile() {
-        for (spec, mr) in SPECS.iter().zip([8, 16, 32]) {
+        for (spec, mr) in SPECS.iter().zip([8, 16]) {
             assert_eq!(spec.launch.block_tile, (mr, BR), "{}", spec.name);
             assert_eq!(spec.ops, Ops::NT, "{}", spec.name);
             assert_eq!(spec.name, format!("decode_staged_{mr}x{BR}"));

@@ -37,7 +37,7 @@
 //! | 27 | [`k27_mma_fp8`] | FP8 on Ada and Hopper: step 21's block with `mma.sync` m16n8k32 on A and B^T, step 26's promotion and block scales; the FP8 kernel the emulator runs |
 //! | 28 | [`k28_decode_nt`] | decode: few rows of A times B transposed (a weight stored n x k), a warp per 4 rows of B and all of the block's 8 rows of A, a shuffle sum per element |
 //! | 29 | [`k29_small_k`] | small K: all of K staged in one pass, no pipeline, a 64 x 128 tile whose warps store whole 512-byte rows of C; every layout |
-//! | 30 | [`k30_decode_staged`] | decode: the weight and the block's rows of A (8, 16 or 32) streamed through a 4-stage `cp.async` ring in shared memory, so its bytes in flight are set by the stages, not by registers |
+//! | 30 | [`k30_decode_staged`] | decode: the weight and the block's rows of A (8 or 16) streamed through a 4-stage `cp.async` ring in shared memory, so its bytes in flight are set by the stages, not by registers |
 //!
 //! The same crate builds for the host, where it exports the kernels'
 //! constants ([`registry`]) so that launch shapes are never retyped, and

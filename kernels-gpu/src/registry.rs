@@ -84,7 +84,6 @@ pub const TRANSPOSED: &[KernelSpec] = &[
     crate::k28_decode_nt::SPEC,
     crate::k30_decode_staged::SPEC_8X32,
     crate::k30_decode_staged::SPEC_16X32,
-    crate::k30_decode_staged::SPEC_32X32,
     crate::k29_small_k::SPEC_TN,
     crate::k29_small_k::SPEC_NT,
     crate::k29_small_k::SPEC_TT,
