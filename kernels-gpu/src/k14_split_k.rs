@@ -44,6 +44,11 @@ pub const WARPS: usize = THREADS / 32;
 pub const ROWS: usize = 32;
 /// Columns of C per block: a warp's lanes.
 pub const COLS: usize = 32;
+/// A strip of at most this many rows of C takes its slices
+/// [`FEW_SLICES`] at a time.
+const FEW_ROWS: usize = 8;
+/// Slices a warp loads per trip over a strip of [`FEW_ROWS`] rows.
+const FEW_SLICES: usize = 4;
 /// Rows of the strip each thread finishes (adds the warps' sums, stores).
 const PER_THREAD: usize = ROWS / WARPS;
 /// The warps' sums of the strip, `[WARPS * ROWS][COLS]`: warp `w`'s row
@@ -89,7 +94,10 @@ pub const REDUCE: KernelSpec = KernelSpec {
 ///    (the first form) waited out one round trip per slice, one after
 ///    another: 32 slices over a C of 9 columns kept 36 threads busy for
 ///    32 trips (docs/measurements.md, twenty-ninth and thirty-second
-///    sessions); here each warp makes an eighth of them.
+///    sessions); here each warp makes an eighth of them. A strip of at
+///    most [`FEW_ROWS`] rows spends the same loads on [`FEW_SLICES`]
+///    slices per trip instead (the ROWS loads of a trip would be the
+///    last row again), a quarter of the trips again.
 /// 2. After a barrier, thread `(w, l)` adds the warps' sums of rows
 ///    `PER_THREAD * w ..` of column `l`, warp 0's first, and stores them
 ///    through the epilogue.
@@ -106,6 +114,28 @@ pub fn reduce_slices(g: Gemm) {
     // Lanes past C's last column add nothing (and reach the barrier).
     if col < g.n {
         let mut s = warp;
+        if g.m - row0 <= FEW_ROWS {
+            // A strip of few rows (a small C over a long K): the same
+            // loads per trip spread over FEW_SLICES of the warp's slices
+            // instead of the rows, so that it makes a FEW_SLICES-th of
+            // the trips. Each sum still adds slices s, s + WARPS, ... in
+            // that order, as the loop below does.
+            while s + (FEW_SLICES - 1) * WARPS < g.slices {
+                let mut v = [[0.0f32; FEW_ROWS]; FEW_SLICES];
+                unroll!(FEW_SLICES; 4, |j| {
+                    unroll!(FEW_ROWS; 8, |r| {
+                        let row = (row0 + r).min(g.m - 1);
+                        // SAFETY: s + j * WARPS < slices, row < m, col < n:
+                        // inside the workspace (as below).
+                        v[j][r] = unsafe { g.a.read((s + j * WARPS) * plane + row * g.n + col) };
+                    });
+                });
+                unroll!(FEW_SLICES; 4, |j| {
+                    unroll!(FEW_ROWS; 8, |r| { sums[r] += v[j][r] });
+                });
+                s += FEW_SLICES * WARPS;
+            }
+        }
         while s < g.slices {
             unroll!(ROWS; 32, |r| {
                 // The block exists, so row0 < m.
@@ -160,7 +190,18 @@ mod tests {
 
     #[test]
     fn adds_the_planes_and_applies_the_epilogue() {
-        for (m, n, slices) in [(33, 300, 3), (110, 9, 19), (1, 1, 1), (70, 33, 8)] {
+        // Strips of few rows too: 3 x 1 over 64 slices (whole groups of
+        // FEW_SLICES per warp), 5 x 40 over 37 (groups, then single
+        // slices), 40 x 3 over 33 (a full strip, then one of 8 rows).
+        for (m, n, slices) in [
+            (33, 300, 3),
+            (110, 9, 19),
+            (1, 1, 1),
+            (70, 33, 8),
+            (3, 1, 64),
+            (5, 40, 37),
+            (40, 3, 33),
+        ] {
             adds_the_planes(m, n, slices);
         }
     }

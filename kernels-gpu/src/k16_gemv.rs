@@ -16,10 +16,15 @@
 //! butterfly's order is fixed).
 //!
 //! Any shape runs: column `x` of the grid is column `x` of C (B read down
-//! that column), `ceil(m / 8)` rows of blocks; rows past m, K not a
+//! that column), `ceil(m / 8)` rows of blocks. A warp's rows past m read
+//! the last row again and are not stored, so that its loads stay
+//! unconditional (a single row of C takes the vector loop too). K not a
 //! multiple of the vector step, misaligned rows or a B column that is not
-//! contiguous (`ldb != 1`) take the scalar loop, every lane still in the
-//! butterfly. It is fast for few columns only: every column re-reads A.
+//! contiguous (`ldb != 1`) take the scalar loop, which keeps eight floats
+//! of each row per lane in flight as the vector loop does its float4s (a
+//! loop of one float per trip waited out a round trip per 32 floats: on a
+//! long K that was most of the time). It is fast for few columns only:
+//! every column re-reads A.
 //!
 //! Prediction (H200, 4096 x 1 x 4096): A's 64 MB at 3.5-4 TB/s, 17-19
 //! us, against step 10 with split-K and cuBLAS's own GEMV in the suite.
@@ -44,6 +49,11 @@ pub const ROWS: usize = WARPS * WARP_ROWS;
 pub const UNROLL: usize = 4;
 /// Elements of K one round of the vector loop covers.
 const STEP: usize = WARP * 4 * UNROLL;
+/// Floats of each row a lane has in flight on the scalar path (rows or
+/// B not on 16 bytes, and what the vector loop leaves of K).
+pub const SCALAR_UNROLL: usize = 8;
+/// Elements of K one round of the scalar loop covers.
+const SCALAR_STEP: usize = WARP * SCALAR_UNROLL;
 
 pub const SPEC: KernelSpec = KernelSpec {
     name: "gemv_warp_8x1",
@@ -76,15 +86,16 @@ pub fn gemv_warp_8x1(g: Gemm) {
     let row0 = ((block_idx_y() * WARPS + warp_idx()) * WARP_ROWS) as u32;
     let lane = lane() as u32;
     let mut acc = [0.0f32; WARP_ROWS];
+    if row0 >= m {
+        // No row of C for this warp (the last row of blocks).
+        return;
+    }
+    // The rows this warp reads: past C's last row, the last row again
+    // (read, summed, never stored), so that every load is unconditional.
+    let mut arow = [0u32; WARP_ROWS];
+    unroll!(WARP_ROWS; 2, |r| { arow[r] = (row0 + r as u32).min(m - 1) });
     let mut kk = 0u32;
-    // Warp-uniform: every lane of the warp takes the same loops, so all of
-    // them reach the butterfly below.
-    let rows_inside = row0 + WARP_ROWS as u32 <= m;
-    let vector = rows_inside
-        && g.a.aligned(16)
-        && g.lda.is_multiple_of(4)
-        && g.ldb == 1
-        && g.b.aligned(16);
+    let vector = g.a.aligned(16) && g.lda.is_multiple_of(4) && g.ldb == 1 && g.b.aligned(16);
     if vector {
         // B's column is contiguous (ldb = 1 means n = 1, so col = 0) and
         // starts 16-byte aligned, as does every row of A.
@@ -98,9 +109,9 @@ pub fn gemv_warp_8x1(g: Gemm) {
                 // contiguous (ldb = 1); c % 4 == 0 and B is 16-byte aligned.
                 b[u] = unsafe { g.b.read4(g.b_index(c, 0)) };
                 unroll!(WARP_ROWS; 2, |r| {
-                    // SAFETY: row0 + r < m (rows_inside) and c + 4 <= k;
-                    // lda % 4 == 0, c % 4 == 0 and A is 16-byte aligned.
-                    a[r][u] = unsafe { g.a.read4(g.a_index(row0 + r as u32, c)) };
+                    // SAFETY: arow[r] < m and c + 4 <= k; lda % 4 == 0,
+                    // c % 4 == 0 and A is 16-byte aligned.
+                    a[r][u] = unsafe { g.a.read4(g.a_index(arow[r], c)) };
                 });
             });
             (a, b)
@@ -125,22 +136,50 @@ pub fn gemv_warp_8x1(g: Gemm) {
         );
         kk = rounds * STEP as u32;
     }
-    // What is left of K (all of it on the scalar path), a float per lane.
-    let mut c = kk + lane;
+    // What is left of K (all of it where the rows or B are not on 16
+    // bytes), a float per lane per load: rounds of SCALAR_UNROLL floats
+    // of each row, pipelined as above, so that a lane has that many loads
+    // in flight rather than one round trip per float; then one at a time.
+    type Scalars = ([[f32; SCALAR_UNROLL]; WARP_ROWS], [f32; SCALAR_UNROLL]);
+    let load = |c0: u32| -> Scalars {
+        let mut a = [[0.0f32; SCALAR_UNROLL]; WARP_ROWS];
+        let mut b = [0.0f32; SCALAR_UNROLL];
+        unroll!(SCALAR_UNROLL; 8, |u| {
+            let c = c0 + u as u32 * WARP as u32;
+            // SAFETY: c < c0 + SCALAR_STEP <= k, and col < n (the grid has
+            // n columns of blocks).
+            b[u] = unsafe { g.b.read(g.b_index(c, col)) };
+            unroll!(WARP_ROWS; 2, |r| {
+                // SAFETY: arow[r] < m and c < k.
+                a[r][u] = unsafe { g.a.read(g.a_index(arow[r], c)) };
+            });
+        });
+        (a, b)
+    };
+    let rounds = (k - kk) / SCALAR_STEP as u32;
+    pipelined(
+        rounds,
+        |r| load(kk + r * SCALAR_STEP as u32 + lane),
+        |(a, b): &Scalars| {
+            unroll!(SCALAR_UNROLL; 8, |u| {
+                unroll!(WARP_ROWS; 2, |r| {
+                    acc[r] = fma(a[r][u], b[u], acc[r]);
+                });
+            });
+        },
+    );
+    let mut c = kk + rounds * SCALAR_STEP as u32 + lane;
     while c < k {
-        // SAFETY: c < k and col < n (the grid has n columns of blocks).
+        // SAFETY: c < k and col < n.
         let b = unsafe { g.b.read(g.b_index(c, col)) };
         unroll!(WARP_ROWS; 2, |r| {
-            let row = row0 + r as u32;
-            if row < m {
-                // SAFETY: row < m and c < k.
-                acc[r] = fma(unsafe { g.a.read(g.a_index(row, c)) }, b, acc[r]);
-            }
+            // SAFETY: arow[r] < m and c < k.
+            acc[r] = fma(unsafe { g.a.read(g.a_index(arow[r], c)) }, b, acc[r]);
         });
         c += WARP as u32;
     }
     unroll!(WARP_ROWS; 2, |r| {
-        // Every lane of the warp is here: the loops above are uniform.
+        // Every lane of the warp is here (each has left the loops above).
         let total = warp_sum(acc[r]);
         let row = row0 + r as u32;
         if lane == 0 && row < m {

@@ -307,7 +307,7 @@ mod tests {
     #[test]
     fn the_ring_fits_an_sm() {
         assert_eq!(SPEC_8X32.launch.shared_bytes, 80 * 1024);
-        assert!(2 * SPEC_16X32.launch.shared_bytes <= 227 * 1024);
+        const { assert!(2 * SPEC_16X32.launch.shared_bytes <= 227 * 1024) };
         assert!(B_TILE.end().is_multiple_of(4) && BK.is_multiple_of(4));
         assert_eq!(A_TILE.end() * 4, shared_bytes(MAX_MR));
     }

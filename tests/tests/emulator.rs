@@ -800,6 +800,28 @@ fn decode_kernel_matches_on_its_scalar_path_and_its_tail() {
     }
 }
 
+/// Step 16's loops at their edges: one row of C (the warp's second row
+/// reads the first again), rows past the last block's first warp, K
+/// under one vector round (the scalar rounds and their tail), rows off
+/// 16 bytes (K odd: the scalar rounds alone), several vector rounds
+/// then scalar ones, and several columns.
+#[test]
+fn gemv_matches_on_one_row_and_on_its_scalar_rounds() {
+    let spec = &kernels_gpu::k16_gemv::SPEC;
+    let body = spec.emulated().expect("step 16 runs on the emulator");
+    for shape in [
+        (1, 1, 300),
+        (3, 1, 1003),
+        (9, 1, 2560 + 260),
+        (1, 26, 517),
+        (2, 3, 4096),
+    ] {
+        let (report, a, b) = run(spec, body, shape);
+        assert!(report.is_clean(), "{shape:?}: {report}");
+        assert_matches_reference(&report, spec.elems, &a, &b, shape);
+    }
+}
+
 /// Step 30's instances (`k30_decode_staged.rs`): rows of A fewer than
 /// an instance's and more (rows of blocks), rows of B past the last
 /// warp's, K of part of a stage, of several with a partial last one and
