@@ -146,8 +146,8 @@ pub fn gemv_warp_8x1(g: Gemm) {
         let mut b = [0.0f32; SCALAR_UNROLL];
         unroll!(SCALAR_UNROLL; 8, |u| {
             let c = c0 + u as u32 * WARP as u32;
-            // SAFETY: c < c0 + SCALAR_STEP <= k, and col < n (the grid has
-            // n columns of blocks).
+            // SAFETY: c0 is a full round's start plus the lane, so c is
+            // inside that round, below k; col < n (n columns of blocks).
             b[u] = unsafe { g.b.read(g.b_index(c, col)) };
             unroll!(WARP_ROWS; 2, |r| {
                 // SAFETY: arow[r] < m and c < k.
