@@ -34,10 +34,10 @@
 //! are numbered down the grid's columns ([`tile_down_columns`]), as
 //! step 28's. Split-K and batches come from the entry (`gemm_kernel!`).
 //!
-//! Prediction (H100, f32): 2 x 4096 x 14336 from step 28's 2.1 TB/s to
-//! 2.8-3.0 TB/s (80-90 % of the DRAM peak, 0.080-0.085 ms); 21 x 4096 x
-//! 14336 on a 32-row instance, one pass over the weight with A from
-//! shared memory, from 0.18 ms to 0.09-0.11 ms. Measured: `bench --suite
+//! Prediction (H100, f32): 2 x 4096 x 14336 at 2.8-3.0 TB/s (80-90 % of
+//! the DRAM peak, 0.080-0.085 ms); 21 x 4096 x 14336 on a 32-row
+//! instance, one pass over the weight with A from shared memory, about
+//! twice step 28's speed. Measured (step 28 beside it): `bench --suite
 //! --shapes ...`, in docs/measurements.md (thirty-eighth session); the
 //! 32-row instance lost (bound by its issue rate) and is not in the tree.
 
