@@ -343,9 +343,13 @@ pub struct SuiteResults {
     pub date: String,
     pub cases: Vec<CaseResult>,
     /// Host time of one `Sgemm::gemm` call (checks, choice, launch), µs,
-    /// median over batches of calls on a 64 x 64 x 64 problem.
+    /// median over batches of calls on a 64 x 64 x 64 problem (the same
+    /// call repeated: since the handle keeps `Auto`'s choices, one it
+    /// has seen).
     pub call_overhead_us: f64,
-    /// The same for `blas::plan` and `Sgemm::choose` alone.
+    /// `Sgemm::choose` alone (checks, plan, choice), µs: since the handle
+    /// keeps its choices, on calls it has not seen (64 x 64 products of
+    /// ever new m).
     pub plan_and_choose_us: f64,
     /// The variants of a call were timed together in interleaved rounds
     /// (`runner::time_rounds`); runs before that timed each variant's
@@ -691,7 +695,9 @@ fn run_case(
 }
 
 /// Host time of one library call, and of its checks and choice alone
-/// (µs): the median of 20 rounds of 200 calls of a 64 x 64 x 64 product.
+/// (µs): the median of 20 rounds of 200 calls, of a 64 x 64 x 64 product
+/// (the handle keeps the choice after the first) and of `m x 64 x 64`
+/// products with an m the handle has not seen (a choice each).
 fn overhead(gpu: &Gpu, sgemm: &Sgemm) -> Result<(f64, f64)> {
     let cfg = GemmConfig::new(64, 64, 64);
     let stream = &gpu.stream;
@@ -705,7 +711,7 @@ fn overhead(gpu: &Gpu, sgemm: &Sgemm) -> Result<(f64, f64)> {
         xs[xs.len() / 2]
     };
     let (mut call, mut choose) = (Vec::new(), Vec::new());
-    for _ in 0..20 {
+    for round in 0..20 {
         let t = Instant::now();
         for _ in 0..200 {
             sgemm.gemm(&cfg, &a, &b, &mut c)?;
@@ -713,8 +719,11 @@ fn overhead(gpu: &Gpu, sgemm: &Sgemm) -> Result<(f64, f64)> {
         call.push(t.elapsed().as_secs_f64() * 1e6 / 200.0);
         stream.synchronize()?;
         let t = Instant::now();
-        for _ in 0..200 {
-            std::hint::black_box(sgemm.choose(std::hint::black_box(&cfg), (4096, 4096, 4096))?);
+        for i in 0..200 {
+            let m = 65 + 200 * round + i;
+            let new = GemmConfig::new(m, 64, 64);
+            let lens = (m * 64, 64 * 64, m * 64);
+            std::hint::black_box(sgemm.choose(std::hint::black_box(&new), lens)?);
         }
         choose.push(t.elapsed().as_secs_f64() * 1e6 / 200.0);
     }

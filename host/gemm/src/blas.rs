@@ -30,7 +30,10 @@
 //!    the same memory with A and B swapped.
 //! 2. The algorithm: [`Algorithm::Auto`] ([`choose`], the rule is in its
 //!    docs and the README) or a kernel the caller names, with K split or
-//!    not (split-K: `kernels_gpu::k14_split_k`).
+//!    not (split-K: `kernels_gpu::k14_split_k`). `Auto`'s choice is kept
+//!    per call description (shape, leading dimensions, strides, scalars,
+//!    layouts, types, compute mode: [`Plan`]), so a call seen before
+//!    skips the model (which weighs every candidate kernel and split).
 //! 3. One launch through `launch::Kernel::launch`, the launch path the
 //!    `host` and `bench` programs use too (two launches with split-K, the
 //!    second the reduction). Nothing waits: the call returns when the work
@@ -2019,6 +2022,55 @@ struct LoadedKernels {
     /// `Auto`'s measured choices for this GPU model, if the repository
     /// has them.
     table: Option<Vec<AutoEntry>>,
+    /// `Auto`'s choices of the calls seen so far (at most
+    /// [`CHOICES_KEPT`]; all forgotten when full).
+    choices: Mutex<HashMap<PlanKey, Choice>>,
+}
+
+/// How many of `Auto`'s choices a handle keeps: a program's calls come in
+/// a few shapes, repeated (a model's layers, step after step); one that
+/// draws shapes at random starts over after this many.
+const CHOICES_KEPT: usize = 4096;
+
+/// Everything of a [`Plan`] that `Auto`'s choice depends on, hashable
+/// (the scalars as their bits).
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+struct PlanKey {
+    dims: [u32; 10],
+    strides: [u64; 3],
+    ops: Ops,
+    batch: usize,
+    swapped: bool,
+    storage: Storage,
+    compute: Compute,
+    fast_accumulation: bool,
+}
+
+impl PlanKey {
+    fn of(plan: &Plan) -> Self {
+        let p = &plan.params;
+        Self {
+            dims: [
+                p.m,
+                p.n,
+                p.k,
+                p.lda,
+                p.ldb,
+                p.ldc,
+                p.alpha.to_bits(),
+                p.beta.to_bits(),
+                p.k_slice,
+                p.slices,
+            ],
+            strides: [p.stride_a, p.stride_b, p.stride_c],
+            ops: plan.ops,
+            batch: plan.batch,
+            swapped: plan.swapped,
+            storage: plan.storage,
+            compute: plan.compute,
+            fast_accumulation: plan.fast_accumulation,
+        }
+    }
 }
 
 /// A handle's workspace.
@@ -2050,6 +2102,7 @@ impl Sgemm {
                 quantizers: Mutex::new(HashMap::new()),
                 candidates: Mutex::new(HashMap::new()),
                 table,
+                choices: Mutex::new(HashMap::new()),
             }),
             workspace: Mutex::new(Workspace::default()),
         })
@@ -2512,43 +2565,60 @@ impl Sgemm {
     fn choice(&self, plan: &Plan, algorithm: &Algorithm) -> Result<Choice, GemmError> {
         match algorithm {
             Algorithm::Auto => {
-                let dram = self.gpu.info.peak_dram_gbs().unwrap_or(1000.0);
-                let sms = self.gpu.info.sms.max(1) as usize;
-                // A vector of A or B may be read the other way round
-                // (`Plan::read_as`): the candidates of every such layout.
-                let own = self.candidates_for(plan.storage, plan.ops, plan.compute)?;
-                let mut all;
-                let candidates: &[Candidate] = if plan.layouts().nth(1).is_none() {
-                    &own
-                } else {
-                    all = own.to_vec();
-                    for ops in plan.layouts().skip(1) {
-                        all.extend(self.candidates_for(plan.storage, ops, plan.compute)?.iter());
-                    }
-                    &all
-                };
-                // The measured table holds f32 calls only.
-                let table = (self.loaded.table)
-                    .as_deref()
-                    .filter(|_| plan.storage == Storage::F32);
-                choose_with(plan, candidates, sms, dram, table).ok_or_else(|| {
-                    let hint = if plan.storage.scaled() && !plan.fast_accumulation {
-                        " that promotes its sums (GemmConfig::fast_accumulation(true) allows \
-                         step 25's, which do not)"
-                    } else {
-                        ""
-                    };
-                    GemmError::KernelUnsupported {
-                        kernel: "Auto".into(),
-                        why: format!(
-                            "no kernel of {} for A {:?} and B {:?}{hint} loaded on this GPU",
-                            plan.storage, plan.ops.a, plan.ops.b
-                        ),
-                    }
-                })
+                let key = PlanKey::of(plan);
+                let choices = || (self.loaded.choices.lock()).unwrap_or_else(|e| e.into_inner());
+                if let Some(&choice) = choices().get(&key) {
+                    return Ok(choice);
+                }
+                let choice = self.choose_auto(plan)?;
+                let mut kept = choices();
+                if kept.len() >= CHOICES_KEPT {
+                    kept.clear();
+                }
+                kept.insert(key, choice);
+                Ok(choice)
             }
             Algorithm::Kernel { name, split_k } => choose_named(plan, name, *split_k),
         }
+    }
+
+    /// `Auto`'s choice for `plan`, from the model (and the measured
+    /// table, for f32 calls).
+    fn choose_auto(&self, plan: &Plan) -> Result<Choice, GemmError> {
+        let dram = self.gpu.info.peak_dram_gbs().unwrap_or(1000.0);
+        let sms = self.gpu.info.sms.max(1) as usize;
+        // A vector of A or B may be read the other way round
+        // (`Plan::read_as`): the candidates of every such layout.
+        let own = self.candidates_for(plan.storage, plan.ops, plan.compute)?;
+        let mut all;
+        let candidates: &[Candidate] = if plan.layouts().nth(1).is_none() {
+            &own
+        } else {
+            all = own.to_vec();
+            for ops in plan.layouts().skip(1) {
+                all.extend(self.candidates_for(plan.storage, ops, plan.compute)?.iter());
+            }
+            &all
+        };
+        // The measured table holds f32 calls only.
+        let table = (self.loaded.table)
+            .as_deref()
+            .filter(|_| plan.storage == Storage::F32);
+        choose_with(plan, candidates, sms, dram, table).ok_or_else(|| {
+            let hint = if plan.storage.scaled() && !plan.fast_accumulation {
+                " that promotes its sums (GemmConfig::fast_accumulation(true) allows \
+                 step 25's, which do not)"
+            } else {
+                ""
+            };
+            GemmError::KernelUnsupported {
+                kernel: "Auto".into(),
+                why: format!(
+                    "no kernel of {} for A {:?} and B {:?}{hint} loaded on this GPU",
+                    plan.storage, plan.ops.a, plan.ops.b
+                ),
+            }
+        })
     }
 
     /// The kernel `spec`, loaded on first use.
@@ -3046,5 +3116,32 @@ mod tests {
         assert_eq!(slices(1000, 3), (352, 3));
         // 100 in 8 slices of 32: 4 slices take work.
         assert_eq!(slices(100, 8), (32, 4));
+    }
+
+    #[test]
+    fn a_kept_choice_serves_only_the_same_call() {
+        let key = |cfg: GemmConfig| {
+            let lens = (1 << 20, 1 << 20, 1 << 20);
+            PlanKey::of(&plan(&cfg, lens).expect("a valid call"))
+        };
+        let base = GemmConfig::new(96, 80, 64);
+        assert!(key(base.clone()) == key(GemmConfig::new(96, 80, 64)));
+        let others = [
+            GemmConfig::new(97, 80, 64),
+            GemmConfig::new(96, 81, 64),
+            GemmConfig::new(96, 80, 65),
+            base.clone().lds(68, 80, 80),
+            base.clone().lds(64, 84, 80),
+            base.clone().lds(64, 80, 88),
+            base.clone().scalars(1.0, 1.0),
+            base.clone().scalars(0.0, 0.0),
+            base.clone().op_a(Op::T),
+            base.clone().op_b(Op::T),
+            base.clone().layout(Layout::ColMajor),
+            base.clone().compute(Compute::Tf32),
+        ];
+        for other in others {
+            assert!(key(base.clone()) != key(other.clone()), "{other:?}");
+        }
     }
 }
