@@ -779,6 +779,26 @@ fn tuned_tiles_load_vectors_where_only_c_is_off_16_bytes() {
     }
 }
 
+/// Step 10 where K is off its tiles but every row is on 16 bytes (K a
+/// multiple of 4, C of whole blocks): the blocks take the unguarded body,
+/// whose tile past K's end alone is read element by element; read with
+/// 128-bit loads, it would take A's next row (or past B's last) as K's
+/// tail, which the reference or the emulator's bounds check reports. K
+/// of a part of a tile only (the prologue's tile), of one tile and a part
+/// (both the prologue's), and of several (the main loop's fetch).
+#[test]
+fn tuned_tiles_read_only_the_tile_past_k_element_by_element() {
+    for spec in k10_tuned::SPECS.iter().chain(k10_tuned::TRANSPOSED) {
+        let (bm, bn) = spec.launch.block_tile;
+        for k in [4, 20, 52] {
+            let shape = (2 * bm, 2 * bn, k);
+            let (report, a, b) = run(spec, spec.emulated().unwrap(), shape);
+            assert!(report.is_clean(), "{} at {shape:?}: {report}", spec.name);
+            assert_matches_reference(&report, spec.elems, &a, &b, shape);
+        }
+    }
+}
+
 /// Step 28's scalar loop (rows of A and B not on 16 bytes, or a short
 /// K) with its rounds' loads in flight together, and its vector loop's
 /// tail: K past a multiple of the rounds and not, rows of A beyond one
