@@ -169,6 +169,7 @@ impl Buffers {
             batch: 1,
             scales: self.scales.as_ref().map(|s| s.params).unwrap_or_default(),
             epilogue: EpilogueParams::NONE,
+            split: None,
         })
     }
 

@@ -625,6 +625,61 @@ macro_rules! gemm_kernel {
     ($name:ident, tensor_maps) => {
         $crate::gemm_kernel!($name, tensor_maps, elems(f32, f32, f32));
     };
+    // An f32 kernel with a second entry, `$split`, that splits K inside
+    // one launch (`crate::split`; `$spec` its tile and block): the
+    // batched entry above, and `$split(A, B, C, params, epilogue, split)`.
+    ($name:ident, split $split:ident, $spec:ident) => {
+        $crate::gemm_kernel!($name);
+        #[cfg(target_arch = "nvptx64")]
+        mod split_entry {
+            use $crate::gemm::{EpilogueParams, Gemm, GemmParams};
+            use $crate::split::SplitParams;
+
+            /// PTX entry point: the body of the same name in the parent
+            /// module on slice `blockIdx.z` of K, then its tile's sum
+            /// ([`crate::split::finish`]).
+            ///
+            /// # Safety
+            /// Launched by the host with the geometry of the kernel's
+            /// `SPEC` and `gridDim.z` slices of `p.k_slice`, A and B as
+            /// `Gemm::from_raw_batched` requires (the slices' strides),
+            /// C as `Gemm::from_raw` does, and `s` as
+            /// [`SplitParams`] describes it.
+            #[unsafe(no_mangle)]
+            pub unsafe extern "ptx-kernel" fn $split(
+                a: *const f32,
+                b: *const f32,
+                c: *mut f32,
+                p: GemmParams,
+                ep: EpilogueParams,
+                s: SplitParams,
+            ) {
+                let ws = s.workspace as *mut f32;
+                // Slice z's partial sums: plane z, dense, as they are.
+                let part = GemmParams {
+                    ldc: p.n,
+                    alpha: 1.0,
+                    beta: 0.0,
+                    stride_c: p.m as u64 * p.n as u64,
+                    ..p
+                };
+                let spec = &super::$spec;
+                // SAFETY: the host upholds the launch contract above.
+                unsafe {
+                    $crate::split::in_launch(
+                        super::$name,
+                        Gemm::from_raw_batched(a, b, ws, part, EpilogueParams::NONE),
+                        Gemm::from_raw(a, b, c, p, ep),
+                        $crate::device::GlobalOut::from_raw(ws),
+                        $crate::device::atomic::Counters::from_raw(s.counters as *mut u32),
+                        $crate::device::grid_dim_z(),
+                        spec.launch.block_tile,
+                        spec.launch.block_threads.0 as usize,
+                    )
+                }
+            }
+        }
+    };
     ($name:ident, batched, elems($a:ty, $b:ty, $c:ty)) => {
         #[cfg(target_arch = "nvptx64")]
         mod entry {

@@ -26,6 +26,13 @@
 //! long K that was most of the time). It is fast for few columns only:
 //! every column re-reads A.
 //!
+//! A long K (a small C 10,000 to 100,000 deep) gives too few blocks to
+//! read A at DRAM speed: the library splits K. This kernel has a second
+//! entry, `gemv_warp_8x1_split`, that does it in one launch
+//! ([`crate::split`]): block `z` reads slice `z` of its 8 rows, and the
+//! last block of those rows to finish adds the slices; step 14's second
+//! launch goes.
+//!
 //! Prediction (H200, 4096 x 1 x 4096): A's 64 MB at 3.5-4 TB/s, 17-19
 //! us, against step 10 with split-K and cuBLAS's own GEMV in the suite.
 //! Measured: the suite table of `cargo xtask bench --suite` (README) and
@@ -194,4 +201,9 @@ pub fn gemv_warp_8x1(g: Gemm) {
     });
 }
 
-crate::gemm_kernel!(gemv_warp_8x1);
+/// The entry that splits K inside one launch ([`crate::split`]): each
+/// block's slice of its 8 rows, then the last block of the rows adds
+/// the slices.
+pub const SPLIT_ENTRY: &str = "gemv_warp_8x1_split";
+
+crate::gemm_kernel!(gemv_warp_8x1, split gemv_warp_8x1_split, SPEC);

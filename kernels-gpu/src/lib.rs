@@ -87,6 +87,7 @@ pub mod epilogue;
 pub mod gemm;
 pub mod launch;
 pub mod modules;
+pub mod split;
 pub mod unroll;
 
 /// Declares ladder files and the PTX module (see [`modules`]) their entries

@@ -158,3 +158,18 @@ pub fn all() -> impl Iterator<Item = &'static KernelSpec> {
 pub fn find(name: &str) -> Option<&'static KernelSpec> {
     all().find(|k| k.name == name)
 }
+
+/// Kernels with a second entry that splits K inside one launch
+/// (`crate::split`, `gemm_kernel!(name, split ENTRY, SPEC)`): the kernel
+/// and that entry's name. The library runs their split-K calls through
+/// it, one launch instead of two.
+pub const SPLIT_IN_LAUNCH: &[(&KernelSpec, &str)] =
+    &[(&crate::k16_gemv::SPEC, crate::k16_gemv::SPLIT_ENTRY)];
+
+/// The in-launch split entry of `spec`, if it has one.
+pub fn split_entry(spec: &KernelSpec) -> Option<&'static str> {
+    SPLIT_IN_LAUNCH
+        .iter()
+        .find(|(k, _)| k.name == spec.name)
+        .map(|&(_, entry)| entry)
+}

@@ -1095,6 +1095,47 @@ fn split_k_matches_the_reference_on_the_emulator() {
     }
 }
 
+/// Step 16's split entry (`kernels_gpu::split`): one launch, the same
+/// product as the reference with beta, a batch of one, rows off the
+/// 8-row tile, a leading dimension of A off 16 bytes (the scalar loop), a
+/// column-major call (the kernels compute C^T), and every activation,
+/// bias and scale of the fused epilogue; the same bits on every run.
+#[test]
+fn split_k_inside_one_launch_matches_the_reference_on_the_emulator() {
+    let choice = |split| kernel("gemv_warp_8x1", split);
+    let plain = GemmConfig::new(37, 1, 1000).scalars(2.0, -1.0);
+    let plan = blas::plan(&plain, lens(&plain)).unwrap();
+    let steps = blas::steps(&plan, choice(8));
+    let launches: Vec<_> = steps.list().collect();
+    assert_eq!(launches.len(), 1, "one launch");
+    assert!(launches[0].in_launch && launches[0].batch == 8);
+    assert_eq!(steps.workspace, 8 * 37, "a plane per slice");
+    let padded = GemmConfig::new(21, 1, 700).lds(703, 1, 1).scalars(0.5, 0.0);
+    let column = GemmConfig::new(1, 45, 333).layout(Layout::ColMajor);
+    for cfg in [&plain, &padded, &column] {
+        for split in [2, 5, 8, 64] {
+            emulate_and_check(cfg, choice(split));
+        }
+    }
+    for i in 0..6 {
+        emulate_and_check_fused(&plain, choice(8), &rotated(&plain, i));
+    }
+    let (la, lb, lc) = lens(&plain);
+    let (a, b, c) = (values(la, 4), values(lb, 5), values(lc, 6));
+    let first = blas::emulate(&plain, choice(8), &a, &b, &c)
+        .unwrap()
+        .unwrap();
+    let again = blas::emulate(&plain, choice(8), &a, &b, &c)
+        .unwrap()
+        .unwrap();
+    assert!(
+        first
+            .iter()
+            .zip(&again)
+            .all(|(x, y)| x.to_bits() == y.to_bits())
+    );
+}
+
 #[test]
 fn split_k_gives_the_same_bits_on_every_run() {
     let cfg = GemmConfig::new(8, 8, 256);

@@ -705,6 +705,29 @@ fn library(gpu: &Gpu) -> Named {
             }
         }),
     ));
+    // Step 16's split inside one launch on long-K columns (the suite's
+    // long-K family), with beta: each call verified, several in a row
+    // (every launch must leave the tile counters at 0 for the next).
+    for (m, k, split) in [
+        (25, 40_520, 64),
+        (49, 17_372, 32),
+        (167, 98_086, 8),
+        (3, 9_000, 5),
+    ] {
+        let named = GemmConfig::new(m, 1, k)
+            .scalars(0.75, -0.5)
+            .algorithm(Algorithm::Kernel {
+                name: kernels_gpu::k16_gemv::SPEC.name.into(),
+                split_k: split,
+            });
+        for round in 0..3 {
+            seed += 3;
+            out.push((
+                format!("gemv_split_in_launch_{m}x1x{k}_split{split}_{round}"),
+                ok(library_call(&sgemm, &named, 0, seed)),
+            ));
+        }
+    }
     // Compute modes: with 3xTF32 allowed, a large product runs on step
     // 24 and meets FP32's tolerance (its check uses the tolerance of the
     // kernel's math: FP32's for 3xTF32), at an odd shape too; allowed

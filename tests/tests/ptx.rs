@@ -25,6 +25,14 @@ fn kernels_of(module: &PtxModule) -> Vec<&'static KernelSpec> {
     registry::all().filter(|k| k.module == module).collect()
 }
 
+/// The split entries (`registry::SPLIT_IN_LAUNCH`) of `module`'s kernels.
+fn split_entries(module: &PtxModule) -> Vec<&'static str> {
+    kernels_of(module)
+        .into_iter()
+        .filter_map(registry::split_entry)
+        .collect()
+}
+
 /// The PTX the library ships (`host/gemm/ptx/<module>.ptx.lzma`, what a
 /// program outside this repository builds with) is the PTX the kernels'
 /// source makes now (`rust_gemm::ptx`: inside the repository the build
@@ -115,7 +123,7 @@ fn every_module_exports_its_kernels_and_nothing_unresolved() {
                 module.name
             );
         }
-        for entry in module.utility_entries {
+        for entry in module.utility_entries.iter().chain(&split_entries(module)) {
             assert!(
                 ptx_entry(ptx, entry).is_some(),
                 "no .entry {entry} in module {}",
@@ -124,8 +132,8 @@ fn every_module_exports_its_kernels_and_nothing_unresolved() {
         }
         assert_eq!(
             ptx.matches(".visible .entry").count(),
-            kernels.len() + module.utility_entries.len(),
-            "module {}: PTX entries and registry (plus utility entries) disagree",
+            kernels.len() + module.utility_entries.len() + split_entries(module).len(),
+            "module {}: PTX entries and registry (plus utility and split entries) disagree",
             module.name
         );
     }
@@ -194,6 +202,35 @@ fn the_gemv_kernel_sums_with_warp_shuffles_only() {
     );
     assert!(!body.contains("bar.sync") && !body.contains(".shared"));
     assert!(body.contains("ld.global.v4."), "128-bit loads of A and B");
+}
+
+/// A split entry (`kernels_gpu::split`): the kernel's loop, then one
+/// fence before the count and one after it, one `atom.add` on the tile's
+/// counter, the block's vote (`bar.red.or`), the planes read from L2
+/// (`ld.global.cg`), the counter put back, and no shared memory.
+#[test]
+fn split_entries_count_their_tiles_and_read_the_planes_from_l2() {
+    for (spec, entry) in registry::SPLIT_IN_LAUNCH {
+        let ptx = rust_gemm::ptx(spec.module);
+        let body = ptx_entry(ptx, entry).unwrap_or_else(|| panic!("no .entry {entry}"));
+        let count = |what: &str| body.matches(what).count();
+        assert_eq!(count("fence.acq_rel.gpu;"), 2, "{entry}: fences");
+        assert_eq!(
+            count("atom.acq_rel.gpu.global.add.u32"),
+            1,
+            "{entry}: arrivals"
+        );
+        assert_eq!(count("bar.red.or.pred"), 1, "{entry}: votes");
+        assert_eq!(count("st.relaxed.gpu.global.u32"), 1, "{entry}: resets");
+        assert!(count("ld.global.cg.f32") >= 1, "{entry}: reads from L2");
+        assert!(!body.contains(".shared"), "{entry}: shared memory");
+        // The kernel's own loop is there, its 128-bit loads with it.
+        assert!(
+            count("ld.global.v4.") > 0,
+            "{entry}: the body of {}",
+            spec.name
+        );
+    }
 }
 
 /// Step 11's entries: TF32 `mma.sync`, `ldmatrix`, `cp.async` with groups,
@@ -902,8 +939,9 @@ fn ptxas_assembles_every_module_without_spills() {
                 serialised.join("\n")
             );
             let entries = parse_ptxas(&log);
-            // Utility entries (copies, the quantizer): no spill, no stack.
-            for name in module.utility_entries {
+            // Utility entries (copies, the quantizer) and split entries:
+            // no spill, no stack.
+            for name in module.utility_entries.iter().chain(&split_entries(module)) {
                 let e = entries.iter().find(|e| e.name == *name);
                 let e = e.unwrap_or_else(|| panic!("ptxas did not report {name}:\n{log}"));
                 assert_eq!(

@@ -99,6 +99,7 @@ use kernels_gpu::launch::{KernelSpec, Operands, Ops, TmaBoxes, TmaCopy};
 use kernels_gpu::quant::QuantStep;
 pub use kernels_gpu::quant::Quantize;
 use kernels_gpu::registry;
+use kernels_gpu::split::SplitParams;
 
 pub use kernels_gpu::launch::Op;
 
@@ -1469,7 +1470,8 @@ pub fn auto_candidates(
 ///    - split-K (FP32 pointer kernels, one product only, tiles that leave
 ///      SMs idle, K at least 512 and two slices) cuts K into 2, 4, ..
 ///      [`Model::max_split`] slices of at least [`Model::min_slice`] and
-///      adds the reduction: its launch ([`Model::reduce_launch_s`]), a
+///      adds the reduction: its launch ([`Model::reduce_launch_s`]; none
+///      for a kernel that splits inside its launch, [`in_launch`]), a
 ///      memory round trip per slice ([`Model::slice_s`]: for a small C
 ///      the pass lasts as long as its round trips) and its traffic, `slices * m * n` floats moved twice
 ///      at the GPU's DRAM bandwidth (`dram_gbs`);
@@ -1696,9 +1698,16 @@ pub fn choose_by(
                 0.0
             };
             let on_busiest = (blocks / slots) as f64 * per_sm + last_wave;
+            // A kernel that splits inside its launch (`in_launch`) adds
+            // the planes' traffic, not the reduction's launch.
+            let reduce_launch_s = if in_launch(c.spec, *p) {
+                0.0
+            } else {
+                model.reduce_launch_s
+            };
             let reduce_s = if split > 1 {
                 2.0 * 4.0 * split as f64 * m * n / (dram_gbs * 1e9)
-                    + model.reduce_launch_s
+                    + reduce_launch_s
                     + split as f64 * model.slice_s
             } else {
                 0.0
@@ -2077,6 +2086,10 @@ impl PlanKey {
 #[derive(Default)]
 struct Workspace {
     buffer: Option<CudaSlice<f32>>,
+    /// The tile counters of split-K inside one launch
+    /// (`kernels_gpu::split::MAX_TILES` of them, zeroed once: every launch
+    /// leaves them at zero), made with the first workspace and kept.
+    counters: Option<CudaSlice<u32>>,
     /// Whether a CUDA graph capture used `buffer` (then it is never
     /// freed: a larger one is new memory, and this one is kept).
     captured: bool,
@@ -2479,6 +2492,19 @@ impl Sgemm {
             return Ok(ws);
         }
         let capturing = self.gpu.capturing()?;
+        if ws.counters.is_none() {
+            if capturing {
+                return Err(HostError::AllocatingInCapture {
+                    what: "split-K's tile counters (reserve the workspace before the capture)"
+                        .into(),
+                }
+                .into());
+            }
+            let zeros = (self.gpu.stream)
+                .alloc_zeros::<u32>(kernels_gpu::split::MAX_TILES)
+                .map_err(HostError::cuda("allocating split-K's tile counters"))?;
+            ws.counters = Some(zeros);
+        }
         if ws.buffer.as_ref().is_none_or(|w| w.len() < floats) {
             if capturing {
                 return Err(HostError::AllocatingInCapture {
@@ -2661,9 +2687,19 @@ impl Sgemm {
         // Every plane split-K's reduction reads is written first by the
         // partial launch (each slice's C is its whole m x n plane).
         let mut workspace = self.workspace(steps.workspace)?;
+        let workspace = &mut *workspace;
         let (w, _w_sync) = match workspace.buffer.as_mut() {
             Some(ws) if steps.workspace > 0 => {
                 let (ptr, sync) = ws.device_ptr_mut(&gpu.stream);
+                (ptr, Some(sync))
+            }
+            _ => (0, None),
+        };
+        // The tile counters of a split inside one launch: zeroed when
+        // allocated, left at zero by every launch.
+        let (counters, _c_sync) = match workspace.counters.as_mut() {
+            Some(t) if steps.workspace > 0 => {
+                let (ptr, sync) = t.device_ptr_mut(&gpu.stream);
                 (ptr, Some(sync))
             }
             _ => (0, None),
@@ -2687,6 +2723,10 @@ impl Sgemm {
                 } else {
                     EpilogueParams::NONE
                 },
+                split: step.in_launch.then_some(SplitParams {
+                    workspace: w,
+                    counters,
+                }),
             };
             // SAFETY: `steps` keeps every launch inside the buffers the
             // plan checked and the workspace it sized (see `Step`); the
@@ -2786,6 +2826,7 @@ impl Sgemm {
             batch: 1,
             scales: ScaleParams::default(),
             epilogue: EpilogueParams::NONE,
+            split: None,
         };
         // SAFETY: `check` held W to `slices` dense planes and C to the
         // sum's rows at `ldc`; W is a shared borrow and C an exclusive
@@ -2848,6 +2889,11 @@ pub struct Step {
     /// Whether this launch applies the call's epilogue (all but split-K's
     /// partial sums).
     pub fused: bool,
+    /// Split-K inside this launch (`kernels_gpu::split`): the kernel's
+    /// split entry, `batch` slices of `params.k_slice` whose partial sums
+    /// go to the workspace, added into C (`params`' ldc, alpha, beta) by
+    /// the last block of each tile, with the epilogue.
+    pub in_launch: bool,
 }
 
 /// The launches of a call, and the workspace they need (floats).
@@ -2874,7 +2920,9 @@ impl Steps {
 /// - Split-K: the kernel with `k_slice` set, product z being slice z of
 ///   K written to plane z of the workspace (alpha 1, beta 0, no
 ///   epilogue), then `reduce_slices` from the workspace into C with the
-///   call's scalars and epilogue.
+///   call's scalars and epilogue; or, for a kernel with a split entry
+///   ([`in_launch`]), that entry once: the planes and their sum in one
+///   launch.
 pub fn steps(plan: &Plan, choice: Choice) -> Steps {
     // The plan as the chosen kernel reads A and B (a vector of A or B
     // may be read the other way round: `Plan::read_as`).
@@ -2894,6 +2942,7 @@ pub fn steps(plan: &Plan, choice: Choice) -> Steps {
                 b: Buf::C,
                 c: Buf::C,
                 fused: true,
+                in_launch: false,
             });
         }
         // A 16-bit C: a step-21 kernel of the call's types with K = 0,
@@ -2914,6 +2963,7 @@ pub fn steps(plan: &Plan, choice: Choice) -> Steps {
             b: Buf::C,
             c: Buf::C,
             fused: true,
+            in_launch: false,
         });
     }
     if choice.split_k <= 1 {
@@ -2925,33 +2975,56 @@ pub fn steps(plan: &Plan, choice: Choice) -> Steps {
             b: Buf::B,
             c: Buf::C,
             fused: true,
+            in_launch: false,
         });
     }
     let (k_slice, slices) = slices(p.k, choice.split_k);
     let plane = p.m as u64 * p.n as u64;
+    let slice_strides = GemmParams {
+        k_slice,
+        stride_a: match plan.ops.a {
+            Op::N => k_slice as u64,
+            Op::T => k_slice as u64 * p.lda as u64,
+        },
+        stride_b: match plan.ops.b {
+            Op::N => k_slice as u64 * p.ldb as u64,
+            Op::T => k_slice as u64,
+        },
+        ..p
+    };
+    if in_launch(choice.kernel, p) {
+        return Steps {
+            steps: [
+                Some(Step {
+                    spec: choice.kernel,
+                    params: slice_strides,
+                    batch: slices,
+                    a: Buf::A,
+                    b: Buf::B,
+                    c: Buf::C,
+                    fused: true,
+                    in_launch: true,
+                }),
+                None,
+            ],
+            workspace: slices * plane as usize,
+        };
+    }
     let partial = Step {
         spec: choice.kernel,
         params: GemmParams {
             ldc: p.n,
             alpha: 1.0,
             beta: 0.0,
-            k_slice,
-            stride_a: match plan.ops.a {
-                Op::N => k_slice as u64,
-                Op::T => k_slice as u64 * p.lda as u64,
-            },
-            stride_b: match plan.ops.b {
-                Op::N => k_slice as u64 * p.ldb as u64,
-                Op::T => k_slice as u64,
-            },
             stride_c: plane,
-            ..p
+            ..slice_strides
         },
         batch: slices,
         a: Buf::A,
         b: Buf::B,
         c: Buf::Workspace,
         fused: false,
+        in_launch: false,
     };
     let sum = Step {
         spec: &REDUCE,
@@ -2961,11 +3034,21 @@ pub fn steps(plan: &Plan, choice: Choice) -> Steps {
         b: Buf::Workspace,
         c: Buf::C,
         fused: true,
+        in_launch: false,
     };
     Steps {
         steps: [Some(partial), Some(sum)],
         workspace: slices * plane as usize,
     }
+}
+
+/// Whether `spec` splits K for a call of `p` inside one launch: it has a
+/// split entry (`registry::SPLIT_IN_LAUNCH`) and its grid has at most
+/// `split::MAX_TILES` tiles (the counters the handle keeps); else the
+/// partial sums and the reduction are two launches.
+pub fn in_launch(spec: &KernelSpec, p: GemmParams) -> bool {
+    let (gx, gy) = spec.launch.grid(p.m as usize, p.n as usize);
+    registry::split_entry(spec).is_some() && gx * gy <= kernels_gpu::split::MAX_TILES
 }
 
 /// The lengths of an epilogue's vectors, with their dimensions.
@@ -3085,15 +3168,34 @@ pub fn emulate_fused(
                 Buf::Workspace => w.clone(),
             }
         };
-        let report = kernels_gpu::emu::run_fused(
-            step.spec,
-            body,
-            &step.params,
-            step.batch,
-            (&buf(step.a), &buf(step.b), &buf(step.c)),
-            &EmuScales::default(),
-            if step.fused { &fused } else { &none },
-        );
+        let report = if step.in_launch {
+            let (report, counters) = kernels_gpu::emu::run_split(
+                step.spec,
+                body,
+                &step.params,
+                step.batch,
+                (&buf(step.a), &buf(step.b), &buf(step.c)),
+                &fused,
+            );
+            if let Some(left) = counters.iter().position(|&x| x != 0) {
+                return Ok(Err(format!(
+                    "{}'s split entry left tile counter {left} at {} (the last block of a \
+                     tile puts it back to 0)",
+                    step.spec.name, counters[left]
+                )));
+            }
+            report
+        } else {
+            kernels_gpu::emu::run_fused(
+                step.spec,
+                body,
+                &step.params,
+                step.batch,
+                (&buf(step.a), &buf(step.b), &buf(step.c)),
+                &EmuScales::default(),
+                if step.fused { &fused } else { &none },
+            )
+        };
         if !report.is_clean() {
             return Ok(Err(report.to_string()));
         }

@@ -5,6 +5,7 @@
 
 use cudarc::driver::sys::CUdeviceptr;
 use kernels_gpu::gemm::{EpilogueParams, GemmParams, ScaleParams};
+use kernels_gpu::split::SplitParams;
 
 /// One call of a GEMM entry: where A, B and C are, what to compute, and
 /// how many products of a batch (block `z` of the grid computes product
@@ -23,4 +24,8 @@ pub struct GemmCall {
     /// CUDA C++ twins declare none: the driver passes what an entry
     /// declares).
     pub epilogue: EpilogueParams,
+    /// Split-K inside this launch (`kernels_gpu::split`): the workspace
+    /// and tile counters the kernel's split entry takes last, `batch`
+    /// being the slices. `None`: the kernel's own entry.
+    pub split: Option<SplitParams>,
 }

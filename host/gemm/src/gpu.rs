@@ -390,18 +390,22 @@ impl Gpu {
 
     /// The kernel's entry point, ready to launch with its launch's shared memory.
     pub fn function(&self, spec: &KernelSpec) -> Result<CudaFunction, HostError> {
+        self.entry(spec, spec.name)
+    }
+
+    /// The entry `name` of `spec`'s module, launched with `spec`'s shared
+    /// memory: the kernel's own, or its split entry
+    /// (`registry::SPLIT_IN_LAUNCH`).
+    pub fn entry(&self, spec: &KernelSpec, name: &str) -> Result<CudaFunction, HostError> {
         self.check_runs(spec)?;
         let module = match &*self.ptx {
             Modules::File(module) => module.clone(),
             Modules::BuiltIn(_) => self.built_in(spec.module)?,
         };
         let f = module
-            .load_function(spec.name)
-            .map_err(HostError::cuda(format!(
-                "finding kernel {} in the PTX",
-                spec.name
-            )))?;
-        self.allow_shared(&f, spec.name, spec.launch.shared_bytes)?;
+            .load_function(name)
+            .map_err(HostError::cuda(format!("finding kernel {name} in the PTX")))?;
+        self.allow_shared(&f, name, spec.launch.shared_bytes)?;
         Ok(f)
     }
 

@@ -11,6 +11,7 @@ use std::sync::Mutex;
 use cudarc::driver::{CudaFunction, CudaSlice, DeviceRepr, LaunchConfig, PushKernelArg};
 use kernels_gpu::gemm::{EpilogueParams, GemmParams, ScaleParams};
 use kernels_gpu::launch::{KernelSpec, Operands, c_by_tma};
+use kernels_gpu::split::SplitParams;
 
 use crate::HostError;
 use crate::call::GemmCall;
@@ -24,6 +25,8 @@ pub struct Kernel {
     /// Its name in reports: the spec's, or `NAME (CUDA C++)` for a twin.
     label: String,
     func: CudaFunction,
+    /// Its split entry (`kernels_gpu::split`), for a kernel that has one.
+    split_func: Option<CudaFunction>,
     /// Launch-sized shared memory: the spec's, or 0 for a twin that
     /// declares its tiles `__shared__`.
     shared_bytes: usize,
@@ -116,6 +119,9 @@ impl Kernel {
             spec,
             label: spec.name.into(),
             func: gpu.function(spec)?,
+            split_func: (kernels_gpu::registry::split_entry(spec))
+                .map(|entry| gpu.entry(spec, entry))
+                .transpose()?,
             shared_bytes: spec.launch.shared_bytes,
             max_elems: kernels_gpu::gemm::MAX_ELEMS,
             tma: Mutex::new(TmaStreams::default()),
@@ -129,6 +135,7 @@ impl Kernel {
             spec,
             label: format!("{} (CUDA C++)", spec.name),
             func,
+            split_func: None,
             shared_bytes,
             max_elems: i32::MAX as usize,
             tma: Mutex::new(TmaStreams::default()),
@@ -187,6 +194,21 @@ impl Kernel {
             )));
         }
         let cfg = launch_config(self.spec, call, self.shared_bytes, gpu.info.sms as usize)?;
+        if let Some(split) = call.split {
+            let Some(func) = &self.split_func else {
+                return Err(HostError::BadShape(format!(
+                    "kernel {} has no entry that splits K inside one launch; split it in two \
+                     launches (a step of `reduce_slices`)",
+                    self.label
+                )));
+            };
+            // SAFETY: a split entry takes (A, B, C, GemmParams,
+            // EpilogueParams, SplitParams) (`gemm_kernel!(name, split ..)`);
+            // grid and block from the kernel's spec, `batch` slices; the
+            // buffers, the workspace's planes and the counters are as this
+            // function's contract says.
+            return unsafe { launch_split(gpu, func, cfg, call, split, &self.label) };
+        }
         // An FP8 kernel's entry takes the scales last
         // (gemm_kernel!(name, scaled)).
         let scales = self.spec.elems.storage().scaled().then_some(call.scales);
@@ -389,6 +411,50 @@ pub unsafe fn launch_gemm(
         launch.arg(scales);
     }
     launch.arg(&epilogue);
+    // SAFETY: forwarded from this function's contract.
+    unsafe { launch.launch(cfg) }
+        .map(|_| ())
+        .map_err(|source| HostError::LaunchFailed {
+            kernel: name.into(),
+            source,
+        })
+}
+
+/// [`SplitParams`] as cudarc passes a kernel parameter: by value.
+#[repr(transparent)]
+#[derive(Clone, Copy)]
+struct SplitArg(SplitParams);
+
+// SAFETY: SplitParams is #[repr(C)] plain data (two u64 device
+// addresses): the struct the split entries declare last.
+unsafe impl DeviceRepr for SplitArg {}
+
+/// Enqueues `func(A, B, C, params, epilogue, split)`: a split entry
+/// (`gemm_kernel!(name, split ..)`), `call.batch` slices of K.
+///
+/// # Safety
+/// As [`launch_gemm`], and `split` addresses a workspace of `batch`
+/// dense m x n planes of f32 and the tile counters (at least the grid's
+/// x times y, zero).
+unsafe fn launch_split(
+    gpu: &Gpu,
+    func: &CudaFunction,
+    cfg: LaunchConfig,
+    call: &GemmCall,
+    split: SplitParams,
+    name: &str,
+) -> Result<(), HostError> {
+    let params = Params(call.params);
+    let epilogue = EpilogueArg(call.epilogue);
+    let split = SplitArg(split);
+    let mut launch = gpu.stream.launch_builder(func);
+    launch
+        .arg(&call.a)
+        .arg(&call.b)
+        .arg(&call.c)
+        .arg(&params)
+        .arg(&epilogue)
+        .arg(&split);
     // SAFETY: forwarded from this function's contract.
     unsafe { launch.launch(cfg) }
         .map(|_| ())

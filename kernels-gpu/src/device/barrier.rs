@@ -34,6 +34,33 @@ pub fn sync_threads() {
 #[cfg(not(target_arch = "nvptx64"))]
 pub use crate::emu::backend::sync_threads;
 
+/// `__syncthreads_or(pred)` (`bar.red.or.pred`): [`sync_threads`], and
+/// whether `pred` held in any thread of the block, in every thread (how
+/// one thread's finding reaches the block without shared memory).
+#[cfg(target_arch = "nvptx64")]
+#[inline(always)]
+pub fn sync_threads_or(pred: bool) -> bool {
+    let any: u32;
+    // SAFETY: a barrier (`bar.red` on barrier 0, as `bar.sync 0`); the
+    // convergence rule above is a liveness rule that kernels keep.
+    unsafe {
+        core::arch::asm!(
+            "{{ .reg .pred p, q;",
+            "setp.ne.u32 p, {x}, 0;",
+            "bar.red.or.pred q, 0, p;",
+            "selp.u32 {any}, 1, 0, q; }}",
+            x = in(reg32) pred as u32,
+            any = out(reg32) any,
+            options(nostack),
+        )
+    };
+    any != 0
+}
+
+// On the host: the emulator's barrier, with the block's vote.
+#[cfg(not(target_arch = "nvptx64"))]
+pub use crate::emu::backend::sync_threads_or;
+
 /// `bar.sync id, THREADS`: waits until `THREADS` threads (whole warps)
 /// have arrived at named barrier `id` (1..16; 0 is [`sync_threads`]'s),
 /// and orders their shared-memory accesses. A warpgroup's own barrier:

@@ -174,6 +174,14 @@ impl<T: Element> GlobalOut<T> {
         }
     }
 
+    /// The device address of element `index` (for the `asm!` accesses of
+    /// [`crate::device::atomic`]); not dereferenced here.
+    #[cfg(target_arch = "nvptx64")]
+    #[inline(always)]
+    pub(crate) fn address(self, index: usize) -> *mut T {
+        self.ptr.wrapping_add(index)
+    }
+
     /// Reads element `index` (for `beta * C`).
     ///
     /// # Safety

@@ -4,8 +4,11 @@
 //! Kernels are written against this module, one concept per submodule:
 //!
 //! - [`thread`]: where a thread is (thread, block and grid indices);
-//! - [`barrier`]: `sync_threads`, the block-wide barrier (and, GPU only,
-//!   a warpgroup's named barrier and the warp barrier);
+//! - [`barrier`]: `sync_threads`, the block-wide barrier (with a vote:
+//!   `sync_threads_or`; and, GPU only, a warpgroup's named barrier and
+//!   the warp barrier);
+//! - [`atomic`]: between the blocks of a launch: a device-wide fence,
+//!   tile counters (`atom.add`), reads from L2 of other blocks' stores;
 //! - [`shared`]: tiles carved out of the block's launch-sized shared memory;
 //! - [`global`]: typed views of the kernel's global-memory buffers;
 //! - [`math`]: fused multiply-add (rustc never contracts `a * b + c`);
@@ -33,6 +36,7 @@
 //! [`Gemm`]: crate::gemm::Gemm
 
 pub mod async_copy;
+pub mod atomic;
 pub mod barrier;
 pub mod global;
 pub mod math;
@@ -47,7 +51,7 @@ pub mod warp;
 #[cfg(target_arch = "nvptx64")]
 pub mod wgmma;
 
-pub use barrier::sync_threads;
+pub use barrier::{sync_threads, sync_threads_or};
 pub use global::{GlobalIn, GlobalOut};
 pub use math::fma;
 pub use shared::SharedTile;

@@ -22,7 +22,7 @@ use std::array;
 use std::cell::{Cell, RefCell};
 use std::panic::{Location, PanicHookInfo};
 use std::sync::Arc;
-use std::sync::atomic::Ordering::Relaxed;
+use std::sync::atomic::Ordering::{Relaxed, SeqCst};
 
 use super::block::Block;
 use super::report::{BadAccess, GridThread, Memory, Op, Site};
@@ -84,6 +84,11 @@ fn with<R>(f: impl FnOnce(&mut EmuThread) -> R) -> R {
              on the host, kernels run through kernels_gpu::emu::run_gemm"
         ),
     })
+}
+
+/// The split of the emulated launch this thread belongs to.
+pub(super) fn split() -> super::EmuSplit {
+    with(|t| t.launch.split())
 }
 
 /// The scales of the launch the calling emulated thread belongs to.
@@ -160,6 +165,27 @@ pub fn sync_threads() {
         // Copies still in flight may land in the interval that begins.
         t.copies.log_in_flight(&mut t.log);
     });
+}
+
+/// `__syncthreads_or(pred)`: three of the block's barriers on the host:
+/// the threads whose `pred` holds vote between the first two, every
+/// thread reads the vote between the last two, and thread 0 clears it
+/// after the third (before any thread can vote again).
+#[track_caller]
+pub fn sync_threads_or(pred: bool) -> bool {
+    sync_threads();
+    if pred {
+        with(|t| t.block.vote.store(true, SeqCst));
+    }
+    sync_threads();
+    let any = with(|t| t.block.vote.load(SeqCst));
+    sync_threads();
+    with(|t| {
+        if t.tid == 0 {
+            t.block.vote.store(false, SeqCst);
+        }
+    });
+    any
 }
 
 /// `Ok(())` when `index..index + width` lies in `len` elements and a
@@ -336,6 +362,36 @@ pub mod global {
     #[track_caller]
     pub unsafe fn write(buffer: Buffer, index: usize, value: f32) {
         write_n::<1>(buffer, index, [value]);
+    }
+
+    /// Adds 1 to the counter in word `index` of `buffer` (a `u32` in
+    /// the bits of the emulated C: `emu::run_split`) and returns what it
+    /// held.
+    #[track_caller]
+    pub fn arrive(buffer: Buffer, index: usize) -> u32 {
+        let site = Location::caller();
+        with(|t| {
+            let at = buffer.base + index;
+            if check(at, 1, buffer.len).is_err() {
+                t.bad_access(site, buffer.memory, Op::Store, at, 1, buffer.len);
+                return u32::MAX;
+            }
+            t.launch.arrive(at)
+        })
+    }
+
+    /// Puts the counter in word `index` of `buffer` back to 0.
+    #[track_caller]
+    pub fn reset(buffer: Buffer, index: usize) {
+        let site = Location::caller();
+        with(|t| {
+            let at = buffer.base + index;
+            if check(at, 1, buffer.len).is_err() {
+                t.bad_access(site, buffer.memory, Op::Store, at, 1, buffer.len);
+                return;
+            }
+            t.launch.reset_counter(at)
+        })
     }
 
     /// A second store to an element a thread of the same block stored

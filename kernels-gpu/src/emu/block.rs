@@ -73,6 +73,9 @@ pub(crate) struct Block {
     broken: AtomicBool,
     /// Set when the last thread of the block has exited.
     finished: AtomicBool,
+    /// `sync_threads_or`'s vote: set by the threads whose predicate
+    /// holds, between its first two barriers.
+    pub vote: AtomicBool,
     /// The pool's threads, by linear thread id (set once, before the
     /// first block starts), and the thread that runs the pool.
     threads: OnceLock<Vec<Thread>>,
@@ -167,6 +170,7 @@ impl Pool {
                 .map(|_| AtomicU64::new(0))
                 .collect(),
             broken: AtomicBool::new(false),
+            vote: AtomicBool::new(false),
             finished: AtomicBool::new(false),
             threads: OnceLock::new(),
             coordinator: thread::current(),
@@ -221,6 +225,7 @@ impl Pool {
             sync.collective_waiting = 0;
             block.broken.store(false, Release);
             block.finished.store(false, Release);
+            block.vote.store(false, Release);
             *block.job.write().unwrap_or_else(PoisonError::into_inner) = Some(Job {
                 idx,
                 launch: Arc::clone(launch),

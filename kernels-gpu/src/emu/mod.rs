@@ -294,6 +294,11 @@ pub fn run_fused(
             }
         }
     });
+    report_of(launch)
+}
+
+/// The report of a launch whose threads have all been joined.
+fn report_of(launch: Arc<Launch>) -> EmuReport {
     let launch = Arc::into_inner(launch).expect("every emulated thread has been joined");
     let findings = launch
         .findings
@@ -316,6 +321,117 @@ pub fn run_fused(
         omitted: findings.omitted,
         banks: findings.banks,
     }
+}
+
+/// Runs `body`'s in-launch split entry ([`crate::split`]) on the CPU:
+/// `slices` products of `params` (the call's C, ldc, alpha and beta;
+/// `k_slice` and the slices' strides of A and B), each slice's partial
+/// sums in a plane of a workspace, the last block of each tile adding
+/// them into C with `epilogue`. The workspace (NaN) and the tile
+/// counters (0) lie after C in the emulated C buffer, each view checked
+/// against its own part. Returns the report (its `c` is C alone) and the
+/// counters after the launch, which the launch must leave at 0.
+///
+/// # Panics
+/// As [`run`]; and if the grid has more than `split::MAX_TILES` tiles or
+/// the spec's blocks are not one row of whole warps.
+pub fn run_split(
+    spec: &KernelSpec,
+    body: fn(Gemm),
+    params: &GemmParams,
+    slices: usize,
+    (a, b, c): (&[f32], &[f32], &[f32]),
+    epilogue: &EmuEpilogue,
+) -> (EmuReport, Vec<u32>) {
+    let p = params;
+    let (m, n) = (p.m as usize, p.n as usize);
+    let plane = m * n;
+    let (gx, gy) = spec.launch.grid(m, n);
+    let tiles = gx * gy;
+    assert!(tiles <= crate::split::MAX_TILES, "{tiles} tiles: too many");
+    let (threads, rows) = spec.launch.block_threads;
+    assert!(
+        rows == 1 && threads % 32 == 0,
+        "a split entry's block is one row of whole warps"
+    );
+    for z in 0..slices {
+        let stored = spec.stored(p, p.depth(z as u32));
+        for ((name, len, stride), (r, cols, ld)) in
+            [("A", a.len(), p.stride_a), ("B", b.len(), p.stride_b)]
+                .into_iter()
+                .zip(stored)
+        {
+            let end = z * stride as usize + crate::gemm::span(r, cols, ld) as usize;
+            assert!(
+                len >= end,
+                "{name} must hold {end} floats for these parameters"
+            );
+        }
+    }
+    let c_end = crate::gemm::span(p.m, p.n, p.ldc) as usize;
+    assert!(
+        c.len() >= c_end,
+        "C must hold {c_end} floats for these parameters"
+    );
+    let (ws_at, counters_at) = (c.len(), c.len() + slices * plane);
+    let mut memory = c.to_vec();
+    memory.extend(std::iter::repeat_n(f32::NAN, slices * plane));
+    memory.extend(std::iter::repeat_n(0.0, tiles));
+    install_panic_hook();
+    let launch = Launch::new(
+        spec,
+        p,
+        a.to_vec(),
+        b.to_vec(),
+        &memory,
+        &EmuScales::default(),
+        epilogue,
+    );
+    let view = |base, len| Buffer {
+        memory: Memory::C,
+        base,
+        len,
+    };
+    let part = GemmParams {
+        ldc: p.n,
+        alpha: 1.0,
+        beta: 0.0,
+        stride_c: plane as u64,
+        ..*p
+    };
+    let mut call = launch.gemm(p, 0);
+    call.c = GlobalOut::emulated(view(0, c.len()));
+    let split = EmuSplit {
+        body,
+        call,
+        ws: GlobalOut::emulated(view(ws_at, counters_at)),
+        counters: crate::device::atomic::Counters::emulated(view(counters_at, memory.len())),
+        slices,
+        tile: spec.launch.block_tile,
+        threads: threads as usize,
+    };
+    assert!(launch.split.set(split).is_ok(), "a new launch");
+    thread::scope(|scope| {
+        let pool = Pool::new(scope, launch.block_dims, launch.shared_words, split_entry)
+            .expect("the OS refused a thread for an emulated GPU thread");
+        for z in 0..slices {
+            let mut gemm = launch.gemm(&part, z);
+            gemm.c = GlobalOut::emulated(view(ws_at + z * plane, counters_at));
+            gemm.ep = Epilogue::NONE;
+            for y in 0..gy {
+                for x in 0..gx {
+                    pool.run(&launch, gemm, (x, y));
+                }
+            }
+        }
+    });
+    let mut report = report_of(launch);
+    let counters = report.c[counters_at..]
+        .iter()
+        .map(|x| x.to_bits())
+        .collect();
+    report.c.truncate(c.len());
+    (report, counters)
 }
 
 /// The scales of an emulated FP8 launch ([`run_scaled`]): what an FP8
@@ -429,6 +545,34 @@ pub(crate) struct Launch {
     /// launch-wide thread id plus one.
     c_writer: Vec<AtomicUsize>,
     findings: Mutex<Findings>,
+    /// An in-launch split ([`run_split`]): what its entry adds to the body.
+    split: std::sync::OnceLock<EmuSplit>,
+}
+
+/// What the split entry of an emulated launch ([`run_split`]) passes to
+/// `split::in_launch` besides the slice's own arguments.
+#[derive(Clone, Copy)]
+pub(crate) struct EmuSplit {
+    body: fn(Gemm),
+    call: Gemm,
+    ws: GlobalOut,
+    counters: crate::device::atomic::Counters,
+    slices: usize,
+    tile: Coord,
+    threads: usize,
+}
+
+/// The split entry on the emulator (`gemm_kernel!(name, split ..)` on
+/// the GPU): the body on `part`, then the tile's sum.
+fn split_entry(part: Gemm) {
+    let s = backend::split();
+    // SAFETY: `run_split` laid out the planes and counters the views
+    // address, and every block runs this entry.
+    unsafe {
+        crate::split::in_launch(
+            s.body, part, s.call, s.ws, s.counters, s.slices, s.tile, s.threads,
+        )
+    }
 }
 
 /// A launch's findings so far.
@@ -489,6 +633,7 @@ impl Launch {
             c: c.iter().map(|x| AtomicU32::new(x.to_bits())).collect(),
             c_writer: c.iter().map(|_| AtomicUsize::new(0)).collect(),
             findings: Mutex::new(Findings::default()),
+            split: std::sync::OnceLock::new(),
         })
     }
 
@@ -527,6 +672,11 @@ impl Launch {
             base: 0,
             len,
         }))
+    }
+
+    /// The launch's split ([`run_split`]).
+    pub fn split(&self) -> EmuSplit {
+        *self.split.get().expect("only the split entry asks")
     }
 
     /// Views of the launch's scales, as [`crate::gemm::Scales`] holds them.
@@ -611,6 +761,17 @@ impl Launch {
             };
             self.findings(|f| Findings::keep(&mut f.double_writes, &mut f.omitted, double));
         }
+    }
+
+    /// Adds 1 to the counter in the bits of C's element `index`
+    /// (`emu::run_split`) and returns what it held.
+    pub fn arrive(&self, index: usize) -> u32 {
+        self.c[index].fetch_add(1, Relaxed)
+    }
+
+    /// Puts the counter in C's element `index` back to 0.
+    pub fn reset_counter(&self, index: usize) {
+        self.c[index].store(0, Relaxed);
     }
 
     /// `(block linear id) * threads per block + (thread linear id)`.
