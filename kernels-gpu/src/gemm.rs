@@ -670,11 +670,15 @@ macro_rules! gemm_kernel {
                         super::$name,
                         Gemm::from_raw_batched(a, b, ws, part, EpilogueParams::NONE),
                         Gemm::from_raw(a, b, c, p, ep),
-                        $crate::device::GlobalOut::from_raw(ws),
-                        $crate::device::atomic::Counters::from_raw(s.counters as *mut u32),
-                        $crate::device::grid_dim_z(),
-                        spec.launch.block_tile,
-                        spec.launch.block_threads.0 as usize,
+                        $crate::split::Split {
+                            ws: $crate::device::GlobalOut::from_raw(ws),
+                            counters: $crate::device::atomic::Counters::from_raw(
+                                s.counters as *mut u32,
+                            ),
+                            slices: $crate::device::grid_dim_z(),
+                            tile: spec.launch.block_tile,
+                            threads: spec.launch.block_threads.0 as usize,
+                        },
                     )
                 }
             }

@@ -54,51 +54,58 @@ const _: () = assert!(core::mem::size_of::<SplitParams>() == 16);
 /// (4 bytes each). A call of more tiles splits in two launches.
 pub const MAX_TILES: usize = 16_384;
 
-/// Runs `body` on its slice, `part` (C the slice's plane of `ws`, dense,
-/// alpha 1, beta 0, no epilogue), then [`finish`]es the tile for `call`.
+/// What a split entry adds to its body's arguments: where the slices'
+/// partial sums and the tile counters are, and the launch's geometry.
+#[derive(Clone, Copy, Debug)]
+pub struct Split {
+    /// `slices` dense m x n planes of f32, plane `z` slice `z`'s.
+    pub ws: GlobalOut<f32>,
+    /// At least `gridDim.x * gridDim.y` counters, zero at the launch's
+    /// start; the launch leaves them zero.
+    pub counters: Counters,
+    /// The grid's z.
+    pub slices: usize,
+    /// The block's tile of C, BM x BN at `(blockIdx.y * BM, blockIdx.x *
+    /// BN)`.
+    pub tile: (usize, usize),
+    /// Threads per block, in one row (`blockDim.y == 1`), whole warps.
+    pub threads: usize,
+}
+
+/// Runs `body` on its slice, `part` (C the slice's plane of the
+/// workspace, dense, alpha 1, beta 0, no epilogue), then [`finish`]es
+/// the tile for `call`.
 ///
 /// # Safety
 /// As [`finish`]; `part` as the body's own contract requires.
 #[inline(always)]
 #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
-pub unsafe fn in_launch(
-    body: impl FnOnce(Gemm),
-    part: Gemm,
-    call: Gemm,
-    ws: GlobalOut<f32>,
-    counters: Counters,
-    slices: usize,
-    tile: (usize, usize),
-    threads: usize,
-) {
+pub unsafe fn in_launch(body: impl FnOnce(Gemm), part: Gemm, call: Gemm, split: Split) {
     body(part);
     // SAFETY: forwarded from this function's contract.
-    unsafe { finish(call, ws, counters, slices, tile, threads) }
+    unsafe { finish(call, split) }
 }
 
-/// After the block stored its slice's plane of its tile (`tile` = BM x BN
-/// of C at `(blockIdx.y * BM, blockIdx.x * BN)`): arrive at the tile's
-/// counter, and if this block is the last of the `slices` to, store the
-/// tile of C from the planes of `ws`, `call`'s scalars and epilogue.
+/// After the block stored its slice's plane of its tile: arrive at the
+/// tile's counter, and if this block is the last of the `slices` to,
+/// store the tile of C from the planes, with `call`'s scalars and
+/// epilogue.
 ///
 /// # Safety
-/// Every thread of the block calls it (barriers), the block's `threads`
-/// threads in one row (`blockDim.y == 1`), whole warps; `ws` holds
-/// `slices` dense m x n planes (`call`'s m and n), of which every block
-/// of the launch stores its tile's part of plane `blockIdx.z` before the
-/// call; `counters` holds at least `gridDim.x * gridDim.y` counters, zero
-/// at the launch's start; `call` is the call's C (as `Gemm::store_c`
-/// requires) with its epilogue.
+/// Every thread of the block calls it (barriers); `split` is as
+/// [`Split`] says, and every block of the launch stores its tile's part
+/// of plane `blockIdx.z` before the call; `call` is the call's C (as
+/// `Gemm::store_c` requires) with its epilogue, of the planes' m and n.
 #[inline(always)]
 #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
-pub unsafe fn finish(
-    call: Gemm,
-    ws: GlobalOut<f32>,
-    counters: Counters,
-    slices: usize,
-    (bm, bn): (usize, usize),
-    threads: usize,
-) {
+pub unsafe fn finish(call: Gemm, split: Split) {
+    let Split {
+        ws,
+        counters,
+        slices,
+        tile: (bm, bn),
+        threads,
+    } = split;
     // This thread's stores of the plane, seen by the GPU before the count.
     fence();
     sync_threads();

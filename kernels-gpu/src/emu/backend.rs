@@ -366,32 +366,16 @@ pub mod global {
 
     /// Adds 1 to the counter in word `index` of `buffer` (a `u32` in
     /// the bits of the emulated C: `emu::run_split`) and returns what it
-    /// held.
+    /// held (`u32::MAX` for a word outside the buffer, reported).
     #[track_caller]
     pub fn arrive(buffer: Buffer, index: usize) -> u32 {
-        let site = Location::caller();
-        with(|t| {
-            let at = buffer.base + index;
-            if check(at, 1, buffer.len).is_err() {
-                t.bad_access(site, buffer.memory, Op::Store, at, 1, buffer.len);
-                return u32::MAX;
-            }
-            t.launch.arrive(at)
-        })
+        store_1(buffer, index, Location::caller(), |t, at| t.launch.arrive(at)).unwrap_or(u32::MAX)
     }
 
     /// Puts the counter in word `index` of `buffer` back to 0.
     #[track_caller]
     pub fn reset(buffer: Buffer, index: usize) {
-        let site = Location::caller();
-        with(|t| {
-            let at = buffer.base + index;
-            if check(at, 1, buffer.len).is_err() {
-                t.bad_access(site, buffer.memory, Op::Store, at, 1, buffer.len);
-                return;
-            }
-            t.launch.reset_counter(at)
-        })
+        store_1(buffer, index, Location::caller(), |t, at| t.launch.reset_counter(at));
     }
 
     /// A second store to an element a thread of the same block stored
@@ -399,13 +383,27 @@ pub mod global {
     #[track_caller]
     pub fn rewrite(buffer: Buffer, index: usize, value: f32) {
         let site = Location::caller();
+        store_1(buffer, index, site, |t, at| {
+            t.launch.rewrite_c(at, value, t.block_idx, t.thread, site)
+        });
+    }
+
+    /// `f` on the calling thread and the launch-wide index of element
+    /// `index` of `buffer`, a one-word store at `site`; `None` (and a bad
+    /// access reported) where the element is outside the buffer.
+    fn store_1<R>(
+        buffer: Buffer,
+        index: usize,
+        site: Site,
+        f: impl FnOnce(&EmuThread, usize) -> R,
+    ) -> Option<R> {
         with(|t| {
             let at = buffer.base + index;
             if check(at, 1, buffer.len).is_err() {
                 t.bad_access(site, buffer.memory, Op::Store, at, 1, buffer.len);
-                return;
+                return None;
             }
-            t.launch.rewrite_c(at, value, t.block_idx, t.thread, site);
+            Some(f(t, at))
         })
     }
 

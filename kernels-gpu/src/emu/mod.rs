@@ -404,11 +404,13 @@ pub fn run_split(
     let split = EmuSplit {
         body,
         call,
-        ws: GlobalOut::emulated(view(ws_at, counters_at)),
-        counters: crate::device::atomic::Counters::emulated(view(counters_at, memory.len())),
-        slices,
-        tile: spec.launch.block_tile,
-        threads: threads as usize,
+        split: crate::split::Split {
+            ws: GlobalOut::emulated(view(ws_at, counters_at)),
+            counters: crate::device::atomic::Counters::emulated(view(counters_at, memory.len())),
+            slices,
+            tile: spec.launch.block_tile,
+            threads: threads as usize,
+        },
     };
     assert!(launch.split.set(split).is_ok(), "a new launch");
     thread::scope(|scope| {
@@ -555,11 +557,7 @@ pub(crate) struct Launch {
 pub(crate) struct EmuSplit {
     body: fn(Gemm),
     call: Gemm,
-    ws: GlobalOut,
-    counters: crate::device::atomic::Counters,
-    slices: usize,
-    tile: Coord,
-    threads: usize,
+    split: crate::split::Split,
 }
 
 /// The split entry on the emulator (`gemm_kernel!(name, split ..)` on
@@ -568,11 +566,7 @@ fn split_entry(part: Gemm) {
     let s = backend::split();
     // SAFETY: `run_split` laid out the planes and counters the views
     // address, and every block runs this entry.
-    unsafe {
-        crate::split::in_launch(
-            s.body, part, s.call, s.ws, s.counters, s.slices, s.tile, s.threads,
-        )
-    }
+    unsafe { crate::split::in_launch(s.body, part, s.call, s.split) }
 }
 
 /// A launch's findings so far.
