@@ -3,7 +3,7 @@
 //! Step 14 splits K over the grid's z (product `z` is slice `z`, its
 //! partial sums plane `z` of a workspace) and adds the planes in a second
 //! launch (`k14_split_k::reduce_slices`). On a small C over a long K (a
-//! matrix-vector product 40,000 deep: the whole call takes 10-20 us) that
+//! matrix-vector product 40,000 deep, a call of a few microseconds) that
 //! second launch, its wait for the first and its own pass are a good
 //! part of the time.
 //!
@@ -24,7 +24,7 @@
 //! floats per thread, one at a time, and keeps step 14's reduction.
 //!
 //! Prediction: a long-K GEMV with split-K loses the reduction launch and
-//! its gap (2-4 us of a 15 us call). Measured: the suite's long-K family
+//! its gap, a launch's latency or two. Measured: the suite's long-K family
 //! (`cargo xtask bench --suite --random SEED`; docs/measurements.md).
 
 use crate::device::atomic::{Counters, fence};

@@ -369,13 +369,18 @@ pub mod global {
     /// held (`u32::MAX` for a word outside the buffer, reported).
     #[track_caller]
     pub fn arrive(buffer: Buffer, index: usize) -> u32 {
-        store_1(buffer, index, Location::caller(), |t, at| t.launch.arrive(at)).unwrap_or(u32::MAX)
+        store_1(buffer, index, Location::caller(), |t, at| {
+            t.launch.arrive(at)
+        })
+        .unwrap_or(u32::MAX)
     }
 
     /// Puts the counter in word `index` of `buffer` back to 0.
     #[track_caller]
     pub fn reset(buffer: Buffer, index: usize) {
-        store_1(buffer, index, Location::caller(), |t, at| t.launch.reset_counter(at));
+        store_1(buffer, index, Location::caller(), |t, at| {
+            t.launch.reset_counter(at)
+        });
     }
 
     /// A second store to an element a thread of the same block stored
