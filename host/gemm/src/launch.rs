@@ -194,7 +194,7 @@ impl Kernel {
             )));
         }
         let cfg = launch_config(self.spec, call, self.shared_bytes, gpu.info.sms as usize)?;
-        if let Some(split) = call.split {
+        if call.split.is_some() {
             let Some(func) = &self.split_func else {
                 return Err(HostError::BadShape(format!(
                     "kernel {} has no entry that splits K inside one launch; split it in two \
@@ -203,11 +203,12 @@ impl Kernel {
                 )));
             };
             // SAFETY: a split entry takes (A, B, C, GemmParams,
-            // EpilogueParams, SplitParams) (`gemm_kernel!(name, split ..)`);
-            // grid and block from the kernel's spec, `batch` slices; the
-            // buffers, the workspace's planes and the counters are as this
-            // function's contract says.
-            return unsafe { launch_split(gpu, func, cfg, call, split, &self.label) };
+            // EpilogueParams, SplitParams) (`gemm_kernel!(name, split ..)`,
+            // f32 pointer kernels: no maps, no scales); grid and block from
+            // the kernel's spec, `batch` slices; the buffers, the
+            // workspace's planes and the counters are as this function's
+            // contract says.
+            return unsafe { launch_gemm(gpu, func, cfg, call, None, None, &self.label) };
         }
         // An FP8 kernel's entry takes the scales last
         // (gemm_kernel!(name, scaled)).
@@ -379,7 +380,9 @@ pub fn launch_config(
 /// Rust GEMM entry (`gemm_kernel!`); with `maps`, `func(A, B, C, params,
 /// maps, epilogue)` (a TMA kernel, `gemm_kernel!(name, tensor_maps)`),
 /// and with `scales` too, `func(A, B, C, params, maps, scales, epilogue)`
-/// (an FP8 kernel, `gemm_kernel!(name, scaled)`). The CUDA C++ twins
+/// (an FP8 kernel, `gemm_kernel!(name, scaled)`); with `call.split`,
+/// `func(A, B, C, params, epilogue, split)` (a split entry,
+/// `gemm_kernel!(name, split ..)`, `call.batch` slices). The CUDA C++ twins
 /// declare the same parameters but the epilogue, and the driver passes
 /// an entry the parameters it declares: the same launch serves them.
 ///
@@ -389,7 +392,9 @@ pub fn launch_config(
 /// the tensor maps the kernel expects, made for these buffers and this
 /// problem, each non-zero address of `scales` holds an f32, and the
 /// epilogue's bias and scales, where its flags name them, hold `m` or
-/// `n` f32s (their dimension's).
+/// `n` f32s (their dimension's); with `call.split`, its workspace holds
+/// `batch` dense m x n planes of f32 and its counters at least the grid's
+/// x times y, zero.
 pub unsafe fn launch_gemm(
     gpu: &Gpu,
     func: &CudaFunction,
@@ -411,6 +416,10 @@ pub unsafe fn launch_gemm(
         launch.arg(scales);
     }
     launch.arg(&epilogue);
+    let split = call.split.map(SplitArg);
+    if let Some(split) = &split {
+        launch.arg(split);
+    }
     // SAFETY: forwarded from this function's contract.
     unsafe { launch.launch(cfg) }
         .map(|_| ())
@@ -428,41 +437,6 @@ struct SplitArg(SplitParams);
 // SAFETY: SplitParams is #[repr(C)] plain data (two u64 device
 // addresses): the struct the split entries declare last.
 unsafe impl DeviceRepr for SplitArg {}
-
-/// Enqueues `func(A, B, C, params, epilogue, split)`: a split entry
-/// (`gemm_kernel!(name, split ..)`), `call.batch` slices of K.
-///
-/// # Safety
-/// As [`launch_gemm`], and `split` addresses a workspace of `batch`
-/// dense m x n planes of f32 and the tile counters (at least the grid's
-/// x times y, zero).
-unsafe fn launch_split(
-    gpu: &Gpu,
-    func: &CudaFunction,
-    cfg: LaunchConfig,
-    call: &GemmCall,
-    split: SplitParams,
-    name: &str,
-) -> Result<(), HostError> {
-    let params = Params(call.params);
-    let epilogue = EpilogueArg(call.epilogue);
-    let split = SplitArg(split);
-    let mut launch = gpu.stream.launch_builder(func);
-    launch
-        .arg(&call.a)
-        .arg(&call.b)
-        .arg(&call.c)
-        .arg(&params)
-        .arg(&epilogue)
-        .arg(&split);
-    // SAFETY: forwarded from this function's contract.
-    unsafe { launch.launch(cfg) }
-        .map(|_| ())
-        .map_err(|source| HostError::LaunchFailed {
-            kernel: name.into(),
-            source,
-        })
-}
 
 /// The kernel's grid for `batch` products of `m x n`, or an error when
 /// CUDA cannot launch it (at most 65,535 rows of blocks and 65,535
