@@ -253,32 +253,17 @@ pub fn run_fused(
     epilogue: &EmuEpilogue,
 ) -> EmuReport {
     let p = params;
-    for z in 0..batch {
-        let stored = spec.stored(p, p.depth(z as u32));
-        for ((name, len, stride), (rows, cols, ld)) in [
+    assert_buffers(
+        spec,
+        p,
+        batch,
+        [
             ("A", a.len(), p.stride_a),
             ("B", b.len(), p.stride_b),
             ("C", c.len(), p.stride_c),
-        ]
-        .into_iter()
-        .zip(stored)
-        {
-            let end = z * stride as usize + crate::gemm::span(rows, cols, ld) as usize;
-            assert!(
-                len >= end,
-                "{name} must hold {end} floats for these parameters"
-            );
-        }
-    }
-    for (what, v) in [("bias", &epilogue.bias), ("scales", &epilogue.scale)] {
-        if let Some((v, per)) = v {
-            let len = per.len(p.m as usize, p.n as usize);
-            assert!(
-                v.len() >= len,
-                "the epilogue's {what} must hold {len} floats"
-            );
-        }
-    }
+        ],
+        epilogue,
+    );
     install_panic_hook();
     let launch = Launch::new(spec, p, a.to_vec(), b.to_vec(), c, scales, epilogue);
     let (gx, gy) = launch.grid;
@@ -354,24 +339,17 @@ pub fn run_split(
         rows == 1 && threads % 32 == 0,
         "a split entry's block is one row of whole warps"
     );
-    for z in 0..slices {
-        let stored = spec.stored(p, p.depth(z as u32));
-        for ((name, len, stride), (r, cols, ld)) in
-            [("A", a.len(), p.stride_a), ("B", b.len(), p.stride_b)]
-                .into_iter()
-                .zip(stored)
-        {
-            let end = z * stride as usize + crate::gemm::span(r, cols, ld) as usize;
-            assert!(
-                len >= end,
-                "{name} must hold {end} floats for these parameters"
-            );
-        }
-    }
-    let c_end = crate::gemm::span(p.m, p.n, p.ldc) as usize;
-    assert!(
-        c.len() >= c_end,
-        "C must hold {c_end} floats for these parameters"
+    // One C for every slice (stride 0): the call's.
+    assert_buffers(
+        spec,
+        p,
+        slices,
+        [
+            ("A", a.len(), p.stride_a),
+            ("B", b.len(), p.stride_b),
+            ("C", c.len(), 0),
+        ],
+        epilogue,
     );
     let (ws_at, counters_at) = (c.len(), c.len() + slices * plane);
     let mut memory = c.to_vec();
@@ -434,6 +412,37 @@ pub fn run_split(
         .collect();
     report.c.truncate(c.len());
     (report, counters)
+}
+
+/// Panics unless each buffer of `lens` (name, length, batch stride)
+/// holds what `batch` products of `p` read or write there, and the
+/// epilogue's vectors hold a value per row or column of C.
+fn assert_buffers(
+    spec: &KernelSpec,
+    p: &GemmParams,
+    batch: usize,
+    lens: [(&str, usize, u64); 3],
+    epilogue: &EmuEpilogue,
+) {
+    for z in 0..batch {
+        let stored = spec.stored(p, p.depth(z as u32));
+        for ((name, len, stride), (rows, cols, ld)) in lens.into_iter().zip(stored) {
+            let end = z * stride as usize + crate::gemm::span(rows, cols, ld) as usize;
+            assert!(
+                len >= end,
+                "{name} must hold {end} floats for these parameters"
+            );
+        }
+    }
+    for (what, v) in [("bias", &epilogue.bias), ("scales", &epilogue.scale)] {
+        if let Some((v, per)) = v {
+            let len = per.len(p.m as usize, p.n as usize);
+            assert!(
+                v.len() >= len,
+                "the epilogue's {what} must hold {len} floats"
+            );
+        }
+    }
 }
 
 /// The scales of an emulated FP8 launch ([`run_scaled`]): what an FP8
