@@ -1,9 +1,10 @@
 //! Multiplies matrices on the GPU through the library, as another Rust
 //! program would: `cargo run --release -p rust-gemm --example sgemm`.
 //!
-//! Six f32 calls on the same handle: a plain product, one with B
+//! Seven f32 calls on the same handle: a plain product, one with B
 //! transposed and alpha/beta, one with A transposed, one with both, a
-//! strided batch, and a deep one that `Auto` splits along K; then BF16
+//! strided batch, a deep one that `Auto` splits along K, and one column
+//! over a very long K (step 16, its K split inside one launch); then BF16
 //! and FP16 calls (`half::bf16`, `half::f16` buffers) with C in f32 or in
 //! the inputs' type, in every layout and as a batch. Each result is
 //! compared with a product computed here on the CPU. Without a GPU it
@@ -95,6 +96,9 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         ),
         // A small C over a long K: Auto splits K.
         ("C = A B, 128 x 128 x 4096", GemmConfig::new(128, 128, 4096)),
+        // One column over a very long K: step 16's split entry, whose
+        // slices and their sum run in one launch.
+        ("C = A B, 25 x 1 x 40520", GemmConfig::new(25, 1, 40520)),
     ];
     for (what, cfg) in &calls {
         call::<f32, f32>(&sgemm, &stream, what, cfg, |x| x, |x| x)?;
