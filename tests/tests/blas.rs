@@ -820,6 +820,15 @@ fn auto_takes_the_matrix_vector_kernel_for_a_column_of_c_only() {
     // no tile.
     let column = model(&GemmConfig::new(30_000, 1, 3_000));
     assert_eq!(column.kernel.name, "gemv_warp_8x1", "{column}");
+    // A few rows over a long K (the sgemm example's last f32 call): step
+    // 16 with K split, inside its one launch.
+    let cfg = GemmConfig::new(25, 1, 40_520);
+    let deep = model(&cfg);
+    assert_eq!(deep.kernel.name, "gemv_warp_8x1", "{deep}");
+    assert!(deep.split_k > 1, "{deep}");
+    let plan = blas::plan(&cfg, lens(&cfg)).unwrap();
+    let launches: Vec<_> = blas::steps(&plan, deep).list().collect();
+    assert!(launches.len() == 1 && launches[0].in_launch, "{deep}");
     // Many columns: step 16 would read A once per column. (A batch of 8
     // products of 64^3 fills 4 of 132 SMs with the smallest tiles; the
     // model once charged that partial wave as a full one, 32 blocks per
