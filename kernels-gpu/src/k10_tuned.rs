@@ -65,13 +65,9 @@
 //! main loop of `128x128x8_w64x64` issues each row's LDS.128 among the
 //! previous row's FFMAs, and the LDG.128s just before the BAR.
 //!
-//! Edges: as step 06. The vector loads need the block inside C and
-//! 16-byte aligned rows (`Gemm::vec4`); other blocks take the guarded
-//! path (zeros staged outside A and B). Where K % BK != 0, the last tile
-//! of K is read element by element (zeros past K) in every block, and
-//! only it: a K off the tiles sent every block down the guarded path
-//! for all of K, and a random K is off BK = 16 fifteen times in
-//! sixteen. A block inside C whose
+//! Edges: as step 06. The vector loads need the block inside C, K % BK
+//! == 0 and 16-byte aligned rows (`Gemm::vec4`); other blocks take the
+//! guarded path (zeros staged outside A and B). A block inside C whose
 //! rows start on 16 bytes (`Gemm::vec4_c`) stores 128 bits at a time,
 //! guarded or not; others store one value at a time, inside C only. With
 //! B stored transposed the vector loads ask only A's and B's rows on 16
@@ -271,7 +267,7 @@ fn tuned<
     // B stored transposed, C's alignment decides how the block stores
     // (`body`), not how it loads (see the header: "Edges").
     let aligned = if TB { g.rows16() } else { g.vec4() };
-    if row0 + BM <= g.m && col0 + BN <= g.n && aligned {
+    if row0 + BM <= g.m && col0 + BN <= g.n && g.k.is_multiple_of(BK) && aligned {
         body::<BM, BN, BK, WM_ITERS, WN_ITERS, A_LD, B_LD, TA, TB, false>(g, row0, col0);
     } else {
         body::<BM, BN, BK, WM_ITERS, WN_ITERS, A_LD, B_LD, TA, TB, true>(g, row0, col0);
@@ -388,8 +384,8 @@ pub const SPECS: &[KernelSpec] = &[
 ];
 
 /// The block at `(row0, col0)` of C. With `GUARD = false` the caller
-/// guarantees the block lies inside C and `g.rows16()` (`g.vec4()`
-/// unless `TB`); a tile past K's end is read guarded all the same.
+/// guarantees the block lies inside C, `K % BK == 0` and `g.rows16()`
+/// (`g.vec4()` unless `TB`).
 #[inline(always)]
 fn body<
     const BM: usize,
@@ -457,10 +453,6 @@ fn body<
     // Tile `tile` of K covers k0 = tile * BK .. + BK. Global loads of one
     // tile into registers, indexed from the tile's k0.
     let fetch = |k0: usize, a_idx: usize, b_idx: usize| {
-        // A tile that ends past K (the last, where K % BK != 0) reads
-        // element by element, zeros past K, in an interior block too.
-        // Block-uniform.
-        let guard = GUARD || k0 + BK > g.k;
         let mut a_vecs = [[0.0f32; 4]; MAX_VECS];
         let mut b_vecs = [[0.0f32; 4]; MAX_VECS];
         unroll!(Params::new(BM, BN, BK, WM_ITERS, WN_ITERS).a_vecs(); 4, |i| {
@@ -468,19 +460,16 @@ fn body<
             // The float4's first element in A as stored, and its bounds.
             let (row, rows, col, cols) =
                 if TA { (k0 + r, g.k, row0 + a_c, g.m) } else { (row0 + r, g.m, k0 + a_c, g.k) };
-            let at = ((row, rows), (col, cols), a_idx + i * a_stride);
             // SAFETY: unguarded only for interior blocks of aligned shapes
-            // (see `tuned`) and tiles inside K: row and 4 columns inside
-            // A, index % 4 == 0.
-            a_vecs[i] = unsafe { fetch4(g, g.a, at, guard) };
+            // (see `tuned`): row and 4 columns inside A, index % 4 == 0.
+            a_vecs[i] = unsafe { g.read4::<GUARD>(g.a, (row, rows), (col, cols), a_idx + i * a_stride) };
         });
         unroll!(Params::new(BM, BN, BK, WM_ITERS, WN_ITERS).b_vecs(); 4, |i| {
             let r = b_r + i * b_row_stride;
             let (row, rows, col, cols) =
                 if TB { (col0 + r, g.n, k0 + b_c, g.k) } else { (k0 + r, g.k, col0 + b_c, g.n) };
-            let at = ((row, rows), (col, cols), b_idx + i * b_stride);
             // SAFETY: as for A.
-            b_vecs[i] = unsafe { fetch4(g, g.b, at, guard) };
+            b_vecs[i] = unsafe { g.read4::<GUARD>(g.b, (row, rows), (col, cols), b_idx + i * b_stride) };
         });
         (a_vecs, b_vecs)
     };
@@ -620,8 +609,8 @@ fn body<
 
     // A block stores 128 bits at a time where it lies inside C and C's
     // rows start on 16 bytes, guarded or not (a guarded block inside an
-    // aligned C: A's or B's rows off 16 bytes); one value at a time
-    // otherwise (C's rows off 16 bytes: with
+    // aligned C: K not a multiple of BK, what a short K spends most of its
+    // time on); one value at a time otherwise (C's rows off 16 bytes: with
     // B transposed, an unguarded block too, whose loads stay 128-bit).
     // Block-uniform.
     let scalar_stores =
@@ -650,25 +639,4 @@ fn body<
             });
         });
     });
-}
-
-/// [`Gemm::read4`], guarded (element by element, zeros outside the
-/// matrix) where `guard`: a run-time choice between its two forms.
-///
-/// # Safety
-/// As [`Gemm::read4`]'s with `GUARD = guard`.
-#[inline(always)]
-unsafe fn fetch4(
-    g: Gemm,
-    m: crate::device::GlobalIn,
-    (row, col, idx): ((usize, usize), (usize, usize), usize),
-    guard: bool,
-) -> [f32; 4] {
-    if guard {
-        // SAFETY: guarded: any indices.
-        unsafe { g.read4::<true>(m, row, col, idx) }
-    } else {
-        // SAFETY: forwarded (the caller's contract).
-        unsafe { g.read4::<false>(m, row, col, idx) }
-    }
 }
