@@ -530,6 +530,59 @@ impl<A: Element, B: Element> Gemm<A, B, f32> {
         unsafe { self.c.write(idx, v) };
     }
 
+    /// `C[idx]` as it is, for [`Self::store_c_over`]: a kernel that
+    /// stores many values reads all the old ones it blends first, then
+    /// stores (`beta != 0` only). Read and stored in pairs, each read
+    /// waits for the store before it, which the compiler cannot prove
+    /// lands elsewhere (rows `ldc` apart), so every pair costs a trip to
+    /// memory (step 10: docs/measurements.md, forty-third session).
+    ///
+    /// # Safety
+    /// `idx` is that of an element of C.
+    #[inline(always)]
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    pub unsafe fn old_c(self, idx: usize) -> f32 {
+        // SAFETY: inside C (the contract).
+        unsafe { self.c.read(idx) }
+    }
+
+    /// [`Self::old_c`] for `C[idx..idx + 4]` as one 128-bit access.
+    ///
+    /// # Safety
+    /// As [`Self::store_c4`].
+    #[inline(always)]
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    pub unsafe fn old_c4(self, idx: usize) -> [f32; 4] {
+        // SAFETY: inside C and aligned (the contract).
+        unsafe { self.c.read4(idx) }
+    }
+
+    /// [`Self::store_c`] with `C[idx]`'s old value `old` read before
+    /// ([`Self::old_c`]; not used when `beta == 0`).
+    ///
+    /// # Safety
+    /// As [`Self::store_c`].
+    #[inline(always)]
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    pub unsafe fn store_c_over(self, idx: usize, acc: f32, old: f32) {
+        let [v] = self.blend([acc], || [old]);
+        // SAFETY: inside C, this thread's own element (the contract).
+        unsafe { self.c.write(idx, v) };
+    }
+
+    /// [`Self::store_c4`] with the old values `old` read before
+    /// ([`Self::old_c4`]; not used when `beta == 0`).
+    ///
+    /// # Safety
+    /// As [`Self::store_c4`].
+    #[inline(always)]
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    pub unsafe fn store_c4_over(self, idx: usize, acc: [f32; 4], old: [f32; 4]) {
+        let v = self.blend(acc, || old);
+        // SAFETY: inside C, aligned, this thread's own elements.
+        unsafe { self.c.write4(idx, v) };
+    }
+
     /// [`Self::store_c`] for `C[idx..idx + 2]` as 64-bit accesses.
     ///
     /// # Safety

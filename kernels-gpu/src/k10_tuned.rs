@@ -79,7 +79,11 @@
 //! comes with an odd `ldb`, and the scalar stores in the unguarded body
 //! slowed the guarded body of the 255-register tiles (measured:
 //! docs/measurements.md, thirty-sixth session); their entries are as
-//! before. Block-uniform; both paths reach the same barriers.
+//! before. Block-uniform; both paths reach the same barriers. With
+//! `beta != 0` each row of pieces reads all its old values of C before
+//! it stores any (`Gemm::old_c`): read and stored in pairs, each pair
+//! waited out a trip to memory (docs/measurements.md, forty-third
+//! session).
 //!
 //! Layouts (for the library's transposed calls): `TA` and `TB` read A or
 //! B stored transposed. An operand whose stored rows run along K (A as it
@@ -615,7 +619,30 @@ fn body<
     // Block-uniform.
     let scalar_stores =
         (GUARD || TB) && !(row0 + BM <= g.m && col0 + BN <= g.n && g.vec4_c());
+    // Where C is blended (`beta != 0`), each row of pieces reads all its
+    // old values of C before it stores any (`Gemm::old_c`).
+    let blends = g.beta != 0.0;
     unroll!(WM_ITERS; 4, |mi| {
+        let mut old = [[[0.0f32; TN]; WN_ITERS]; TM];
+        if blends {
+            unroll!(TM; 4, |i| {
+                let row = row0 + m_base + mi * SUB_M + i;
+                unroll!(WN_ITERS; 4, |ni| {
+                    let col = col0 + n_base + ni * SUB_N;
+                    if scalar_stores {
+                        unroll!(TN; 4, |j| {
+                            if row < g.m && col + j < g.n {
+                                // SAFETY: row < m and col + j < n.
+                                old[i][ni][j] = unsafe { g.old_c(row * g.ldc + col + j) };
+                            }
+                        });
+                    } else {
+                        // SAFETY: as for the 128-bit store below.
+                        old[i][ni] = unsafe { g.old_c4(row * g.ldc + col) };
+                    }
+                });
+            });
+        }
         unroll!(TM; 4, |i| {
             let row = row0 + m_base + mi * SUB_M + i;
             unroll!(WN_ITERS; 4, |ni| {
@@ -626,7 +653,7 @@ fn body<
                         if row < g.m && col + j < g.n {
                             // SAFETY: row < m and col + j < n; this thread
                             // alone owns C[row][col + j].
-                            unsafe { g.store_c(row * g.ldc + col + j, out[j]) };
+                            unsafe { g.store_c_over(row * g.ldc + col + j, out[j], old[i][ni][j]) };
                         }
                     });
                 } else {
@@ -634,7 +661,7 @@ fn body<
                     // col + 4 <= n; ldc % 4 == 0 and C 16-byte aligned
                     // (vec4_c above) and col % 4 == 0 keep the index a
                     // multiple of 4; one owner thread.
-                    unsafe { g.store_c4(row * g.ldc + col, out) };
+                    unsafe { g.store_c4_over(row * g.ldc + col, out, old[i][ni]) };
                 }
             });
         });

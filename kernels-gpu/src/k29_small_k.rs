@@ -39,7 +39,10 @@
 //! where the four columns are inside C and C's rows are on 16 bytes
 //! ([`Gemm::vec4_c`]), one float at a time otherwise. Batches and split-K
 //! come from the entry (`gemm_kernel!`); the fused epilogue is the block's
-//! pass over its tile ([`Gemm::fuse_block`]).
+//! pass over its tile ([`Gemm::fuse_block`]). With `beta != 0` a thread
+//! reads the old values of C of half its rows before it stores any of
+//! them ([`Gemm::old_c`]): read and stored in pairs, each pair waited out
+//! a trip to memory (docs/measurements.md, forty-third session).
 //!
 //! Prediction (H200): with K <= 32, C written at 3-4 TB/s, 1.2-1.6x
 //! cuBLAS SGEMM on the random suite's batched small-K calls (1701 x 1461
@@ -267,25 +270,56 @@ fn small_k_tile<const TA: bool, const TB: bool, const VEC: bool>(g: Gemm) {
         k0 += KC as u32;
     }
 
-    unroll!(TM; 8, |i| {
-        let row = row0 + (r0 + i) as u32;
-        if row < m {
-            let col = col0 + cols[0] as u32;
-            if VEC && col + 4 <= n {
-                // SAFETY: row < m and col + 4 <= n; col and ldc are multiples
-                // of 4 and C is 16-byte aligned (vec4_c, which chose VEC);
-                // this thread alone owns these four elements.
-                unsafe { g.store_c4(offset32(row, ldc, col), acc[i]) };
-            } else {
-                unroll!(4; 4, |j| {
-                    let col = col0 + cols[j] as u32;
-                    if col < n {
-                        // SAFETY: row < m and col < n; this thread's own.
-                        unsafe { g.store_c(offset32(row, ldc, col), acc[i][j]) };
+    // Where C is blended (`beta != 0`), the thread reads the old values
+    // of C of half its rows before it stores any of them
+    // (`Gemm::old_c`); half, so that they take no more registers than
+    // the block had without them (all eight rows' cost a block per SM:
+    // docs/measurements.md, forty-third session).
+    unroll!(2; 2, |half| {
+        let mut old = [[0.0f32; 4]; TM / 2];
+        if g.beta != 0.0 {
+            unroll!(TM / 2; 4, |h| {
+                let i = half * (TM / 2) + h;
+                let row = row0 + (r0 + i) as u32;
+                if row < m {
+                    let col = col0 + cols[0] as u32;
+                    if VEC && col + 4 <= n {
+                        // SAFETY: as for the 128-bit store below.
+                        old[h] = unsafe { g.old_c4(offset32(row, ldc, col)) };
+                    } else {
+                        unroll!(4; 4, |j| {
+                            let col = col0 + cols[j] as u32;
+                            if col < n {
+                                // SAFETY: row < m and col < n.
+                                old[h][j] = unsafe { g.old_c(offset32(row, ldc, col)) };
+                            }
+                        });
                     }
-                });
-            }
+                }
+            });
         }
+        unroll!(TM / 2; 4, |h| {
+            let i = half * (TM / 2) + h;
+            let row = row0 + (r0 + i) as u32;
+            if row < m {
+                let col = col0 + cols[0] as u32;
+                if VEC && col + 4 <= n {
+                    // SAFETY: row < m and col + 4 <= n; col and ldc are
+                    // multiples of 4 and C is 16-byte aligned (vec4_c,
+                    // which chose VEC); this thread alone owns these four
+                    // elements.
+                    unsafe { g.store_c4_over(offset32(row, ldc, col), acc[i], old[h]) };
+                } else {
+                    unroll!(4; 4, |j| {
+                        let col = col0 + cols[j] as u32;
+                        if col < n {
+                            // SAFETY: row < m and col < n; this thread's own.
+                            unsafe { g.store_c_over(offset32(row, ldc, col), acc[i][j], old[h][j]) };
+                        }
+                    });
+                }
+            }
+        });
     });
     // SAFETY: every thread gets here, after storing its part of the
     // block's tile (the fused epilogue's pass, nothing when plain).

@@ -594,7 +594,12 @@ fn run_case(
     for cand in sgemm
         .candidates_in(cfg.compute)?
         .iter()
-        .filter(|c| plan.read_as(c.spec).is_some())
+        // Those that can run this call: its layouts, and its batch (the
+        // TF32 kernels of steps 11-13 take one product per launch).
+        .filter(|c| {
+            plan.read_as(c.spec)
+                .is_some_and(|read| c.spec.unsupported(&read.params, plan.batch).is_none())
+        })
     {
         // Only the FP32 pointer kernels split K.
         let splitting = cand.spec.elems == Elems::FP32
