@@ -105,7 +105,9 @@ impl Params {
     }
     /// The spec of an instance of steps 13, 17 and 18, which differ in
     /// what they say and in B's boxes: `b` (rows, columns) of B (or of B^T
-    /// with `b_transposed`), with the 128-byte swizzle or without.
+    /// where B^T is what the map describes: step 17), with the 128-byte
+    /// swizzle or without; what the launch copies first (`copy`), and the
+    /// layouts of A and B the call gives (`ops`).
     pub(crate) const fn spec(
         self,
         name: &'static str,
@@ -113,7 +115,8 @@ impl Params {
         summary: &'static str,
         b: (usize, usize),
         b_swizzle_128: bool,
-        b_transposed: bool,
+        copy: TmaCopy,
+        ops: Ops,
     ) -> KernelSpec {
         self.check();
         KernelSpec {
@@ -136,14 +139,10 @@ impl Params {
                 b: (b.0 as u32, b.1 as u32),
                 a_swizzle_128: true,
                 b_swizzle_128,
-                copy: if b_transposed {
-                    TmaCopy::TransposedB
-                } else {
-                    TmaCopy::AsStored
-                },
+                copy,
                 c: None,
             }),
-            ops: Ops::NN,
+            ops,
             batches: false,
         }
     }
@@ -157,7 +156,8 @@ const fn spec(p: Params, name: &'static str) -> KernelSpec {
         "step 12 with a TMA producer warpgroup; consumer warpgroups hand stages back through mbarriers",
         (BK, B_BOX_COLS),
         false,
-        false,
+        TmaCopy::AsStored,
+        Ops::NN,
     )
 }
 

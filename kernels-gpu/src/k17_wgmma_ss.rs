@@ -22,6 +22,14 @@
 //!   tile kt - 1's are waited for, and tile kt - 1's stage is handed back
 //!   then. No fragments, no `cvt` in the loop, no drain per tile.
 //!
+//! Transposed calls run the same body: only the copies change, since
+//! the kernel reads whatever is K-major. With B transposed (`_nt`, `_tt`)
+//! B as stored (N x K) is already B^T and is read as it is, with no copy
+//! (its low 13 bits truncated, like A's); with A transposed (`_tn`,
+//! `_tt`) A^T (K x M) is copied transposed into A (M x K) by the same copy
+//! kernel, rounded to TF32 (`TmaCopy::Transposed`). So `_nt` skips the
+//! copy `_nn` pays, `_tn` pays for two and `_tt` for one.
+//!
 //! The price: B's bytes travel twice more (read and written by the copy),
 //! 128 MB at n = 4096, about 40 us against about 0.4 ms of tensor work,
 //! and counted in the kernel's time (the copy is enqueued by every
@@ -49,32 +57,60 @@ use crate::k12_wgmma::{BK, BN};
 #[cfg(target_arch = "nvptx64")]
 use crate::k13_wgmma_ws::{Stages, warp_specialized};
 use crate::k13_wgmma_ws::{Params, wgmma_instance};
-use crate::launch::KernelSpec;
+use crate::launch::{KernelSpec, Op, Ops, TmaCopy};
 #[cfg(target_arch = "nvptx64")]
 use crate::unroll::{inline_always, unroll};
 
 /// One parameter set: step 13's (`BM`, stages; the same stage and
-/// barrier layout, B's tile `[BN][BK]` in place of its boxes).
-const fn spec(p: Params, name: &'static str) -> KernelSpec {
+/// barrier layout, B's tile `[BN][BK]` in place of its boxes), for the
+/// layouts `ops`: the operands stored N-major (B, A^T) are copied
+/// transposed before the kernel.
+const fn spec_ops(p: Params, name: &'static str, ops: Ops) -> KernelSpec {
+    let copy = TmaCopy::Transposed {
+        a: matches!(ops.a, Op::T),
+        b: matches!(ops.b, Op::N),
+    };
     p.spec(
         name,
         17,
         "step 13 with B transposed before the kernel: wgmma from shared memory only, one group in flight",
         (BN, BK),
         true,
-        true,
+        match copy {
+            TmaCopy::Transposed { a: false, b: false } => TmaCopy::AsStored,
+            copy => copy,
+        },
+        ops,
     )
+}
+const fn spec(p: Params, name: &'static str) -> KernelSpec {
+    spec_ops(p, name, Ops::NN)
+}
+const fn spec_tn(p: Params, name: &'static str) -> KernelSpec {
+    spec_ops(p, name, Ops::TN)
+}
+const fn spec_nt(p: Params, name: &'static str) -> KernelSpec {
+    spec_ops(p, name, Ops::NT)
+}
+const fn spec_tt(p: Params, name: &'static str) -> KernelSpec {
+    spec_ops(p, name, Ops::TT)
 }
 
 #[rustfmt::skip]
 mod instances {
     use super::*;
     wgmma_instance!(wgmma_ss_256x128x32_s4, SPEC_256X128X32_S4, spec, ss, 256, 4);
+    wgmma_instance!(wgmma_ss_256x128x32_s4_tn, SPEC_256X128X32_S4_TN, spec_tn, ss, 256, 4);
+    wgmma_instance!(wgmma_ss_256x128x32_s4_nt, SPEC_256X128X32_S4_NT, spec_nt, ss, 256, 4);
+    wgmma_instance!(wgmma_ss_256x128x32_s4_tt, SPEC_256X128X32_S4_TT, spec_tt, ss, 256, 4);
 }
 pub use instances::*;
 
-/// Every instance.
+/// Every instance with A and B as they are.
 pub const SPECS: &[KernelSpec] = &[SPEC_256X128X32_S4];
+/// The instances for transposed calls (the same body, other copies).
+pub const TRANSPOSED: &[KernelSpec] =
+    &[SPEC_256X128X32_S4_TN, SPEC_256X128X32_S4_NT, SPEC_256X128X32_S4_TT];
 
 /// Step 13's block ([`warp_specialized`]); B's part of a stage is B^T's
 /// tile, one box. STAGE_WORDS = BM * BK + BN * BK.

@@ -62,7 +62,7 @@ use crate::k13_wgmma_ws::warp_specialized;
 #[cfg(target_arch = "nvptx64")]
 use crate::k17_wgmma_ss::consume_ss;
 use crate::k13_wgmma_ws::{Params, wgmma_instance};
-use crate::launch::KernelSpec;
+use crate::launch::{KernelSpec, Ops, TmaCopy};
 #[cfg(target_arch = "nvptx64")]
 use crate::unroll::{inline_always, unroll};
 
@@ -80,7 +80,8 @@ const fn spec(p: Params, name: &'static str) -> KernelSpec {
         "step 17 with B transposed in shared memory by the consumers, no copy kernel",
         (BK, BOX),
         true,
-        false,
+        TmaCopy::AsStored,
+        Ops::NN,
     )
 }
 

@@ -166,10 +166,12 @@ pub enum TmaCopy {
     /// A and B as stored; only an operand whose rows TMA cannot describe
     /// is copied, into rows padded with zeros ([`KernelSpec::padded`]).
     AsStored,
-    /// B transposed (N x K, K-major like A) and rounded to TF32, at every
-    /// shape (`kernels_gpu::pad::transpose_tf32`, step 17); A as
-    /// [`TmaCopy::AsStored`].
-    TransposedB,
+    /// TF32 `wgmma` reads only K-major tiles (step 17): each operand
+    /// marked here is stored the other way (B as K x N, A^T as K x M) and
+    /// copied transposed (K-major: B^T N x K, A M x K) and rounded to TF32,
+    /// at every shape (`kernels_gpu::pad::transpose_tf32`); an operand
+    /// not marked is read as [`TmaCopy::AsStored`] (row-major A, B^T).
+    Transposed { a: bool, b: bool },
     /// 3xTF32's operands (step 24): A (M x K) and B^T (N x K), each value
     /// split into two TF32 parts, `big = tf32(x)` and `small = tf32(x -
     /// big)`, both rounded to nearest; each row holds K's 32-value
@@ -182,9 +184,16 @@ pub enum TmaCopy {
 }
 
 impl TmaCopy {
-    /// Whether the kernel reads B transposed (B^T: N x K).
+    /// Whether the launch copies B transposed (B^T: N x K).
     pub const fn b_transposed(self) -> bool {
-        matches!(self, TmaCopy::TransposedB | TmaCopy::SplitTf32)
+        matches!(
+            self,
+            TmaCopy::Transposed { b: true, .. } | TmaCopy::SplitTf32
+        )
+    }
+    /// Whether the launch copies A^T (stored K x M) transposed (A: M x K).
+    pub const fn a_transposed(self) -> bool {
+        matches!(self, TmaCopy::Transposed { a: true, .. })
     }
 }
 
@@ -232,9 +241,10 @@ impl KernelSpec {
     /// buffers with rows padded to 128-byte multiples ([`Padding`], zeros
     /// in the padding) before each launch. TMA needs row strides that are
     /// multiples of 16 bytes and 16-byte aligned starts (`aligned16`: A's
-    /// and B's). A kernel that reads B transposed
-    /// (`TmaCopy::TransposedB`) has B copied at every shape (B^T, n x
-    /// k rounded up), and a 3xTF32 kernel (`TmaCopy::SplitTf32`) both,
+    /// and B's). A kernel whose launch transposes an operand
+    /// (`TmaCopy::Transposed`) has it copied at every shape (B^T, n x k
+    /// rounded up; A, m x k rounded up), and a 3xTF32 kernel
+    /// (`TmaCopy::SplitTf32`) both,
     /// each row `2 * k` rounded up to twice the alignment. The copies'
     /// rows are rounded up to [`Self::copy_row_align`]. `None` when the
     /// kernel reads the caller's A and B as they are.
@@ -254,7 +264,18 @@ impl KernelSpec {
                 copy(aligned16.0, lda, a_cols),
                 copy(aligned16.1, ldb, b_cols),
             ),
-            TmaCopy::TransposedB => (copy(aligned16.0, lda, a_cols), Some(k_rows)),
+            TmaCopy::Transposed { a, b } => (
+                if a {
+                    Some(k_rows)
+                } else {
+                    copy(aligned16.0, lda, a_cols)
+                },
+                if b {
+                    Some(k_rows)
+                } else {
+                    copy(aligned16.1, ldb, b_cols)
+                },
+            ),
             TmaCopy::SplitTf32 => (Some(2 * k_rows), Some(2 * k_rows)),
         };
         (a.is_some() || b.is_some()).then_some(Padding { a, b })
@@ -268,11 +289,16 @@ impl KernelSpec {
         let padding = self.padded(p, (true, true))?;
         Some(match self.operands {
             Operands::TensorMaps(boxes) if boxes.copy == TmaCopy::SplitTf32 => Copies::SplitTf32,
-            Operands::TensorMaps(boxes) if boxes.copy == TmaCopy::TransposedB => {
-                Copies::TransposedB {
-                    padded_k: padding.a,
-                }
-            }
+            Operands::TensorMaps(TmaBoxes {
+                copy: TmaCopy::Transposed { a, b },
+                ..
+            }) => Copies::Transposed {
+                a,
+                b,
+                // The other operand's copy, if TMA cannot read it: its
+                // rows run along K too (A row-major, B^T).
+                padded_k: if a { padding.b } else { padding.a }.filter(|_| a != b),
+            },
             _ => {
                 // The dimension along each stored operand's rows.
                 let (a_dim, b_dim) = (
@@ -313,9 +339,14 @@ pub enum Copies {
         a: Option<(&'static str, usize)>,
         b: Option<(&'static str, usize)>,
     },
-    /// B transposed and rounded to TF32 (and A too, into rows padded to
-    /// `padded_k` elements, when TMA cannot read it as it is).
-    TransposedB { padded_k: Option<usize> },
+    /// A, B or both transposed and rounded to TF32 ([`TmaCopy::Transposed`];
+    /// the other operand too, into rows padded to `padded_k` elements,
+    /// when TMA cannot read it as it is).
+    Transposed {
+        a: bool,
+        b: bool,
+        padded_k: Option<usize>,
+    },
     /// A and B^T split into their two TF32 parts ([`TmaCopy::SplitTf32`]).
     SplitTf32,
 }
@@ -326,7 +357,7 @@ impl Copies {
     pub fn depends_on_shape(&self) -> bool {
         !matches!(
             self,
-            Copies::TransposedB { padded_k: None } | Copies::SplitTf32
+            Copies::Transposed { padded_k: None, .. } | Copies::SplitTf32
         )
     }
 }
@@ -365,16 +396,22 @@ impl core::fmt::Display for Copies {
                     sizes.join(", ")
                 )
             }
-            Copies::TransposedB { padded_k } => {
+            Copies::Transposed { a, b, padded_k } => {
+                let which = match (a, b) {
+                    (true, true) => "A and B",
+                    (true, false) => "A",
+                    _ => "B",
+                };
                 write!(
                     f,
-                    "each launch first writes B transposed and rounded to TF32 (the tensor \
+                    "each launch first writes {which} transposed and rounded to TF32 (the tensor \
                      cores read only K-major tiles from shared memory)"
                 )?;
                 if let Some(k4) = padded_k {
+                    let other = if *a { "B's" } else { "A's" };
                     write!(
                         f,
-                        "; its rows, and a copy of A's, padded to k = {k4} with zeros"
+                        "; its rows, and a copy of {other}, padded to k = {k4} with zeros"
                     )?;
                 }
                 write!(f, ", and the times include the copy")
@@ -517,7 +554,14 @@ mod tests {
         // Step 17 copies B at every shape; the text names k only when A's
         // rows are padded too.
         let transposed = ss.copies(&aligned).unwrap();
-        assert_eq!(transposed, Copies::TransposedB { padded_k: None });
+        assert_eq!(
+            transposed,
+            Copies::Transposed {
+                a: false,
+                b: true,
+                padded_k: None
+            }
+        );
         assert!(!transposed.depends_on_shape() && !transposed.to_string().contains("k ="));
         let both = ss.copies(&odd).unwrap();
         assert!(both.depends_on_shape() && both.to_string().contains("padded to k = 32"));
@@ -550,6 +594,49 @@ mod tests {
             nt.copies(&p).unwrap().to_string(),
             "TMA needs rows of 16-byte multiples (k a multiple of 8); each launch first copies \
              A and B into buffers padded to k = 64 (zeros), and the times include the copies"
+        );
+        // Step 17's transposed instances copy only what is not K-major:
+        // nothing with B transposed alone, A with A transposed, and B's
+        // copy for TMA's sake names its padded k.
+        let dense = |m: u32, n: u32, k: u32, lda: u32, ldb: u32| GemmParams {
+            lda,
+            ldb,
+            ..GemmParams::dense(m, n, k)
+        };
+        let ss = |ops: &str| {
+            crate::k17_wgmma_ss::TRANSPOSED
+                .iter()
+                .find(|s| s.ops.suffix() == ops)
+                .unwrap()
+        };
+        assert_eq!(ss("nt").copies(&dense(64, 64, 64, 64, 64)), None);
+        let tn = ss("tn").copies(&dense(64, 64, 64, 64, 64)).unwrap();
+        assert_eq!(
+            tn,
+            Copies::Transposed {
+                a: true,
+                b: true,
+                padded_k: None
+            }
+        );
+        assert!(
+            tn.to_string()
+                .starts_with("each launch first writes A and B transposed")
+        );
+        let tt = ss("tt").copies(&dense(64, 64, 17, 64, 17)).unwrap();
+        assert_eq!(
+            tt,
+            Copies::Transposed {
+                a: true,
+                b: false,
+                padded_k: Some(32)
+            }
+        );
+        assert_eq!(
+            tt.to_string(),
+            "each launch first writes A transposed and rounded to TF32 (the tensor cores read \
+             only K-major tiles from shared memory); its rows, and a copy of B's, padded to \
+             k = 32 with zeros, and the times include the copy"
         );
     }
 

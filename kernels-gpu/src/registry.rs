@@ -78,7 +78,7 @@ pub const KERNELS: &[KernelSpec] = &[
 ];
 
 /// Kernels that read A or B transposed (`KernelSpec::ops`): the library's
-/// transposed calls (also as `k10_tuned::TRANSPOSED`, `k20_wgmma_persistent::TRANSPOSED`, `k21_mma_16bit::TRANSPOSED`, `k29_small_k::TRANSPOSED`). Not in [`KERNELS`], whose users (host, bench, the
+/// transposed calls (also as `k10_tuned::TRANSPOSED`, `k17_wgmma_ss::TRANSPOSED`, `k20_wgmma_persistent::TRANSPOSED`, `k21_mma_16bit::TRANSPOSED`, `k29_small_k::TRANSPOSED`). Not in [`KERNELS`], whose users (host, bench, the
 /// emulator tests) give every kernel A and B as they are.
 pub const TRANSPOSED: &[KernelSpec] = &[
     crate::k28_decode_nt::SPEC,
@@ -102,6 +102,9 @@ pub const TRANSPOSED: &[KernelSpec] = &[
     crate::k10_tuned::SPEC_64X128X8_W32X64_TN,
     crate::k10_tuned::SPEC_64X128X8_W32X64_NT,
     crate::k10_tuned::SPEC_64X128X8_W32X64_TT,
+    crate::k17_wgmma_ss::SPEC_256X128X32_S4_TN,
+    crate::k17_wgmma_ss::SPEC_256X128X32_S4_NT,
+    crate::k17_wgmma_ss::SPEC_256X128X32_S4_TT,
     crate::k21_mma_16bit::SPEC_BF16_128X128X64_W64X32_S4_TN,
     crate::k21_mma_16bit::SPEC_BF16_128X128X64_W64X32_S4_TN_C16,
     crate::k21_mma_16bit::SPEC_F16_128X128X64_W64X32_S4_TN,

@@ -539,6 +539,23 @@ fn auto_uses_tensor_core_kernels_for_f32_calls_only_where_the_mode_allows() {
         choose(&transposed, Compute::Tf32x3).kernel.elems.math,
         Math::Fp32
     );
+    // TF32 has a tensor-core kernel in every layout (step 17's
+    // transposed instances): the same kernel with other copies. A
+    // column-major call with A transposed is the row-major NT call.
+    for (cfg, kernel) in [
+        (large.clone().op_a(Op::T), "wgmma_ss_256x128x32_s4_tn"),
+        (large.clone().op_b(Op::T), "wgmma_ss_256x128x32_s4_nt"),
+        (
+            large.clone().op_a(Op::T).op_b(Op::T),
+            "wgmma_ss_256x128x32_s4_tt",
+        ),
+        (
+            large.clone().op_a(Op::T).layout(Layout::ColMajor),
+            "wgmma_ss_256x128x32_s4_nt",
+        ),
+    ] {
+        assert_eq!(choose(&cfg, Compute::Tf32).kernel.name, kernel, "{cfg:?}");
+    }
     // Step 23 (the 3xTF32 kernel the emulator runs), as a mode-allowed
     // named kernel: FP32's tolerance at an odd shape.
     let odd = GemmConfig::new(70, 45, 77).compute(Compute::Tf32x3);

@@ -1324,6 +1324,11 @@ const FULL_RATE: &[(&str, f64)] = &[
     ("mma_3xtf32_64x64x32_w32x32_s2", 25_510.0),
     ("wgmma_tr_256x128x32_s4", 344_950.0),
     ("wgmma_ss_256x128x32_s4", 352_170.0),
+    // Its transposed instances: the same body, other copies (which the
+    // model adds per call).
+    ("wgmma_ss_256x128x32_s4_tn", 352_170.0),
+    ("wgmma_ss_256x128x32_s4_nt", 352_170.0),
+    ("wgmma_ss_256x128x32_s4_tt", 352_170.0),
     ("mma_128x128x32_w64x64_s2", 152_131.0),
     ("mma_256x128x32_w64x64_s3", 141_363.0),
     ("mma_128x64x32_w64x32_s2", 133_800.0),
@@ -1872,7 +1877,7 @@ pub const COPY_LAUNCH_S: f64 = 4e-6;
 
 /// The model's time for the copies a kernel's launch makes of A and B at
 /// every shape (`TmaCopy`; the padding copies of odd shapes are left
-/// out): step 17's B^T, read and written once; 3xTF32's split A and B^T,
+/// out): step 17's B^T (and A from A^T), read and written once; 3xTF32's split A and B^T,
 /// read once and written twice (two TF32 parts of each value); at the
 /// GPU's DRAM bandwidth, plus [`COPY_LAUNCH_S`] per copy.
 fn copies_s(spec: &KernelSpec, plan: &Plan, dram_gbs: f64) -> f64 {
@@ -1884,7 +1889,10 @@ fn copies_s(spec: &KernelSpec, plan: &Plan, dram_gbs: f64) -> f64 {
     let bytes = |v: f64| 4.0 * v * plan.batch as f64;
     let (moved, launches) = match copy {
         TmaCopy::AsStored => (0.0, 0.0),
-        TmaCopy::TransposedB => (bytes(2.0 * b), 1.0),
+        TmaCopy::Transposed { a: ta, b: tb } => {
+            let (ta, tb) = (f64::from(u8::from(ta)), f64::from(u8::from(tb)));
+            (bytes(2.0 * (ta * a + tb * b)), ta + tb)
+        }
         TmaCopy::SplitTf32 => (bytes(3.0 * (a + b)), 2.0),
     };
     moved / (dram_gbs * 1e9) + launches * COPY_LAUNCH_S

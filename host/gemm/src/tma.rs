@@ -185,9 +185,9 @@ impl DeviceMaps {
 /// are part of what is timed). The workspace is each copy's rows times
 /// its padded leading dimension, in elements of the stored type.
 ///
-/// For a kernel that reads B transposed (`TmaCopy::TransposedB`, step
-/// 17), B's copy is B^T (n x k rounded up, rounded to TF32) at every
-/// shape; for a 3xTF32 kernel (`TmaCopy::SplitTf32`, step 24), A's and
+/// For a kernel that reads an operand transposed (`TmaCopy::Transposed`,
+/// step 17), B's copy is B^T (n x k rounded up, rounded to TF32) and
+/// A's, of A^T, is A (m x k rounded up), at every shape; for a 3xTF32 kernel (`TmaCopy::SplitTf32`, step 24), A's and
 /// B^T's copies hold both TF32 parts of every value (rows of 2 k rounded
 /// up), at every shape.
 pub struct Padded {
@@ -207,8 +207,11 @@ pub struct Padded {
     pad_pair: Option<CudaFunction>,
     per_thread: usize,
     /// `kernels_gpu::pad::transpose_tf32` (or `transpose_split_tf32`),
-    /// for a kernel that reads B^T.
+    /// for a kernel that reads B^T (`transpose_b`), or A from A^T
+    /// (`transpose_a`).
     transpose: Option<CudaFunction>,
+    transpose_a: bool,
+    transpose_b: bool,
     /// `kernels_gpu::pad::split_rows_tf32`, for a 3xTF32 kernel's A.
     split: Option<CudaFunction>,
 }
@@ -262,12 +265,14 @@ impl Padded {
         storage: kernels_gpu::elem::Storage,
     ) -> Result<Padded, HostError> {
         let elem = storage.a;
-        let transpose_b = copy.b_transposed();
+        let (transpose_a, transpose_b) = (copy.a_transposed(), copy.b_transposed());
         // One copy kernel per element size, for A and B of one size
         // (bits are bits: FP8's E4M3 and E5M2 alike); step 17's
         // transposing copy is f32's.
-        let entry = kernels_gpu::pad::pad_entry(elem.bytes())
-            .filter(|_| storage.b.bytes() == elem.bytes() && (!transpose_b || elem == Elem::F32));
+        let entry = kernels_gpu::pad::pad_entry(elem.bytes()).filter(|_| {
+            storage.b.bytes() == elem.bytes()
+                && (!(transpose_a || transpose_b) || elem == Elem::F32)
+        });
         let Some((entry, pair_entry, per_thread)) = entry else {
             return Err(HostError::BadShape(format!(
                 "TMA cannot read A and B ({storage}) as they are (rows must be 16-byte \
@@ -295,7 +300,9 @@ impl Padded {
         let split = copy == TmaCopy::SplitTf32;
         let transpose = match copy {
             TmaCopy::AsStored => None,
-            TmaCopy::TransposedB => Some(gpu.utility(wgmma, kernels_gpu::pad::TRANSPOSE_ENTRY)?),
+            TmaCopy::Transposed { .. } => {
+                Some(gpu.utility(wgmma, kernels_gpu::pad::TRANSPOSE_ENTRY)?)
+            }
             TmaCopy::SplitTf32 => {
                 Some(gpu.utility(wgmma, kernels_gpu::pad::TRANSPOSE_SPLIT_ENTRY)?)
             }
@@ -305,8 +312,10 @@ impl Padded {
         } else {
             None
         };
-        let [(a_rows, _), (b_rows, b_cols)] = stored;
+        let [(a_rows, a_cols), (b_rows, b_cols)] = stored;
         let a = match padding.a {
+            // A from A^T: m rows (A^T's columns) of k rounded up.
+            Some(ld) if transpose_a => Some(zeros(gpu, elem, (a_cols, ld), "A (transposed)")?),
             Some(ld) => Some(zeros(gpu, elem, (a_rows, ld), "A")?),
             None => None,
         };
@@ -325,6 +334,8 @@ impl Padded {
             pad_pair,
             per_thread,
             transpose,
+            transpose_a,
+            transpose_b,
             split: split_a,
         })
     }
@@ -348,8 +359,19 @@ impl Padded {
         if let (true, Some(ca), Some(cb), Some(func)) = (paired, &self.a, &self.b, &self.pad_pair) {
             self.pad_pair(gpu, func, [(a, ca), (b, cb)])?;
         }
-        let a_op = match (&self.a, &self.split) {
-            (Some(copy), Some(split)) => {
+        let a_op = match (&self.a, &self.split, &self.transpose) {
+            (Some(copy), None, Some(transpose)) if self.transpose_a => {
+                self.transpose(gpu, transpose, (a.ptr, copy), (a.rows, a.cols, a.ld), "A")?;
+                // A: m x k.
+                Operand {
+                    ptr: copy.ptr,
+                    elem: a.elem,
+                    rows: a.cols,
+                    cols: a.rows,
+                    ld: copy.ld,
+                }
+            }
+            (Some(copy), Some(split), _) => {
                 self.split_a(gpu, split, (a.ptr, copy), (a.rows, a.cols, a.ld))?;
                 // Both parts of each row: 2 k rounded up.
                 Operand {
@@ -359,7 +381,7 @@ impl Padded {
                     ..a
                 }
             }
-            (Some(copy), None) => {
+            (Some(copy), None, _) => {
                 if !paired {
                     self.pad_rows(gpu, (a.ptr, copy.ptr), (a.rows, a.cols, a.ld), copy.ld, "A")?;
                 }
@@ -369,11 +391,11 @@ impl Padded {
                     ..a
                 }
             }
-            (None, _) => a,
+            (None, _, _) => a,
         };
         let b_op = match (&self.b, &self.transpose) {
-            (Some(copy), Some(transpose)) => {
-                self.transpose_b(gpu, transpose, (b.ptr, copy), (b.rows, b.cols, b.ld))?;
+            (Some(copy), Some(transpose)) if self.transpose_b => {
+                self.transpose(gpu, transpose, (b.ptr, copy), (b.rows, b.cols, b.ld), "B")?;
                 // B^T: n x k (3xTF32: n x both parts of each row, 2 k
                 // rounded up).
                 Operand {
@@ -388,7 +410,7 @@ impl Padded {
                     ld: copy.ld,
                 }
             }
-            (Some(copy), None) => {
+            (Some(copy), _) => {
                 if !paired {
                     self.pad_rows(gpu, (b.ptr, copy.ptr), (b.rows, b.cols, b.ld), copy.ld, "B")?;
                 }
@@ -449,13 +471,15 @@ impl Padded {
     }
 
     /// Enqueues `transpose_tf32(src, B's copy, k, n, ldb, k4)` (or
-    /// `transpose_split_tf32` with rows of 2 k32 for 3xTF32).
-    fn transpose_b(
+    /// `transpose_split_tf32` with rows of 2 k32 for 3xTF32), or for A
+    /// (`which`), `transpose_tf32(src, A's copy, k, m, lda, k4)`.
+    fn transpose(
         &self,
         gpu: &Gpu,
         func: &CudaFunction,
         (src, copy): (CUdeviceptr, &Copy),
         (rows, cols, src_ld): (usize, usize, usize),
+        which: &str,
     ) -> Result<(), HostError> {
         use kernels_gpu::pad::{MAX_GRID_ROWS, TILE, TRANSPOSE_SHARED_BYTES, TRANSPOSE_THREADS};
         let ld = copy.ld;
@@ -470,10 +494,11 @@ impl Padded {
             block_dim: (TRANSPOSE_THREADS as u32, 1, 1),
             shared_mem_bytes: TRANSPOSE_SHARED_BYTES as u32,
         };
-        // SAFETY: `src` is the caller's k x n B, rows ldb apart
-        // (`copy_in`'s caller vouches for it), `dst` this workspace's
-        // n x k4 buffer; they do not overlap; threads, shared memory and
-        // grid are what transpose_tf32's contract asks for.
+        // SAFETY: `src` is the caller's k x n B (or k x m A^T), rows ldb
+        // (lda) apart (`copy_in`'s caller vouches for it), `dst` this
+        // workspace's n x k4 (m x k4) buffer; they do not overlap;
+        // threads, shared memory and grid are what transpose_tf32's
+        // contract asks for.
         unsafe {
             launch_copy(
                 gpu,
@@ -481,10 +506,10 @@ impl Padded {
                 cfg,
                 (src, copy.ptr),
                 (rows, cols, src_ld, ld),
-                if self.split.is_some() {
-                    "transpose_split_tf32 (B^T's two TF32 parts for 3xTF32)"
+                &if self.split.is_some() {
+                    "transpose_split_tf32 (B^T's two TF32 parts for 3xTF32)".to_string()
                 } else {
-                    "transpose_tf32 (B transposed for TMA)"
+                    format!("transpose_tf32 ({which} transposed for TMA)")
                 },
             )
         }
