@@ -106,8 +106,9 @@ impl Params {
     /// The spec of an instance of steps 13, 17 and 18, which differ in
     /// what they say and in B's boxes: `b` (rows, columns) of B (or of B^T
     /// where B^T is what the map describes: step 17), with the 128-byte
-    /// swizzle or without; what the launch copies first (`copy`), and the
-    /// layouts of A and B the call gives (`ops`).
+    /// swizzle or without; and what the launch copies first (`copy`). A
+    /// and B as they are (`Ops::NN`: step 17's transposed instances set
+    /// their own).
     pub(crate) const fn spec(
         self,
         name: &'static str,
@@ -116,7 +117,6 @@ impl Params {
         b: (usize, usize),
         b_swizzle_128: bool,
         copy: TmaCopy,
-        ops: Ops,
     ) -> KernelSpec {
         self.check();
         KernelSpec {
@@ -142,7 +142,7 @@ impl Params {
                 copy,
                 c: None,
             }),
-            ops,
+            ops: Ops::NN,
             batches: false,
         }
     }
@@ -157,7 +157,6 @@ const fn spec(p: Params, name: &'static str) -> KernelSpec {
         (BK, B_BOX_COLS),
         false,
         TmaCopy::AsStored,
-        Ops::NN,
     )
 }
 

@@ -70,7 +70,7 @@ const fn spec_ops(p: Params, name: &'static str, ops: Ops) -> KernelSpec {
         a: matches!(ops.a, Op::T),
         b: matches!(ops.b, Op::N),
     };
-    p.spec(
+    let spec = p.spec(
         name,
         17,
         "step 13 with B transposed before the kernel: wgmma from shared memory only, one group in flight",
@@ -80,8 +80,8 @@ const fn spec_ops(p: Params, name: &'static str, ops: Ops) -> KernelSpec {
             TmaCopy::Transposed { a: false, b: false } => TmaCopy::AsStored,
             copy => copy,
         },
-        ops,
-    )
+    );
+    KernelSpec { ops, ..spec }
 }
 const fn spec(p: Params, name: &'static str) -> KernelSpec {
     spec_ops(p, name, Ops::NN)

@@ -62,7 +62,7 @@ use crate::k13_wgmma_ws::warp_specialized;
 #[cfg(target_arch = "nvptx64")]
 use crate::k17_wgmma_ss::consume_ss;
 use crate::k13_wgmma_ws::{Params, wgmma_instance};
-use crate::launch::{KernelSpec, Ops, TmaCopy};
+use crate::launch::{KernelSpec, TmaCopy};
 #[cfg(target_arch = "nvptx64")]
 use crate::unroll::{inline_always, unroll};
 
@@ -81,7 +81,6 @@ const fn spec(p: Params, name: &'static str) -> KernelSpec {
         (BK, BOX),
         true,
         TmaCopy::AsStored,
-        Ops::NN,
     )
 }
 
