@@ -187,7 +187,8 @@ impl DeviceMaps {
 ///
 /// For a kernel that reads an operand transposed (`TmaCopy::Transposed`,
 /// step 17), B's copy is B^T (n x k rounded up, rounded to TF32) and
-/// A's, of A^T, is A (m x k rounded up), at every shape; for a 3xTF32 kernel (`TmaCopy::SplitTf32`, step 24), A's and
+/// A's, of A^T, is A (m x k rounded up), at every shape; for a 3xTF32
+/// kernel (`TmaCopy::SplitTf32`, step 24), A's and
 /// B^T's copies hold both TF32 parts of every value (rows of 2 k rounded
 /// up), at every shape.
 pub struct Padded {
@@ -361,7 +362,8 @@ impl Padded {
         }
         let a_op = match (&self.a, &self.split, &self.transpose) {
             (Some(copy), None, Some(transpose)) if self.transpose_a => {
-                self.transpose(gpu, transpose, (a.ptr, copy), (a.rows, a.cols, a.ld), "A")?;
+                let what = "transpose_tf32 (A transposed for TMA)";
+                self.transpose(gpu, transpose, (a.ptr, copy), (a.rows, a.cols, a.ld), what)?;
                 // A: m x k.
                 Operand {
                     ptr: copy.ptr,
@@ -395,7 +397,12 @@ impl Padded {
         };
         let b_op = match (&self.b, &self.transpose) {
             (Some(copy), Some(transpose)) if self.transpose_b => {
-                self.transpose(gpu, transpose, (b.ptr, copy), (b.rows, b.cols, b.ld), "B")?;
+                let what = if self.split.is_some() {
+                    "transpose_split_tf32 (B^T's two TF32 parts for 3xTF32)"
+                } else {
+                    "transpose_tf32 (B transposed for TMA)"
+                };
+                self.transpose(gpu, transpose, (b.ptr, copy), (b.rows, b.cols, b.ld), what)?;
                 // B^T: n x k (3xTF32: n x both parts of each row, 2 k
                 // rounded up).
                 Operand {
@@ -471,15 +478,16 @@ impl Padded {
     }
 
     /// Enqueues `transpose_tf32(src, B's copy, k, n, ldb, k4)` (or
-    /// `transpose_split_tf32` with rows of 2 k32 for 3xTF32), or for A
-    /// (`which`), `transpose_tf32(src, A's copy, k, m, lda, k4)`.
+    /// `transpose_split_tf32` with rows of 2 k32 for 3xTF32), or
+    /// `transpose_tf32(src, A's copy, k, m, lda, k4)`; `what` names it in
+    /// an error (a fixed text: no allocation per launch).
     fn transpose(
         &self,
         gpu: &Gpu,
         func: &CudaFunction,
         (src, copy): (CUdeviceptr, &Copy),
         (rows, cols, src_ld): (usize, usize, usize),
-        which: &str,
+        what: &str,
     ) -> Result<(), HostError> {
         use kernels_gpu::pad::{MAX_GRID_ROWS, TILE, TRANSPOSE_SHARED_BYTES, TRANSPOSE_THREADS};
         let ld = copy.ld;
@@ -506,11 +514,7 @@ impl Padded {
                 cfg,
                 (src, copy.ptr),
                 (rows, cols, src_ld, ld),
-                &if self.split.is_some() {
-                    "transpose_split_tf32 (B^T's two TF32 parts for 3xTF32)".to_string()
-                } else {
-                    format!("transpose_tf32 ({which} transposed for TMA)")
-                },
+                what,
             )
         }
     }
