@@ -140,6 +140,11 @@ pub struct Gemm<A: Element = f32, B: Element = f32, C: Element = f32> {
     pub m: usize,
     pub n: usize,
     pub k: usize,
+    /// Where this product's K starts in A and B as a TMA kernel addresses
+    /// them (by coordinates, in its tensor maps): `z * k_slice` for
+    /// split-K's slice `z`, else 0. A pointer kernel's views already
+    /// start there, and its bodies never read this.
+    pub k0: usize,
     pub lda: usize,
     pub ldb: usize,
     pub ldc: usize,
@@ -380,6 +385,7 @@ impl<A: Element, B: Element, C: Element> Gemm<A, B, C> {
             m: p.m as usize,
             n: p.n as usize,
             k: k as usize,
+            k0: (z * p.k_slice) as usize,
             lda: p.lda as usize,
             ldb: p.ldb as usize,
             ldc: p.ldc as usize,
@@ -497,6 +503,7 @@ impl<A: Element, B: Element, C: Element> Gemm<A, B, C> {
             m: self.m,
             n: self.n,
             k: self.k,
+            k0: self.k0,
             lda: self.lda,
             ldb: self.ldb,
             ldc: self.ldc,
@@ -607,7 +614,9 @@ impl Gemm {
 /// only the first (`KernelSpec::batches` false); `gemm_kernel!(name,
 /// strided, elems(..))` the second for both (one copy of the body);
 /// `gemm_kernel!(name, tensor_maps)` a body `fn name(Gemm, TensorMaps)`
-/// with one more parameter, `const u8* maps`.
+/// with one more parameter, `const u8* maps`; `gemm_kernel!(name,
+/// tensor_maps, sliced)` the same for split-K's slices over the grid's z
+/// (C moved to slice z's plane, `Gemm::k0` its K origin).
 ///
 /// The stored types are f32 in these forms; a kernel of other element
 /// types names them after its kind, `gemm_kernel!(name, tensor_maps,
@@ -624,6 +633,43 @@ macro_rules! gemm_kernel {
     };
     ($name:ident, tensor_maps) => {
         $crate::gemm_kernel!($name, tensor_maps, elems(f32, f32, f32));
+    };
+    // An f32 TMA kernel that also takes split-K's slices (`TmaBoxes::
+    // slices`): product `blockIdx.z` is slice z, whose partial sums go to
+    // plane z of the workspace (C moved by `z * stride_c`) and whose K
+    // starts at `Gemm::k0` in A's and B's maps (the maps describe the
+    // whole operands; the pointers A and B, moved too, are not read).
+    ($name:ident, tensor_maps, sliced) => {
+        #[cfg(target_arch = "nvptx64")]
+        mod entry {
+            /// PTX entry point; see the body of the same name in the parent module.
+            ///
+            /// # Safety
+            /// Launched by the host with the geometry of the kernel's `SPEC`
+            /// and `gridDim.z` products (1, or split-K's slices of
+            /// `p.k_slice`), buffers as
+            /// [`Gemm::from_raw_batched`](crate::gemm::Gemm::from_raw_batched)
+            /// requires and `maps` as
+            /// [`TensorMaps::from_raw`](crate::device::tma::TensorMaps::from_raw)
+            /// requires, describing the whole of A and B.
+            #[unsafe(no_mangle)]
+            pub unsafe extern "ptx-kernel" fn $name(
+                a: *const f32,
+                b: *const f32,
+                c: *mut f32,
+                p: $crate::gemm::GemmParams,
+                maps: *const u8,
+                ep: $crate::gemm::EpilogueParams,
+            ) {
+                // SAFETY: the host upholds the launch contract above.
+                unsafe {
+                    super::$name(
+                        $crate::gemm::Gemm::from_raw_batched(a, b, c, p, ep),
+                        $crate::device::tma::TensorMaps::from_raw(maps),
+                    )
+                }
+            }
+        }
     };
     // An f32 kernel with a second entry, `$split`, that splits K inside
     // one launch (`crate::split`; `$spec` its tile and block): the

@@ -133,6 +133,7 @@ impl Params {
                 b_swizzle_128: false,
                 copy: TmaCopy::AsStored,
                 c: None,
+                slices: false,
             }),
             ops: Ops::NN,
             batches: false,

@@ -141,6 +141,7 @@ impl Params {
                 b_swizzle_128,
                 copy,
                 c: None,
+                slices: false,
             }),
             ops: Ops::NN,
             batches: false,
@@ -162,9 +163,11 @@ const fn spec(p: Params, name: &'static str) -> KernelSpec {
 
 /// One instance of steps 13, 17 or 18: `$spec`, made by `$make(Params,
 /// name)`, for the host; the body `$name` (step's body `$body` with these
-/// parameters) and the PTX entry `$name` for the GPU.
+/// parameters) and the PTX entry `$name` for the GPU, taking split-K's
+/// slices where `sliced` follows (`gemm_kernel!(name, tensor_maps,
+/// sliced)`).
 macro_rules! wgmma_instance {
-    ($name:ident, $spec:ident, $make:ident, $body:ident, $bm:literal, $s:literal) => {
+    ($name:ident, $spec:ident, $make:ident, $body:ident, $bm:literal, $s:literal $(, $sliced:ident)?) => {
         pub const $spec: KernelSpec = $make(Params { bm: $bm, stages: $s }, stringify!($name));
         /// The body of the PTX entry of the same name (inlined into it).
         #[cfg(target_arch = "nvptx64")]
@@ -177,7 +180,7 @@ macro_rules! wgmma_instance {
         mod $name {
             #[cfg(target_arch = "nvptx64")]
             use super::$name;
-            crate::gemm_kernel!($name, tensor_maps);
+            crate::gemm_kernel!($name, tensor_maps $(, $sliced)?);
         }
     };
 }
@@ -415,7 +418,8 @@ impl<const BM: usize, const STAGES: usize, const STAGE_WORDS: usize, const BK: u
 /// The block of steps 13, 17, 18 and 19, which differ only in their tile
 /// shape, in how B reaches a stage and in what the consumers do with it.
 /// Block `(blockIdx.y, blockIdx.x)` computes the BM x BN tile of C at
-/// `(row0, col0)`, `k` deep in tiles of BK. Every thread sets up the
+/// `(row0, col0)`, `k` deep in tiles of BK from K = `k_origin` (0, or a
+/// split-K slice's start: `Gemm::k0`). Every thread sets up the
 /// stages ([`Stages::init`]); then the producer warpgroup gives most of
 /// its registers back and its first thread runs [`Stages::produce_ab`]
 /// with A's box at `(k0, row0)` and `load_b(word, k0, full, col0)` for
@@ -436,6 +440,7 @@ pub(crate) unsafe fn warp_specialized<
     const STAGES: usize,
     const STAGE_WORDS: usize,
 >(
+    k_origin: u32,
     k: usize,
     maps: TensorMaps,
     load_b: impl Fn(usize, u32, MBarrier, usize),
@@ -446,6 +451,7 @@ pub(crate) unsafe fn warp_specialized<
     // function's caller vouches for load_b).
     unsafe {
         warp_specialized_ab::<BM, BM, BN, BK, STAGES, STAGE_WORDS>(
+            k_origin,
             k,
             maps,
             inline_always!(|word, k0, full, row0| maps.a().load_2d(word, k0, row0 as u32, full)),
@@ -458,7 +464,8 @@ pub(crate) unsafe fn warp_specialized<
 /// [`warp_specialized`] with A's copies too given by the caller:
 /// `load_a(word, k0, full, row0)` brings A's part of each stage (step 24:
 /// two boxes, A's two TF32 parts), and `A_ROWS` is the rows of A's part
-/// of a stage in 128-byte rows (`BM`, or step 24's `2 * BM`).
+/// of a stage in 128-byte rows (`BM`, or step 24's `2 * BM`). Both
+/// copies get K from `k_origin` on (`k0 = k_origin + kt * BK`).
 ///
 /// # Safety
 /// `load_a` and `load_b` keep [`Stages::produce_ab`]'s contract for the
@@ -474,6 +481,7 @@ pub(crate) unsafe fn warp_specialized_ab<
     const STAGES: usize,
     const STAGE_WORDS: usize,
 >(
+    k_origin: u32,
     k: usize,
     maps: TensorMaps,
     load_a: impl Fn(usize, u32, MBarrier, usize),
@@ -497,8 +505,8 @@ pub(crate) unsafe fn warp_specialized_ab<
                 stages.produce_ab(
                     0,
                     k_tiles,
-                    |word, k0, full| load_a(word, k0, full, row0),
-                    |word, k0, full| load_b(word, k0, full, col0),
+                    |word, k0, full| load_a(word, k_origin + k0, full, row0),
+                    |word, k0, full| load_b(word, k_origin + k0, full, col0),
                 )
             };
         }
@@ -519,6 +527,7 @@ fn ws<const BM: usize, const STAGES: usize, const STAGE_WORDS: usize>(g: Gemm, m
     // alignment; each box is 1 KB), the rest of stage_bytes().
     unsafe {
         warp_specialized::<BM, BN, BK, STAGES, STAGE_WORDS>(
+            0,
             g.k,
             maps,
             inline_always!(|word, k0, full, col0| {

@@ -30,6 +30,17 @@
 //! kernel, rounded to TF32 (`TmaCopy::Transposed`). So `_nt` skips the
 //! copy `_nn` pays, `_tn` pays for two and `_tt` for one.
 //!
+//! **Split-K** (steps 17 and 18, `TmaBoxes::slices`): at 512-1024 the
+//! 256 x 128 tile makes 8 to 32 blocks for 132 SMs, and a few tiles over
+//! a long K (512 x 512 x 16384) 8. The host then launches the kernel over
+//! slices of K (grid z), each block starting its copies at its slice's K
+//! (`Gemm::k0`: the maps describe all of A and B) and storing its partial
+//! sums into plane z of the workspace, which step 14's `reduce_slices`
+//! adds into C. Prediction: `Auto` in TF32 mode from about 0.6x to about
+//! 0.9x cuBLAS TF32 at 512-1024 (the reduction's traffic and launch cost
+//! what the idle SMs did), and from 0.28x (FP32 kernels) to above 1x at
+//! 512 x 512 x 16384.
+//!
 //! The price: B's bytes travel twice more (read and written by the copy),
 //! 128 MB at n = 4096, about 40 us against about 0.4 ms of tensor work,
 //! and counted in the kernel's time (the copy is enqueued by every
@@ -81,7 +92,8 @@ const fn spec_ops(p: Params, name: &'static str, ops: Ops) -> KernelSpec {
             copy => copy,
         },
     );
-    KernelSpec { ops, ..spec }
+    // Split-K's slices: each starts its K in the maps (`ss`).
+    KernelSpec { ops, ..spec }.with_slices()
 }
 const fn spec(p: Params, name: &'static str) -> KernelSpec {
     spec_ops(p, name, Ops::NN)
@@ -99,10 +111,10 @@ const fn spec_tt(p: Params, name: &'static str) -> KernelSpec {
 #[rustfmt::skip]
 mod instances {
     use super::*;
-    wgmma_instance!(wgmma_ss_256x128x32_s4, SPEC_256X128X32_S4, spec, ss, 256, 4);
-    wgmma_instance!(wgmma_ss_256x128x32_s4_tn, SPEC_256X128X32_S4_TN, spec_tn, ss, 256, 4);
-    wgmma_instance!(wgmma_ss_256x128x32_s4_nt, SPEC_256X128X32_S4_NT, spec_nt, ss, 256, 4);
-    wgmma_instance!(wgmma_ss_256x128x32_s4_tt, SPEC_256X128X32_S4_TT, spec_tt, ss, 256, 4);
+    wgmma_instance!(wgmma_ss_256x128x32_s4, SPEC_256X128X32_S4, spec, ss, 256, 4, sliced);
+    wgmma_instance!(wgmma_ss_256x128x32_s4_tn, SPEC_256X128X32_S4_TN, spec_tn, ss, 256, 4, sliced);
+    wgmma_instance!(wgmma_ss_256x128x32_s4_nt, SPEC_256X128X32_S4_NT, spec_nt, ss, 256, 4, sliced);
+    wgmma_instance!(wgmma_ss_256x128x32_s4_tt, SPEC_256X128X32_S4_TT, spec_tt, ss, 256, 4, sliced);
 }
 pub use instances::*;
 
@@ -113,7 +125,10 @@ pub const TRANSPOSED: &[KernelSpec] =
     &[SPEC_256X128X32_S4_TN, SPEC_256X128X32_S4_NT, SPEC_256X128X32_S4_TT];
 
 /// Step 13's block ([`warp_specialized`]); B's part of a stage is B^T's
-/// tile, one box. STAGE_WORDS = BM * BK + BN * BK.
+/// tile, one box. STAGE_WORDS = BM * BK + BN * BK. A split-K slice
+/// starts `g.k0` into K (the maps hold all of it; `g.k` is the slice's
+/// depth, and every slice but the last is whole K tiles: the host's
+/// slices are multiples of 32).
 #[cfg(target_arch = "nvptx64")]
 #[inline(always)]
 fn ss<const BM: usize, const STAGES: usize, const STAGE_WORDS: usize>(g: Gemm, maps: TensorMaps) {
@@ -121,6 +136,7 @@ fn ss<const BM: usize, const STAGES: usize, const STAGE_WORDS: usize>(g: Gemm, m
     // (SPEC's), 1024-aligned, the rest of stage_bytes().
     unsafe {
         warp_specialized::<BM, BN, BK, STAGES, STAGE_WORDS>(
+            g.k0 as u32,
             g.k,
             maps,
             // SAFETY: as warp_specialized's contract, above.

@@ -25,6 +25,8 @@
 //! - The transposition of tile kt runs while tile kt - 1's `wgmma`s are
 //!   still in flight (`wait_group 1` as in step 17), so the tensor cores
 //!   keep their queue as long as it takes less than a tile's tensor time.
+//! - Split-K's slices as step 17 takes them (see its header): the
+//!   producer starts its copies at the slice's K (`Gemm::k0`).
 //!
 //! Shared-memory traffic, the cost: per 256 x 128 x 32 tile the `wgmma`s
 //! read 80 KB (each warpgroup A's 32 KB tile and its 8 KB of B^T); the
@@ -82,12 +84,14 @@ const fn spec(p: Params, name: &'static str) -> KernelSpec {
         true,
         TmaCopy::AsStored,
     )
+    // Split-K's slices: each starts its K in the maps (`tr`).
+    .with_slices()
 }
 
 #[rustfmt::skip]
 mod instances {
     use super::*;
-    wgmma_instance!(wgmma_tr_256x128x32_s4, SPEC_256X128X32_S4, spec, tr, 256, 4);
+    wgmma_instance!(wgmma_tr_256x128x32_s4, SPEC_256X128X32_S4, spec, tr, 256, 4, sliced);
 }
 pub use instances::*;
 
@@ -106,6 +110,7 @@ fn tr<const BM: usize, const STAGES: usize, const STAGE_WORDS: usize>(g: Gemm, m
     // were fenced for the async proxy before they released it.
     unsafe {
         warp_specialized::<BM, BN, BK, STAGES, STAGE_WORDS>(
+            g.k0 as u32,
             g.k,
             maps,
             inline_always!(|word, k0, full, col0| {

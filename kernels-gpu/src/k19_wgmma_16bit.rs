@@ -196,6 +196,7 @@ impl Params {
                 copy: TmaCopy::AsStored,
                 // Step 22: each consumer warp's 16 rows, 128 bytes of them.
                 c: if tma_c { Some((16, (128 / c.bytes()) as u32)) } else { None },
+                slices: false,
             }),
             ops,
             batches: false,
@@ -248,6 +249,7 @@ fn block<T: Wgmma16, C: Output, const STAGES: usize, const STAGE_WORDS: usize>(
     // SAFETY: load_b brings B's part of the stage, as its contract says.
     unsafe {
         warp_specialized::<BM, BN, BK, STAGES, STAGE_WORDS>(
+            0,
             g.k,
             maps,
             inline_always!(|word, k0, full, col0| load_b::<1>(maps, word, k0, full, col0)),

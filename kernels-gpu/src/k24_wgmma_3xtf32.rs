@@ -122,6 +122,7 @@ const fn spec(name: &'static str, acc: u8, stages: usize) -> KernelSpec {
             b_swizzle_128: true,
             copy: TmaCopy::SplitTf32,
             c: None,
+            slices: false,
         }),
         ops: Ops::NN,
         batches: false,
@@ -180,6 +181,7 @@ fn block<const ACC: u8, const STAGES: usize>(g: Gemm, maps: TensorMaps) {
     // words, the stage's bytes.
     unsafe {
         warp_specialized_ab::<BM, { 2 * BM }, BN, BK, STAGES, STAGE_WORDS>(
+            0,
             g.k,
             maps,
             inline_always!(|word, k0, full, row0| {

@@ -156,6 +156,12 @@ pub struct TmaBoxes {
     /// 128-byte swizzle (a row of 128 bytes), where [`c_by_tma`] allows:
     /// the host then makes C's map too. `None`: C is stored by the threads.
     pub c: Option<(u32, u32)>,
+    /// It takes split-K's slices over the grid's z (`GemmParams::k_slice`:
+    /// slice z reads K from `z * k_slice` in the same maps, which describe
+    /// the whole of A and B, and writes its partial sums to plane z of the
+    /// workspace; `reduce_slices` adds them): [`KernelSpec::splits_k`].
+    /// Batches of products it does not take (one map per operand).
+    pub slices: bool,
 }
 
 /// What a TMA kernel reads in place of the caller's A and B, which the
@@ -487,7 +493,9 @@ impl KernelSpec {
                 ));
             }
         }
-        if batch > 1 && !self.batches {
+        // Split-K's slices are a batch too (`k_slice` set).
+        let slices = p.k_slice != 0 && self.splits_k();
+        if batch > 1 && !self.batches && !slices {
             return Some(format!(
                 "a batch of {batch} products (or split-K slices): {} takes one product per \
                  launch",
@@ -495,6 +503,32 @@ impl KernelSpec {
             ));
         }
         None
+    }
+
+    /// This TMA kernel, taking split-K's slices ([`TmaBoxes::slices`]; its
+    /// entry `gemm_kernel!(name, tensor_maps, sliced)`).
+    pub const fn with_slices(self) -> Self {
+        let Operands::TensorMaps(boxes) = self.operands else {
+            panic!("only a TMA kernel's maps start a slice at its K")
+        };
+        Self {
+            operands: Operands::TensorMaps(TmaBoxes {
+                slices: true,
+                ..boxes
+            }),
+            ..self
+        }
+    }
+
+    /// Whether it splits K (split-K's slices over the grid's z, then
+    /// `reduce_slices`): the FP32 pointer kernels, whose slices are a
+    /// batch with the slices' strides, and the TMA kernels whose maps start
+    /// each slice at its K ([`TmaBoxes::slices`]: steps 17-18).
+    pub fn splits_k(&self) -> bool {
+        match self.operands {
+            Operands::Pointers => self.batches && self.elems == Elems::FP32,
+            Operands::TensorMaps(boxes) => boxes.slices,
+        }
     }
 
     /// A, B and C as this kernel reads them for `p` with depth `k` (the
@@ -688,6 +722,37 @@ mod tests {
                 );
             } else {
                 assert!(k.batches && why.is_none(), "{}", k.name);
+            }
+        }
+    }
+
+    /// Split-K: the FP32 pointer kernels and the TF32 kernels of steps
+    /// 17-18 (their maps start each slice at its K) split; a TMA kernel
+    /// takes a batch of slices (`k_slice` set), never of products.
+    #[test]
+    fn the_fp32_pointer_kernels_and_steps_17_18_split_k() {
+        use crate::elem::Elems;
+        use crate::gemm::GemmParams;
+        use crate::launch::Operands;
+        let all = KERNELS.iter().chain(crate::registry::TRANSPOSED);
+        for k in all {
+            let pointer_f32 = k.operands == Operands::Pointers && k.elems == Elems::FP32;
+            assert_eq!(
+                k.splits_k(),
+                pointer_f32 || matches!(k.step, 17 | 18),
+                "{}",
+                k.name
+            );
+            let sliced = GemmParams {
+                k_slice: 32,
+                ..GemmParams::dense(64, 64, 64)
+            };
+            if k.splits_k() {
+                assert_eq!(k.unsupported(&sliced, 2), None, "{}", k.name);
+            }
+            if matches!(k.step, 17 | 18) {
+                let why = k.unsupported(&GemmParams::dense(64, 64, 64), 2);
+                assert!(why.is_some_and(|w| w.contains("one product")), "{}", k.name);
             }
         }
     }

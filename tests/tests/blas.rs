@@ -438,7 +438,7 @@ fn the_quantizers_arguments_are_checked() {
 
 /// A 16-bit call that names a kernel of other types is refused with both
 /// named; one of its own types is taken; a split of K is refused (only
-/// the FP32 pointer kernels split).
+/// the FP32 pointer kernels and steps 17-18 split).
 #[test]
 fn a_16_bit_call_takes_named_kernels_of_its_types_only_and_no_split() {
     let cfg = GemmConfig::new(256, 256, 256);
@@ -556,6 +556,50 @@ fn auto_uses_tensor_core_kernels_for_f32_calls_only_where_the_mode_allows() {
     ] {
         assert_eq!(choose(&cfg, Compute::Tf32).kernel.name, kernel, "{cfg:?}");
     }
+    // A few tiles over a long K: the TF32 kernels of steps 17-18 split
+    // K (their slices start in the maps), the partial sums in the
+    // workspace, then `reduce_slices`.
+    let deep_cfg = GemmConfig::new(512, 512, 16384);
+    let deep = choose(&deep_cfg, Compute::Tf32);
+    assert!(
+        matches!(deep.kernel.step, 17 | 18) && deep.split_k > 1,
+        "{deep}"
+    );
+    let plan = blas::plan(&deep_cfg.clone().compute(Compute::Tf32), lens(&deep_cfg)).unwrap();
+    let steps: Vec<_> = blas::steps(&plan, deep).list().collect();
+    assert_eq!(steps.len(), 2, "partial sums, then their sum");
+    assert_eq!(
+        (
+            steps[0].batch,
+            steps[0].params.k_slice as usize,
+            steps[1].spec.name
+        ),
+        (deep.split_k, 16384 / deep.split_k, "reduce_slices")
+    );
+    // Step 13 does not split, nor does a batch.
+    let named = |cfg: &GemmConfig, name: &str, split| {
+        let cfg = cfg.clone().compute(Compute::Tf32);
+        blas::choose_named(&blas::plan(&cfg, lens(&cfg)).unwrap(), name, split)
+    };
+    for name in ["wgmma_ss_256x128x32_s4_tn", "wgmma_tr_256x128x32_s4"] {
+        let cfg = if name.ends_with("_tn") {
+            deep_cfg.clone().op_a(Op::T)
+        } else {
+            deep_cfg.clone()
+        };
+        assert_eq!(named(&cfg, name, 8).unwrap().split_k, 8, "{name}");
+    }
+    let e = named(&deep_cfg, "wgmma_ws_256x128x32_s4", 8).expect_err("step 13");
+    assert!(e.to_string().contains("does not split K"), "{e}");
+    let e = named(
+        &deep_cfg
+            .clone()
+            .batched(2, 512 * 16384, 16384 * 512, 512 * 512),
+        "wgmma_ss_256x128x32_s4",
+        1,
+    )
+    .expect_err("batch");
+    assert!(e.to_string().contains("one product per"), "{e}");
     // Step 23 (the 3xTF32 kernel the emulator runs), as a mode-allowed
     // named kernel: FP32's tolerance at an odd shape.
     let odd = GemmConfig::new(70, 45, 77).compute(Compute::Tf32x3);

@@ -1333,6 +1333,7 @@ fn bf16_epilogue(g: Gemm) {
         m: g.m,
         n: g.n,
         k: g.k,
+        k0: g.k0,
         lda: g.lda,
         ldb: g.ldb,
         ldc: g.ldc,

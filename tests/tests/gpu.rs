@@ -693,6 +693,58 @@ fn library(gpu: &Gpu) -> Named {
             ));
         }
     }
+    // The TF32 kernels that split K (steps 17-18: each slice's tiles
+    // start at its K in the maps), by name, in 3 and 8 slices of a K no
+    // multiple of 32 (the last slice ends inside a tile), in their
+    // layouts; with an epilogue, which the reduction applies.
+    for cand in sgemm
+        .candidates_in(Compute::Tf32)
+        .expect("the TF32 candidates load")
+    {
+        if cand.spec.elems.math != Math::Tf32 || !cand.spec.splits_k() {
+            continue;
+        }
+        let ops = cand.spec.ops;
+        let cfg = GemmConfig::new(300, 200, 700)
+            .op_a(ops.a)
+            .op_b(ops.b)
+            .scalars(1.5, 0.5)
+            .compute(Compute::Tf32);
+        for split in [3, 8] {
+            let named = cfg.clone().algorithm(Algorithm::Kernel {
+                name: cand.spec.name.into(),
+                split_k: split,
+            });
+            seed += 3;
+            out.push((
+                format!("{}_split{split}", cand.spec.name),
+                ok(library_call(&sgemm, &named, 0, seed)),
+            ));
+            let ep = rotated(&named, seed as usize, seed);
+            out.push((
+                format!("{}_split{split}_fused", cand.spec.name),
+                ok(library_call_fused::<f32, f32>(
+                    &sgemm,
+                    &named,
+                    0,
+                    seed,
+                    Some(ep),
+                )),
+            ));
+        }
+    }
+    // In TF32 mode, Auto splits a few tiles over a long K on them.
+    let deep = GemmConfig::new(512, 512, 16384).compute(Compute::Tf32);
+    out.push((
+        "auto_tf32_splits_512x512x16384".into(),
+        library_call(&sgemm, &deep, 0, 11).and_then(|c| {
+            if c.contains("wgmma") && c.contains("split-K") {
+                Ok(())
+            } else {
+                Err(format!("Auto chose {c}"))
+            }
+        }),
+    ));
     // Auto splits K on a small C over a long K.
     let deep = GemmConfig::new(256, 256, 8192);
     out.push((

@@ -601,10 +601,8 @@ fn run_case(
                 .is_some_and(|read| c.spec.unsupported(&read.params, plan.batch).is_none())
         })
     {
-        // Only the FP32 pointer kernels split K.
-        let splitting = cand.spec.elems == Elems::FP32
-            && cand.spec.operands == kernels_gpu::launch::Operands::Pointers;
-        let splits = if splitting {
+        // Those that split K (FP32 pointer kernels, steps 17-18).
+        let splits = if cand.spec.splits_k() {
             splits(cfg, cand.spec.launch.block_tile, sms)
         } else {
             vec![1]

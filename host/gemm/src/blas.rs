@@ -90,7 +90,7 @@ use std::sync::{Arc, Mutex};
 
 use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, DevicePtr, DevicePtrMut};
 use kernels_gpu::elem::Scaling;
-use kernels_gpu::elem::{Elem, Elems, Math, Storage};
+use kernels_gpu::elem::{Elem, Math, Storage};
 pub use kernels_gpu::emu::{EmuEpilogue, EmuScales};
 pub use kernels_gpu::epilogue::{Activation, Per};
 use kernels_gpu::gemm::{EpilogueParams, GemmParams, ScaleParams};
@@ -168,8 +168,9 @@ pub enum Algorithm {
     /// The library chooses ([`choose`]).
     Auto,
     /// The kernel registered as `name` (`host --list-kernels`), with K cut
-    /// into `split_k` slices (1: no split; only FP32 pointer kernels
-    /// split).
+    /// into `split_k` slices (1: no split; only the FP32 pointer kernels
+    /// and the TF32 kernels of steps 17-18 split:
+    /// `KernelSpec::splits_k`).
     Kernel { name: String, split_k: usize },
 }
 
@@ -1662,12 +1663,12 @@ pub fn choose_by(
         let memory_s = traffic / (dram_gbs * 1e9);
         // The copies its launch makes first, once whatever the split.
         let copies = copies_s(c.spec, plan, dram_gbs);
-        // Split-K: FP32 pointer kernels, one product, tiles that leave
-        // SMs idle, K at least 512 and two slices; powers of two (what the
-        // bench times, so that the model's choices can be replayed on its
-        // runs), each slice at least `min_slice` deep.
-        let splits = c.spec.elems == Elems::FP32
-            && c.spec.operands == Operands::Pointers
+        // Split-K: kernels that split K (`KernelSpec::splits_k`), one
+        // product, tiles that leave SMs idle, K at least 512 and two
+        // slices; powers of two (what the bench times, so that the model's
+        // choices can be replayed on its runs), each slice at least
+        // `min_slice` deep.
+        let splits = c.spec.splits_k()
             && plan.batch == 1
             && tiles < sms
             && p.k >= 512
@@ -1958,10 +1959,14 @@ pub fn choose_named(plan: &Plan, name: &str, split_k: usize) -> Result<Choice, G
                 why: "split-K takes one product per call (batch = 1)".into(),
             });
         }
-        if spec.operands != Operands::Pointers || spec.elems != Elems::FP32 {
+        if !spec.splits_k() {
             return Err(GemmError::BadSplit {
                 split_k,
-                why: format!("only FP32 pointer kernels split K, {} does not", spec.name),
+                why: format!(
+                    "{} does not split K (the FP32 pointer kernels and the TF32 kernels of \
+                     steps 17-18 do)",
+                    spec.name
+                ),
             });
         }
         if split_k > plan.params.k as usize {
