@@ -565,6 +565,12 @@ fn auto_uses_tensor_core_kernels_for_f32_calls_only_where_the_mode_allows() {
         matches!(deep.kernel.step, 17 | 18) && deep.split_k > 1,
         "{deep}"
     );
+    // The GPU test's call (tests/tests/gpu.rs), a quarter of the work.
+    let small_deep = choose(&GemmConfig::new(256, 256, 16384), Compute::Tf32);
+    assert!(
+        matches!(small_deep.kernel.step, 17 | 18) && small_deep.split_k > 1,
+        "{small_deep}"
+    );
     let plan = blas::plan(&deep_cfg.clone().compute(Compute::Tf32), lens(&deep_cfg)).unwrap();
     let steps: Vec<_> = blas::steps(&plan, deep).list().collect();
     assert_eq!(steps.len(), 2, "partial sums, then their sum");

@@ -662,67 +662,42 @@ fn library(gpu: &Gpu) -> Named {
             }
         }
     }
-    // Every candidate by name, unsplit and split in 5.
-    for cand in sgemm.candidates().expect("the f32 candidates load") {
-        let ops = cand.spec.ops;
+    // Every candidate by name, unsplit and split in 5; and the TF32
+    // kernels that split K (steps 17-18: each slice's tiles start at its
+    // K in the maps) in 3 and 8 slices, with beta. K = 700 is no multiple
+    // of 32: the last slice ends inside a tile.
+    let f32_kernels = sgemm.candidates().expect("the f32 candidates load");
+    let tf32_kernels = (sgemm.candidates_in(Compute::Tf32)).expect("the TF32 candidates load");
+    let by_name = f32_kernels
+        .iter()
+        .map(|c| (c.spec, Compute::Fp32, (1.0, 1.0), [1, 5]))
+        .chain(
+            tf32_kernels
+                .iter()
+                .filter(|c| c.spec.elems.math == Math::Tf32 && c.spec.splits_k())
+                .map(|c| (c.spec, Compute::Tf32, (1.5, 0.5), [3, 8])),
+        );
+    for (spec, compute, (alpha, beta), splits) in by_name {
+        let ops = spec.ops;
         let cfg = GemmConfig::new(300, 200, 700)
             .op_a(ops.a)
             .op_b(ops.b)
-            .scalars(1.0, 1.0);
-        for split in [1, 5] {
+            .scalars(alpha, beta)
+            .compute(compute);
+        for split in splits {
             let named = cfg.clone().algorithm(Algorithm::Kernel {
-                name: cand.spec.name.into(),
+                name: spec.name.into(),
                 split_k: split,
             });
             seed += 3;
             out.push((
-                format!("{}_split{split}", cand.spec.name),
+                format!("{}_split{split}", spec.name),
                 ok(library_call(&sgemm, &named, 0, seed)),
             ));
             // With an epilogue (split-K's reduction applies it).
             let ep = rotated(&named, seed as usize, seed);
             out.push((
-                format!("{}_split{split}_fused", cand.spec.name),
-                ok(library_call_fused::<f32, f32>(
-                    &sgemm,
-                    &named,
-                    0,
-                    seed,
-                    Some(ep),
-                )),
-            ));
-        }
-    }
-    // The TF32 kernels that split K (steps 17-18: each slice's tiles
-    // start at its K in the maps), by name, in 3 and 8 slices of a K no
-    // multiple of 32 (the last slice ends inside a tile), in their
-    // layouts; with an epilogue, which the reduction applies.
-    for cand in sgemm
-        .candidates_in(Compute::Tf32)
-        .expect("the TF32 candidates load")
-    {
-        if cand.spec.elems.math != Math::Tf32 || !cand.spec.splits_k() {
-            continue;
-        }
-        let ops = cand.spec.ops;
-        let cfg = GemmConfig::new(300, 200, 700)
-            .op_a(ops.a)
-            .op_b(ops.b)
-            .scalars(1.5, 0.5)
-            .compute(Compute::Tf32);
-        for split in [3, 8] {
-            let named = cfg.clone().algorithm(Algorithm::Kernel {
-                name: cand.spec.name.into(),
-                split_k: split,
-            });
-            seed += 3;
-            out.push((
-                format!("{}_split{split}", cand.spec.name),
-                ok(library_call(&sgemm, &named, 0, seed)),
-            ));
-            let ep = rotated(&named, seed as usize, seed);
-            out.push((
-                format!("{}_split{split}_fused", cand.spec.name),
+                format!("{}_split{split}_fused", spec.name),
                 ok(library_call_fused::<f32, f32>(
                     &sgemm,
                     &named,
@@ -734,9 +709,9 @@ fn library(gpu: &Gpu) -> Named {
         }
     }
     // In TF32 mode, Auto splits a few tiles over a long K on them.
-    let deep = GemmConfig::new(512, 512, 16384).compute(Compute::Tf32);
+    let deep = GemmConfig::new(256, 256, 16384).compute(Compute::Tf32);
     out.push((
-        "auto_tf32_splits_512x512x16384".into(),
+        "auto_tf32_splits_256x256x16384".into(),
         library_call(&sgemm, &deep, 0, 11).and_then(|c| {
             if c.contains("wgmma") && c.contains("split-K") {
                 Ok(())
