@@ -640,36 +640,7 @@ macro_rules! gemm_kernel {
     // starts at `Gemm::k0` in A's and B's maps (the maps describe the
     // whole operands; the pointers A and B, moved too, are not read).
     ($name:ident, tensor_maps, sliced) => {
-        #[cfg(target_arch = "nvptx64")]
-        mod entry {
-            /// PTX entry point; see the body of the same name in the parent module.
-            ///
-            /// # Safety
-            /// Launched by the host with the geometry of the kernel's `SPEC`
-            /// and `gridDim.z` products (1, or split-K's slices of
-            /// `p.k_slice`), buffers as
-            /// [`Gemm::from_raw_batched`](crate::gemm::Gemm::from_raw_batched)
-            /// requires and `maps` as
-            /// [`TensorMaps::from_raw`](crate::device::tma::TensorMaps::from_raw)
-            /// requires, describing the whole of A and B.
-            #[unsafe(no_mangle)]
-            pub unsafe extern "ptx-kernel" fn $name(
-                a: *const f32,
-                b: *const f32,
-                c: *mut f32,
-                p: $crate::gemm::GemmParams,
-                maps: *const u8,
-                ep: $crate::gemm::EpilogueParams,
-            ) {
-                // SAFETY: the host upholds the launch contract above.
-                unsafe {
-                    super::$name(
-                        $crate::gemm::Gemm::from_raw_batched(a, b, c, p, ep),
-                        $crate::device::tma::TensorMaps::from_raw(maps),
-                    )
-                }
-            }
-        }
+        $crate::gemm_kernel!(@maps_entry $name, from_raw_batched, f32, f32, f32);
     };
     // An f32 kernel with a second entry, `$split`, that splits K inside
     // one launch (`crate::split`; `$spec` its tile and block): the
@@ -878,6 +849,11 @@ macro_rules! gemm_kernel {
     // A TMA kernel (`Operands::TensorMaps`): one more parameter, the
     // address of A's and B's tensor maps in device memory.
     ($name:ident, tensor_maps, elems($a:ty, $b:ty, $c:ty)) => {
+        $crate::gemm_kernel!(@maps_entry $name, from_raw, $a, $b, $c);
+    };
+    // The entry of the two TMA forms above: the body on `Gemm::$make`
+    // (`from_raw`: one product; `from_raw_batched`: split-K's slices).
+    (@maps_entry $name:ident, $make:ident, $a:ty, $b:ty, $c:ty) => {
         #[cfg(target_arch = "nvptx64")]
         mod entry {
             // The 16-bit types by name, for `elems(Bf16, ...)` (the types
@@ -888,10 +864,14 @@ macro_rules! gemm_kernel {
             /// PTX entry point; see the body of the same name in the parent module.
             ///
             /// # Safety
-            /// Launched by the host with the geometry of the kernel's `SPEC`,
-            /// buffers as [`Gemm::from_raw`](crate::gemm::Gemm::from_raw)
+            /// Launched by the host with the geometry of the kernel's `SPEC`
+            /// (and, for a `sliced` kernel, `gridDim.z` slices of
+            /// `p.k_slice`), buffers as the body's `Gemm` constructor
+            /// ([`Gemm::from_raw`](crate::gemm::Gemm::from_raw) or
+            /// [`Gemm::from_raw_batched`](crate::gemm::Gemm::from_raw_batched))
             /// requires and `maps` as
-            /// [`TensorMaps::from_raw`](crate::device::tma::TensorMaps::from_raw) requires.
+            /// [`TensorMaps::from_raw`](crate::device::tma::TensorMaps::from_raw)
+            /// requires (describing the whole of A and B).
             #[unsafe(no_mangle)]
             pub unsafe extern "ptx-kernel" fn $name(
                 a: *const $a,
@@ -904,7 +884,7 @@ macro_rules! gemm_kernel {
                 // SAFETY: the host upholds the launch contract above.
                 unsafe {
                     super::$name(
-                        $crate::gemm::Gemm::from_raw(a, b, c, p, ep),
+                        $crate::gemm::Gemm::$make(a, b, c, p, ep),
                         $crate::device::tma::TensorMaps::from_raw(maps),
                     )
                 }

@@ -95,7 +95,9 @@ impl Params {
         ALIGN + self.stages * self.stage_bytes() + 16 * self.stages
     }
     pub(crate) const fn check(self) {
-        assert!(self.bm == 256, "the wgmma helper is m64n256k8");
+        // m64n256k8 and m64n128k8 (steps 17-18's `Tf32Ss`; step 13's
+        // `ws` takes 256 rows only).
+        assert!(self.bm == 256 || self.bm == 128, "the TF32 wgmma tiles have 256 or 128 rows");
         assert!(self.stages >= 2 && self.stages <= 8);
         assert!(self.stage_bytes().is_multiple_of(ALIGN));
         // B's part of a stage starts 1024-byte aligned too (after A's tile):
@@ -173,7 +175,7 @@ macro_rules! wgmma_instance {
         #[cfg(target_arch = "nvptx64")]
         #[inline(always)]
         pub fn $name(g: Gemm, maps: TensorMaps) {
-            $body::<$bm, $s, { $bm * BK + BK * BN }>(g, maps)
+            $body::<$bm, $s, { $bm * BK + BK * BN }, { $bm / 2 }>(g, maps)
         }
         // The entry goes into the `wgmma` module's PTX only.
         #[cfg(any(not(target_arch = "nvptx64"), gemm_module = "wgmma"))]
@@ -522,7 +524,9 @@ pub(crate) unsafe fn warp_specialized_ab<
 /// 12's, with a second barrier per stage. STAGE_WORDS = BM * BK + BK * BN.
 #[cfg(target_arch = "nvptx64")]
 #[inline(always)]
-fn ws<const BM: usize, const STAGES: usize, const STAGE_WORDS: usize>(g: Gemm, maps: TensorMaps) {
+fn ws<const BM: usize, const STAGES: usize, const STAGE_WORDS: usize, const ACC: usize>(g: Gemm, maps: TensorMaps) {
+    // Its wgmma reads A's fragments from registers: m64n256k8 only.
+    const { assert!(BM == 256 && ACC == 128) };
     // SAFETY: BN / 8 boxes of BK x 8 words (unswizzled: 128-byte
     // alignment; each box is 1 KB), the rest of stage_bytes().
     unsafe {

@@ -41,6 +41,18 @@
 //! what the idle SMs did), and from 0.28x (FP32 kernels) to above 1x at
 //! 512 x 512 x 16384.
 //!
+//! **128 x 128 tiles** (steps 17 and 18, `Tf32Ss`'s `m64n128k8`): the
+//! same body with D of 64 columns by 128 rows per warpgroup (64
+//! accumulators per thread) and six stages of 32 KB: 64 blocks at n =
+//! 1024 where the 256 x 128 tile makes 32, without split-K's second
+//! launch and DRAM round trip. Step 18's instance serves A and B as they
+//! are, step 17's the transposed layouts. Prediction: `Auto` in TF32
+//! mode from about 0.6x to about 0.8x cuBLAS TF32 at 512-1024 (each SM
+//! still runs one block of two warpgroups, each `wgmma` half as wide:
+//! the same tensor rate, twice the `wgmma`s issued and shared-memory
+//! bytes read per FLOP of B's tile), and a little below the 256-row
+//! tile's rate at n = 4096, where `Auto` keeps that one.
+//!
 //! The price: B's bytes travel twice more (read and written by the copy),
 //! 128 MB at n = 4096, about 40 us against about 0.4 ms of tensor work,
 //! and counted in the kernel's time (the copy is enqueued by every
@@ -56,10 +68,7 @@
 #[cfg(target_arch = "nvptx64")]
 use crate::device::tma::TensorMaps;
 #[cfg(target_arch = "nvptx64")]
-use crate::device::wgmma::{
-    commit_group, descriptor_k_major_sw128, fence_ss_128, mma_m64n256k8_tf32_ss,
-    wait_ss_128,
-};
+use crate::device::wgmma::{Tf32, Tf32Ss, commit_group, descriptor_k_major_sw128};
 #[cfg(target_arch = "nvptx64")]
 use crate::gemm::Gemm;
 #[cfg(target_arch = "nvptx64")]
@@ -115,14 +124,25 @@ mod instances {
     wgmma_instance!(wgmma_ss_256x128x32_s4_tn, SPEC_256X128X32_S4_TN, spec_tn, ss, 256, 4, sliced);
     wgmma_instance!(wgmma_ss_256x128x32_s4_nt, SPEC_256X128X32_S4_NT, spec_nt, ss, 256, 4, sliced);
     wgmma_instance!(wgmma_ss_256x128x32_s4_tt, SPEC_256X128X32_S4_TT, spec_tt, ss, 256, 4, sliced);
+    // 128 x 128 tiles (m64n128k8) for the transposed layouts: twice the
+    // blocks at 256-1024 (step 18's has A and B as they are).
+    wgmma_instance!(wgmma_ss_128x128x32_s6_tn, SPEC_128X128X32_S6_TN, spec_tn, ss, 128, 6, sliced);
+    wgmma_instance!(wgmma_ss_128x128x32_s6_nt, SPEC_128X128X32_S6_NT, spec_nt, ss, 128, 6, sliced);
+    wgmma_instance!(wgmma_ss_128x128x32_s6_tt, SPEC_128X128X32_S6_TT, spec_tt, ss, 128, 6, sliced);
 }
 pub use instances::*;
 
 /// Every instance with A and B as they are.
 pub const SPECS: &[KernelSpec] = &[SPEC_256X128X32_S4];
 /// The instances for transposed calls (the same body, other copies).
-pub const TRANSPOSED: &[KernelSpec] =
-    &[SPEC_256X128X32_S4_TN, SPEC_256X128X32_S4_NT, SPEC_256X128X32_S4_TT];
+pub const TRANSPOSED: &[KernelSpec] = &[
+    SPEC_256X128X32_S4_TN,
+    SPEC_256X128X32_S4_NT,
+    SPEC_256X128X32_S4_TT,
+    SPEC_128X128X32_S6_TN,
+    SPEC_128X128X32_S6_NT,
+    SPEC_128X128X32_S6_TT,
+];
 
 /// Step 13's block ([`warp_specialized`]); B's part of a stage is B^T's
 /// tile, one box. STAGE_WORDS = BM * BK + BN * BK. A split-K slice
@@ -131,7 +151,10 @@ pub const TRANSPOSED: &[KernelSpec] =
 /// slices are multiples of 32).
 #[cfg(target_arch = "nvptx64")]
 #[inline(always)]
-fn ss<const BM: usize, const STAGES: usize, const STAGE_WORDS: usize>(g: Gemm, maps: TensorMaps) {
+fn ss<const BM: usize, const STAGES: usize, const STAGE_WORDS: usize, const ACC: usize>(g: Gemm, maps: TensorMaps)
+where
+    Tf32: Tf32Ss<ACC>,
+{
     // SAFETY: B's part is one BN x BK box of B^T with the 128-byte swizzle
     // (SPEC's), 1024-aligned, the rest of stage_bytes().
     unsafe {
@@ -141,7 +164,7 @@ fn ss<const BM: usize, const STAGES: usize, const STAGE_WORDS: usize>(g: Gemm, m
             maps,
             // SAFETY: as warp_specialized's contract, above.
             inline_always!(|word, k0, full, col0| unsafe { maps.b().load_2d(word, k0, col0 as u32, full) }),
-            inline_always!(|stages, row0, col0, tid, k_tiles| consume_ss(stages, g, row0, col0, tid, k_tiles, |_| {})),
+            inline_always!(|stages, row0, col0, tid, k_tiles| consume_ss::<BM, STAGES, STAGE_WORDS, ACC>(stages, g, row0, col0, tid, k_tiles, |_| {})),
         );
     }
 }
@@ -157,7 +180,7 @@ fn ss<const BM: usize, const STAGES: usize, const STAGE_WORDS: usize>(g: Gemm, m
 /// async proxy: `wgmma`'s rule 3).
 #[cfg(target_arch = "nvptx64")]
 #[inline(always)]
-pub(crate) fn consume_ss<const BM: usize, const STAGES: usize, const STAGE_WORDS: usize>(
+pub(crate) fn consume_ss<const BM: usize, const STAGES: usize, const STAGE_WORDS: usize, const ACC: usize>(
     stages: Stages<BM, STAGES, STAGE_WORDS>,
     g: Gemm,
     row0: usize,
@@ -165,16 +188,20 @@ pub(crate) fn consume_ss<const BM: usize, const STAGES: usize, const STAGE_WORDS
     tid: usize,
     k_tiles: usize,
     prepare: impl Fn(usize),
-) {
+) where
+    Tf32: Tf32Ss<ACC>,
+{
+    // D is this warpgroup's 64 columns of C by the tile's BM rows.
+    const { assert!(2 * ACC == BM) };
     let (wg, lane) = (tid / 128, tid % 32);
     // SAFETY: all-zero bits are 0.0 (see step 12).
-    let mut acc: [f32; 128] = unsafe { core::mem::zeroed() };
+    let mut acc: [f32; ACC] = unsafe { core::mem::zeroed() };
     for kt in 0..k_tiles {
         let s = kt % STAGES;
         stages.wait_full(kt);
         prepare(kt);
         // The wgmma's "A" is this warpgroup's 64 rows of B^T's tile (64
-        // columns of C), its "B" A's tile (256 rows of C), as in steps
+        // columns of C), its "B" A's tile (BM rows of C), as in steps
         // 12-13: D is the tile of C transposed.
         let (mut a_desc, mut b_desc) = ([0u64; BK / 8], [0u64; BK / 8]);
         unroll!(BK / 8; 4, |step| {
@@ -186,13 +213,13 @@ pub(crate) fn consume_ss<const BM: usize, const STAGES: usize, const STAGE_WORDS
         // complete (wait and prepare above) and stay until this warp
         // releases the stage, after the wait that retires these.
         unsafe {
-            fence_ss_128(&mut acc, &mut a_desc, &mut b_desc);
+            Tf32::fence(&mut acc, &mut a_desc, &mut b_desc);
             unroll!(BK / 8; 4, |step| {
-                mma_m64n256k8_tf32_ss(&mut acc, a_desc[step], b_desc[step]);
+                Tf32::mma(&mut acc, a_desc[step], b_desc[step]);
             });
             commit_group();
             // Tile kt - 1's group is retired; tile kt's stays in flight.
-            wait_ss_128::<1>(&mut acc);
+            Tf32::wait::<1>(&mut acc);
         }
         if kt >= 1 && lane == 0 {
             // SAFETY: once per tile, in order, after the wait that retired
@@ -201,6 +228,6 @@ pub(crate) fn consume_ss<const BM: usize, const STAGES: usize, const STAGE_WORDS
         }
     }
     // SAFETY: both warpgroups get here.
-    unsafe { wait_ss_128::<0>(&mut acc) };
+    unsafe { Tf32::wait::<0>(&mut acc) };
     store_tile::<BM, _>(g, &acc, row0, col0, tid);
 }

@@ -27,6 +27,8 @@
 //!   keep their queue as long as it takes less than a tile's tensor time.
 //! - Split-K's slices as step 17 takes them (see its header): the
 //!   producer starts its copies at the slice's K (`Gemm::k0`).
+//! - Two tiles, as step 17's: 256 x 128, and 128 x 128 for calls of
+//!   256-1024 (see step 17's header).
 //!
 //! Shared-memory traffic, the cost: per 256 x 128 x 32 tile the `wgmma`s
 //! read 80 KB (each warpgroup A's 32 KB tile and its 8 KB of B^T); the
@@ -53,7 +55,7 @@ use crate::device::mma::to_tf32;
 #[cfg(target_arch = "nvptx64")]
 use crate::device::tma::TensorMaps;
 #[cfg(target_arch = "nvptx64")]
-use crate::device::wgmma::fence_proxy_async;
+use crate::device::wgmma::{Tf32, Tf32Ss, fence_proxy_async};
 #[cfg(target_arch = "nvptx64")]
 use crate::device::SharedTile;
 #[cfg(target_arch = "nvptx64")]
@@ -92,18 +94,23 @@ const fn spec(p: Params, name: &'static str) -> KernelSpec {
 mod instances {
     use super::*;
     wgmma_instance!(wgmma_tr_256x128x32_s4, SPEC_256X128X32_S4, spec, tr, 256, 4, sliced);
+    // A 128 x 128 tile (m64n128k8): twice the blocks at 256-1024.
+    wgmma_instance!(wgmma_tr_128x128x32_s6, SPEC_128X128X32_S6, spec, tr, 128, 6, sliced);
 }
 pub use instances::*;
 
 /// Every instance.
-pub const SPECS: &[KernelSpec] = &[SPEC_256X128X32_S4];
+pub const SPECS: &[KernelSpec] = &[SPEC_256X128X32_S4, SPEC_128X128X32_S6];
 
 /// Step 13's block ([`warp_specialized`]); B's part of a stage is BN /
 /// BOX boxes, each transposed in place before use. STAGE_WORDS = BM * BK +
 /// BN * BK.
 #[cfg(target_arch = "nvptx64")]
 #[inline(always)]
-fn tr<const BM: usize, const STAGES: usize, const STAGE_WORDS: usize>(g: Gemm, maps: TensorMaps) {
+fn tr<const BM: usize, const STAGES: usize, const STAGE_WORDS: usize, const ACC: usize>(g: Gemm, maps: TensorMaps)
+where
+    Tf32: Tf32Ss<ACC>,
+{
     // SAFETY: B's part is BN / BOX boxes of BK x BOX with the 128-byte
     // swizzle (SPEC's), each 4 KB, so 1024-aligned, the rest of
     // stage_bytes(). The consumers' writes of the stage's previous tile
@@ -126,7 +133,7 @@ fn tr<const BM: usize, const STAGES: usize, const STAGE_WORDS: usize>(g: Gemm, m
                 // makes its 64 columns of B (boxes 2 wg and 2 wg + 1; warps
                 // 0-1 of the warpgroup the first, 2-3 the second) K-major in
                 // place. The wgmmas still in flight read another stage.
-                consume_ss(stages, g, row0, col0, tid, k_tiles, |kt| {
+                consume_ss::<BM, STAGES, STAGE_WORDS, ACC>(stages, g, row0, col0, tid, k_tiles, |kt| {
                     let s = kt % STAGES;
                     transpose_box(SharedTile::at(b_box(s, 2 * wg + warp / 2)), warp % 2, lane);
                     // The tensor cores read the boxes through the async

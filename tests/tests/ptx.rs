@@ -362,11 +362,14 @@ fn sixteen_bit_mma_kernels_use_mma_sync_k16_once_per_warp_tile() {
     }
 }
 
-/// Steps 12-13 and 17-18: `wgmma` (64 x 256 x 8, BK / 8 per tile, in one
-/// body: TMA handles every edge), TMA tile copies completing on
-/// `mbarrier`s; steps 12-13 round B's register fragments to TF32 in the
-/// loop, steps 17-18 read both operands from shared memory (B rounded by
-/// the copy before the kernel, or by the transposition in shared memory).
+/// Steps 12-13 and 17-18: `wgmma` (64 x BM x 8 for a tile of BM rows,
+/// BK / 8 per tile, in one body: TMA handles every edge), TMA tile copies
+/// completing on `mbarrier`s; steps 12-13 round B's register fragments to
+/// TF32 in the loop, steps 17-18 read both operands from shared memory (B
+/// rounded by the copy before the kernel, or by the transposition in
+/// shared memory). The entries of the kernels that split K
+/// (`KernelSpec::splits_k`) read their slice from `%ctaid.z`; the others
+/// never do.
 #[test]
 fn hopper_kernels_use_wgmma_tma_and_mbarriers() {
     let wgmma = rust_gemm::ptx(&kernels_gpu::modules::WGMMA);
@@ -374,14 +377,24 @@ fn hopper_kernels_use_wgmma_tma_and_mbarriers() {
         .iter()
         .chain(kernels_gpu::k13_wgmma_ws::SPECS)
         .chain(kernels_gpu::k17_wgmma_ss::SPECS)
+        .chain(kernels_gpu::k17_wgmma_ss::TRANSPOSED)
         .chain(kernels_gpu::k18_wgmma_tr::SPECS)
     {
         let body = ptx_entry(wgmma, k.name).unwrap();
+        let bm = k.launch.block_tile.0;
         assert_eq!(
-            body.matches("wgmma.mma_async.sync.aligned.m64n256k8.f32.tf32.tf32")
-                .count(),
+            body.matches(&format!(
+                "wgmma.mma_async.sync.aligned.m64n{bm}k8.f32.tf32.tf32"
+            ))
+            .count(),
             kernels_gpu::k12_wgmma::BK / 8,
             "{}: wgmma count",
+            k.name
+        );
+        assert_eq!(
+            body.contains("%ctaid.z"),
+            k.splits_k(),
+            "{}: reads its slice of K from the grid's z where it splits K, only there",
             k.name
         );
         for needed in [

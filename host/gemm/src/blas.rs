@@ -1330,6 +1330,11 @@ const FULL_RATE: &[(&str, f64)] = &[
     ("wgmma_ss_256x128x32_s4_tn", 352_170.0),
     ("wgmma_ss_256x128x32_s4_nt", 352_170.0),
     ("wgmma_ss_256x128x32_s4_tt", 352_170.0),
+    // The 128 x 128 tiles of steps 17-18 (m64n128k8): PROVISIONAL.
+    ("wgmma_tr_128x128x32_s6", 344_950.0),
+    ("wgmma_ss_128x128x32_s6_tn", 352_170.0),
+    ("wgmma_ss_128x128x32_s6_nt", 352_170.0),
+    ("wgmma_ss_128x128x32_s6_tt", 352_170.0),
     ("mma_128x128x32_w64x64_s2", 152_131.0),
     ("mma_256x128x32_w64x64_s3", 141_363.0),
     ("mma_128x64x32_w64x32_s2", 133_800.0),

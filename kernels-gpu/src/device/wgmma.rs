@@ -682,6 +682,89 @@ with_d! {
 }
 
 with_d! {
+    /// `wgmma.wait_group.sync.aligned PENDING` with D as operands, for
+    /// groups of [`mma_m64n128k8_tf32_ss`] writing one 64-register
+    /// accumulator (steps 17-18's 128-row tiles; step 24 keeps two,
+    /// [`wait_ss_64x2`]).
+    ///
+    /// # Safety
+    /// Rule 1.
+    fn wait_ss_64<const PENDING: u32>(d: [f32; 64])
+    template: ("wgmma.wait_group.sync.aligned {n}; // ", d_list!([0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31 32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53 54 55 56 57 58 59 60 61 62 63]))
+    regs: [0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 29 30 31 32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53 54 55 56 57 58 59 60 61 62 63]
+    operands: (n = const PENDING, options(nostack))
+}
+
+/// The TF32 `wgmma` of a consumer warpgroup whose operands both come
+/// from shared memory (steps 17 and 18), with D of 64 x (2 `ACC`): a
+/// tile of `2 ACC` rows of C per block. `m64n256k8` ([`fence_ss_128`],
+/// [`mma_m64n256k8_tf32_ss`], [`wait_ss_128`]) for `ACC` = 128,
+/// `m64n128k8` ([`fence_ss_64`], [`mma_m64n128k8_tf32_ss`],
+/// [`wait_ss_64`]) for 64.
+pub trait Tf32Ss<const ACC: usize> {
+    /// The fence before a group, with D and the group's descriptors of A
+    /// (`a`) and B (`b`) as operands.
+    ///
+    /// # Safety
+    /// Rule 1.
+    unsafe fn fence(d: &mut [f32; ACC], a: &mut [u64; 4], b: &mut [u64; 4]);
+    /// `d += A * B` over 8 of K, A and B the K-major tiles `a` and `b`
+    /// describe.
+    ///
+    /// # Safety
+    /// Rules 1-3.
+    unsafe fn mma(d: &mut [f32; ACC], a: u64, b: u64);
+    /// Waits until at most `PENDING` groups are in flight.
+    ///
+    /// # Safety
+    /// Rule 1.
+    unsafe fn wait<const PENDING: u32>(d: &mut [f32; ACC]);
+}
+
+/// TF32 operands, as a [`Tf32Ss`].
+pub struct Tf32;
+
+impl Tf32Ss<128> for Tf32 {
+    #[inline(always)]
+    unsafe fn fence(d: &mut [f32; 128], a: &mut [u64; 4], b: &mut [u64; 4]) {
+        // SAFETY: forwarded from the caller's contract.
+        unsafe { fence_ss_128(d, a, b) }
+    }
+    #[inline(always)]
+    unsafe fn mma(d: &mut [f32; 128], a: u64, b: u64) {
+        // SAFETY: forwarded from the caller's contract.
+        unsafe { mma_m64n256k8_tf32_ss(d, a, b) }
+    }
+    #[inline(always)]
+    unsafe fn wait<const PENDING: u32>(d: &mut [f32; 128]) {
+        // SAFETY: forwarded from the caller's contract.
+        unsafe { wait_ss_128::<PENDING>(d) }
+    }
+}
+
+impl Tf32Ss<64> for Tf32 {
+    #[inline(always)]
+    unsafe fn fence(d: &mut [f32; 64], a: &mut [u64; 4], b: &mut [u64; 4]) {
+        let mut s = [a[0], a[1], a[2], a[3], b[0], b[1], b[2], b[3]];
+        // SAFETY: forwarded from the caller's contract.
+        unsafe { fence_ss_64(d, &mut s) };
+        // The fenced values, so that nothing computes them after it.
+        *a = [s[0], s[1], s[2], s[3]];
+        *b = [s[4], s[5], s[6], s[7]];
+    }
+    #[inline(always)]
+    unsafe fn mma(d: &mut [f32; 64], a: u64, b: u64) {
+        // SAFETY: forwarded from the caller's contract.
+        unsafe { mma_m64n128k8_tf32_ss::<1>(d, a, b) }
+    }
+    #[inline(always)]
+    unsafe fn wait<const PENDING: u32>(d: &mut [f32; 64]) {
+        // SAFETY: forwarded from the caller's contract.
+        unsafe { wait_ss_64::<PENDING>(d) }
+    }
+}
+
+with_d! {
     /// `wgmma.fence.sync.aligned` for a group of [`mma_m64n128k8_tf32_ss`]
     /// (step 24): the two 64-register accumulators the group may write or
     /// that were last touched by the threads (`d`, `e`) and the group's 16
