@@ -556,6 +556,24 @@ fn auto_uses_tensor_core_kernels_for_f32_calls_only_where_the_mode_allows() {
     ] {
         assert_eq!(choose(&cfg, Compute::Tf32).kernel.name, kernel, "{cfg:?}");
     }
+    // At 1024 the 128 x 128 instances of steps 17-18: twice the blocks
+    // of the 256 x 128 tile, in one launch, unsplit (a TMA kernel's
+    // slice pays its block's fixed part again: `TMA_SLICE_S`); from
+    // 2048 up the 256-row tile.
+    let mid = GemmConfig::new(1024, 1024, 1024);
+    for (cfg, kernel) in [
+        (mid.clone(), "wgmma_tr_128x128x32_s6"),
+        (mid.clone().op_a(Op::T), "wgmma_ss_128x128x32_s6_tn"),
+        (mid.clone().op_b(Op::T), "wgmma_ss_128x128x32_s6_nt"),
+        (
+            mid.clone().op_a(Op::T).op_b(Op::T),
+            "wgmma_ss_128x128x32_s6_tt",
+        ),
+        (GemmConfig::new(2048, 2048, 2048), "wgmma_tr_256x128x32_s4"),
+    ] {
+        let c = choose(&cfg, Compute::Tf32);
+        assert_eq!((c.kernel.name, c.split_k), (kernel, 1), "{cfg:?}");
+    }
     // A few tiles over a long K: the TF32 kernels of steps 17-18 split
     // K (their slices start in the maps), the partial sums in the
     // workspace, then `reduce_slices`.
@@ -587,7 +605,12 @@ fn auto_uses_tensor_core_kernels_for_f32_calls_only_where_the_mode_allows() {
         let cfg = cfg.clone().compute(Compute::Tf32);
         blas::choose_named(&blas::plan(&cfg, lens(&cfg)).unwrap(), name, split)
     };
-    for name in ["wgmma_ss_256x128x32_s4_tn", "wgmma_tr_256x128x32_s4"] {
+    for name in [
+        "wgmma_ss_256x128x32_s4_tn",
+        "wgmma_tr_256x128x32_s4",
+        "wgmma_ss_128x128x32_s6_tn",
+        "wgmma_tr_128x128x32_s6",
+    ] {
         let cfg = if name.ends_with("_tn") {
             deep_cfg.clone().op_a(Op::T)
         } else {

@@ -1330,11 +1330,16 @@ const FULL_RATE: &[(&str, f64)] = &[
     ("wgmma_ss_256x128x32_s4_tn", 352_170.0),
     ("wgmma_ss_256x128x32_s4_nt", 352_170.0),
     ("wgmma_ss_256x128x32_s4_tt", 352_170.0),
-    // The 128 x 128 tiles of steps 17-18 (m64n128k8): PROVISIONAL.
-    ("wgmma_tr_128x128x32_s6", 344_950.0),
-    ("wgmma_ss_128x128x32_s6_tn", 352_170.0),
-    ("wgmma_ss_128x128x32_s6_nt", 352_170.0),
-    ("wgmma_ss_128x128x32_s6_tt", 352_170.0),
+    // The 128 x 128 tiles of steps 17-18 (m64n128k8): the 256-row
+    // instance's rate above times the ratio of their times at 4096 in
+    // one run, copies included (H100, `bench --suite --quick --compute
+    // tf32`; step 18's the mean of two runs; docs/measurements.md,
+    // forty-sixth session): 0.62 for step 18 (its transposition costs
+    // twice as much per FLOP), 0.77-0.80 for step 17's layouts.
+    ("wgmma_tr_128x128x32_s6", 212_500.0),
+    ("wgmma_ss_128x128x32_s6_tn", 282_100.0),
+    ("wgmma_ss_128x128x32_s6_nt", 281_000.0),
+    ("wgmma_ss_128x128x32_s6_tt", 271_500.0),
     ("mma_128x128x32_w64x64_s2", 152_131.0),
     ("mma_256x128x32_w64x64_s3", 141_363.0),
     ("mma_128x64x32_w64x32_s2", 133_800.0),
@@ -1716,8 +1721,15 @@ pub fn choose_by(
             } else {
                 model.reduce_launch_s
             };
+            // A TMA kernel's threads store its partial sums one value at
+            // a time across rows (step 12's epilogue): its planes cost
+            // `TMA_PLANES` times their traffic.
+            let planes = match c.spec.operands {
+                Operands::Pointers => 1.0,
+                Operands::TensorMaps(_) => TMA_PLANES,
+            };
             let reduce_s = if split > 1 {
-                2.0 * 4.0 * split as f64 * m * n / (dram_gbs * 1e9)
+                planes * 2.0 * 4.0 * split as f64 * m * n / (dram_gbs * 1e9)
                     + reduce_launch_s
                     + split as f64 * model.slice_s
             } else {
@@ -1876,6 +1888,14 @@ pub const DECODE_MIN_K: usize = 128;
 /// 28 products of 14 x 97 x 8283 (seed 6) 3.6x faster (docs/measurements.md,
 /// thirty-fifth session).
 pub const DECODE_BATCH_MIN_K: usize = 320;
+
+/// How many times their DRAM traffic the partial sums of a TMA kernel
+/// that splits K (steps 17-18) cost in `Auto`'s model: on an H100 at
+/// 1024^3 their splits in 2 and 4 cost 4-5 and 9 µs more than the
+/// model's launch and traffic (5 and 10 µs), about the traffic again
+/// (docs/measurements.md, forty-sixth session). Their threads store the
+/// planes one value at a time across rows, not 128 bits along one.
+pub const TMA_PLANES: f64 = 2.0;
 
 /// What `Auto`'s model adds for each copy a launch makes before its
 /// kernel: about a launch's latency.
