@@ -1483,14 +1483,16 @@ pub fn auto_candidates(
 ///      short), [`Model::scalar_store`] times that for a kernel that
 ///      stores one value at a time across rows (steps 15, 16 and 28, and
 ///      step 10 where C's rows do not start on 16 bytes);
-///    - split-K (FP32 pointer kernels, one product only, tiles that leave
+///    - split-K (kernels that split K, `KernelSpec::splits_k`: the FP32
+///      pointer kernels and steps 17-18; one product only, tiles that leave
 ///      SMs idle, K at least 512 and two slices) cuts K into 2, 4, ..
 ///      [`Model::max_split`] slices of at least [`Model::min_slice`] and
 ///      adds the reduction: its launch ([`Model::reduce_launch_s`]; none
 ///      for a kernel that splits inside its launch, [`in_launch`]), a
 ///      memory round trip per slice ([`Model::slice_s`]: for a small C
 ///      the pass lasts as long as its round trips) and its traffic, `slices * m * n` floats moved twice
-///      at the GPU's DRAM bandwidth (`dram_gbs`);
+///      at the GPU's DRAM bandwidth (`dram_gbs`; [`TMA_PLANES`] times that
+///      for steps 17-18);
 ///    - no kernel runs faster than its DRAM traffic: A read once per
 ///      column of tiles, B once per row of tiles, C once (no reuse in L2
 ///      assumed; each element its stored type's bytes). This is what
