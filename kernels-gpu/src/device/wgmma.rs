@@ -503,7 +503,8 @@ with_d! {
 
 with_d! {
     /// `wgmma.fence.sync.aligned` for a group of [`mma_m64n128k32_e4m3_e4m3_ss`]
-    /// (step 26): the 64-register partial sum the group writes and the
+    /// (step 26) or of [`mma_m64n128k8_tf32_ss`] (steps 17-18's 128-row
+    /// tiles, [`Tf32Ss`]): the 64-register partial sum the group writes and the
     /// group's eight descriptors (four of A's, four of B's) as operands,
     /// for the reasons of [`fence_128`].
     ///
