@@ -637,6 +637,38 @@ fn auto_uses_tensor_core_kernels_for_f32_calls_only_where_the_mode_allows() {
     assert!(Compute::Tf32.allows(Math::Tf32x3) && Compute::Fp32.allows(Math::Bf16));
 }
 
+/// A call of one row (one column) of C goes to step 15's row kernel
+/// (step 16's one-column tiles) in every mode, split so that the SMs
+/// hold enough of its blocks to stream the matrix: its listed rate
+/// (measured at 4096^3) does not bound it, and the TF32 tiles of 128 or
+/// 256 rows computed the vector slower (docs/measurements.md,
+/// forty-seventh session). On both GPUs' constants.
+#[test]
+fn auto_streams_a_vector_call_through_the_vector_kernels() {
+    for compute in [Compute::Fp32, Compute::Tf32] {
+        let cands = candidates_in(Storage::F32, compute);
+        for dram in [3350.0, 4800.0] {
+            let choose = |cfg: GemmConfig| {
+                let cfg = cfg.compute(compute);
+                let plan = blas::plan(&cfg, lens(&cfg)).unwrap();
+                choose_by(&blas::MODEL, &plan, &cands, 132, dram).unwrap()
+            };
+            let row = choose(GemmConfig::new(1, 4096, 4096));
+            let tiles = 4096usize.div_ceil(row.kernel.launch.block_tile.1);
+            assert_eq!(row.kernel.step, 15, "{compute:?} {dram}: {row}");
+            assert!(
+                tiles * row.split_k >= 3 * 132,
+                "{compute:?} {dram}: {row}: too few blocks to stream B"
+            );
+            let column = choose(GemmConfig::new(4096, 1, 4096));
+            assert_eq!(column.kernel.step, 16, "{compute:?} {dram}: {column}");
+            // Two rows are no vector: a tile's model, as before.
+            let two = choose(GemmConfig::new(2, 4096, 4096));
+            assert_ne!(two.kernel.step, 15, "{compute:?} {dram}: {two}");
+        }
+    }
+}
+
 #[test]
 fn a_zero_dimension_is_named() {
     let e = refused(&GemmConfig::new(4, 0, 4), (16, 0, 0));

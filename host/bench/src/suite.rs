@@ -1040,8 +1040,10 @@ mod tests {
     /// fails here; one that picks a variant the run did not time says so
     /// (Auto's own time stands for its choice).
     /// The floors are the replays of `blas::MODEL` less 0.005: 0.994,
-    /// 0.923, 0.922 and 0.995 on seeds 1 to 4, fitted on; 0.863 and 0.913
-    /// on seeds 5 and 6, held out (H100 runs of the thirty-sixth session).
+    /// 0.923, 0.922 and 0.995 on seeds 1 to 4, fitted on; 0.872 and 0.913
+    /// on seeds 5 and 6, held out (H100 runs of the thirty-sixth session;
+    /// seed 5's 0.863 became 0.872 with the vector calls' model of the
+    /// forty-seventh session).
     #[test]
     fn auto_replayed_on_the_recorded_suites_keeps_its_geometric_mean() {
         for (seed, floor) in [
@@ -1049,7 +1051,7 @@ mod tests {
             (2, 0.918),
             (3, 0.917),
             (4, 0.990),
-            (5, 0.858),
+            (5, 0.867),
             (6, 0.908),
         ] {
             let replay = replay(&recorded(seed), seed, &blas::MODEL, false)

@@ -1499,6 +1499,13 @@ pub fn auto_candidates(
 ///      rules step 16's one-column tiles out for a C of many columns and
 ///      in for a matrix-vector product; of two kernels the traffic bounds
 ///      alike, the one with the faster arithmetic wins;
+///    - a call of one row of C (one column) where step 15 (16) can run
+///      it: that kernel streams its operand at [`VECTOR_SM_GBS`] per SM
+///      with [`VECTOR_BLOCKS_PER_SM`] blocks (at most the DRAM bandwidth), in the part of its
+///      tile's width (height) the call fills, whatever its listed rate
+///      (measured at 4096^3, where it rereads its operand); the TMA
+///      kernels, whose tiles compute 128 or 256 rows (columns), do not
+///      run it;
 ///    - a kernel whose grid CUDA cannot launch for the call, or that does
 ///      not take batches when the call is one, is skipped;
 ///    - a call with B transposed, at most [`DECODE_ROWS`] rows of A and K
@@ -1648,10 +1655,21 @@ pub fn choose_by(
     let per_16_bytes = (16 / plan.storage.c.bytes().max(1)) as u64;
     let rows_16 = u64::from(p.ldc).is_multiple_of(per_16_bytes)
         && (plan.batch == 1 || p.stride_c.is_multiple_of(per_16_bytes));
+    // A call of one row (one column) of C, which step 15's row kernel
+    // (step 16's one-column tiles) may run: it streams B (A) once, each
+    // SM with a block at [`VECTOR_SM_GBS`], not at its listed rate (measured at 4096^3, where it rereads its
+    // operand for every row). The TMA kernels do not run it: their tiles
+    // of 128 or 256 rows (columns) computed the vector slower than steps
+    // 15 and 16 (docs/measurements.md, forty-seventh session).
+    let streams =
+        |c: &Candidate| (c.spec.step == 15 && p.m == 1) || (c.spec.step == 16 && p.n == 1);
+    let vector = candidates.iter().filter(of_the_call).any(streams);
     let mut best: Option<((f64, f64), Choice)> = None;
     for c in candidates.iter().filter(of_the_call).filter(|c| {
         if decode {
             decode_kernel(c)
+        } else if vector {
+            !matches!(c.spec.step, 28 | 30) && c.spec.operands == Operands::Pointers
         } else {
             !matches!(c.spec.step, 28 | 30)
         }
@@ -1750,8 +1768,23 @@ pub fn choose_by(
             } else {
                 0.0
             };
-            let compute_s = on_busiest * block_s
-                + waves * (model.wave_latency_s + per_thread * model.store_s_per_value);
+            let compute_s = if streams(c) {
+                // Each SM with VECTOR_BLOCKS_PER_SM blocks streams at
+                // VECTOR_SM_GBS (fewer blocks, their part of it), in the
+                // part of the tile's width (height) the call fills.
+                let busy = (blocks as f64 / VECTOR_BLOCKS_PER_SM).min(sms as f64);
+                let filled = if p.m == 1 {
+                    n / (tiles_n * bn) as f64
+                } else {
+                    m / (tiles_m * bm) as f64
+                };
+                let gbs = (busy * VECTOR_SM_GBS).min(dram_gbs);
+                // Its one row (column) of C is stored as it goes.
+                traffic / (gbs * 1e9 * filled) + waves * model.wave_latency_s
+            } else {
+                on_busiest * block_s
+                    + waves * (model.wave_latency_s + per_thread * model.store_s_per_value)
+            };
             // Ties (both bound by DRAM in the model) go to the faster
             // arithmetic.
             let t = (compute_s.max(memory_s) + reduce_s + copies, compute_s);
@@ -1898,6 +1931,24 @@ pub const DECODE_BATCH_MIN_K: usize = 320;
 /// (docs/measurements.md, forty-sixth session). Their threads store the
 /// planes one value at a time across rows, not 128 bits along one.
 pub const TMA_PLANES: f64 = 2.0;
+
+/// How fast one SM with a block of step 15's row kernel (step 16's
+/// one-column tiles) streams a call of one row (column) of C in `Auto`'s
+/// model, in GB/s, the GPU's DRAM bandwidth at most: about 2.4 TB/s on
+/// 132 SMs, what they reached on the H200 (4.8 TB/s: `skinny_1x512`
+/// 2.2 TB/s at 1 x 4096 x 4096, `gemv_warp_8x1` 2.5 at 4096 x 1 x 4096,
+/// docs/suite.json) and on the H100 (3.35 TB/s: `skinny_1x512` 2.5 at 1 x
+/// 7766 x 12120, docs/random-suite/seed5.json). Their blocks' loads in
+/// flight, not DRAM, bound them.
+pub const VECTOR_SM_GBS: f64 = 18.0;
+
+/// How many blocks of those kernels an SM needs for [`VECTOR_SM_GBS`]:
+/// the fastest splits of the recorded vector calls gave 512 to 544
+/// blocks to 132 SMs (`skinny_1x512` split 64 at 1 x 4096 x 4096 and
+/// split 32 at 1 x 7766 x 12120, `gemv_warp_8x1` unsplit at 4096 x 1 x
+/// 4096 and split 8 at 537 x 1 x 4508); with half to a quarter of them
+/// their splits ran 3-40 % slower.
+pub const VECTOR_BLOCKS_PER_SM: f64 = 4.0;
 
 /// What `Auto`'s model adds for each copy a launch makes before its
 /// kernel: about a launch's latency.
