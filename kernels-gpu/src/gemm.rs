@@ -145,6 +145,11 @@ pub struct Gemm<A: Element = f32, B: Element = f32, C: Element = f32> {
     /// split-K's slice `z`, else 0. A pointer kernel's views already
     /// start there, and its bodies never read this.
     pub k0: usize,
+    /// Which product of a batch this is as a TMA kernel addresses it (the
+    /// third coordinate of its maps: steps 17-18): `z` for a batch, 0 for
+    /// one product or a split-K slice. Pointer kernels' views already
+    /// start at their product.
+    pub product: usize,
     pub lda: usize,
     pub ldb: usize,
     pub ldc: usize,
@@ -386,6 +391,7 @@ impl<A: Element, B: Element, C: Element> Gemm<A, B, C> {
             n: p.n as usize,
             k: k as usize,
             k0: (z * p.k_slice) as usize,
+            product: z as usize * (p.k_slice == 0) as usize,
             lda: p.lda as usize,
             ldb: p.ldb as usize,
             ldc: p.ldc as usize,
@@ -504,6 +510,7 @@ impl<A: Element, B: Element, C: Element> Gemm<A, B, C> {
             n: self.n,
             k: self.k,
             k0: self.k0,
+            product: self.product,
             lda: self.lda,
             ldb: self.ldb,
             ldc: self.ldc,

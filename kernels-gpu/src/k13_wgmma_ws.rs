@@ -421,7 +421,9 @@ impl<const BM: usize, const STAGES: usize, const STAGE_WORDS: usize, const BK: u
 /// shape, in how B reaches a stage and in what the consumers do with it.
 /// Block `(blockIdx.y, blockIdx.x)` computes the BM x BN tile of C at
 /// `(row0, col0)`, `k` deep in tiles of BK from K = `k_origin` (0, or a
-/// split-K slice's start: `Gemm::k0`). Every thread sets up the
+/// split-K slice's start: `Gemm::k0`), in matrix `product` of A's map
+/// where it has a third dimension (`Some`: a batch, steps 17-18). Every
+/// thread sets up the
 /// stages ([`Stages::init`]); then the producer warpgroup gives most of
 /// its registers back and its first thread runs [`Stages::produce_ab`]
 /// with A's box at `(k0, row0)` and `load_b(word, k0, full, col0)` for
@@ -444,6 +446,7 @@ pub(crate) unsafe fn warp_specialized<
 >(
     k_origin: u32,
     k: usize,
+    product: Option<u32>,
     maps: TensorMaps,
     load_b: impl Fn(usize, u32, MBarrier, usize),
     consume: impl FnOnce(Stages<BM, STAGES, STAGE_WORDS, BK>, usize, usize, usize, usize),
@@ -456,7 +459,7 @@ pub(crate) unsafe fn warp_specialized<
             k_origin,
             k,
             maps,
-            inline_always!(|word, k0, full, row0| maps.a().load_2d(word, k0, row0 as u32, full)),
+            inline_always!(|word, k0, full, row0| maps.a().load(word, k0, row0 as u32, product, full)),
             load_b,
             consume,
         )
@@ -533,6 +536,7 @@ fn ws<const BM: usize, const STAGES: usize, const STAGE_WORDS: usize, const ACC:
         warp_specialized::<BM, BN, BK, STAGES, STAGE_WORDS>(
             0,
             g.k,
+            None,
             maps,
             inline_always!(|word, k0, full, col0| {
                 unroll!(BN / B_BOX_COLS; 16, |j| {

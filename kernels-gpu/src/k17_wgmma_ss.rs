@@ -41,6 +41,17 @@
 //! what the idle SMs did), and from 0.28x (FP32 kernels) to above 1x at
 //! 512 x 512 x 16384.
 //!
+//! **Batches** (steps 17 and 18 where no operand is copied: step 18 and
+//! `_nt`): the maps have a third dimension, the products of a batch
+//! (`stride_a`, `stride_b` apart), and a batch's block z copies its boxes
+//! from product z (`Gemm::product`) and stores into C moved by z
+//! products, as split-K's slice z stores into plane z. A batch whose rows
+//! or products are not 16-byte multiples is refused (no padded copy per
+//! product); one whose A or B starts off 16 bytes runs one product per
+//! launch. Prediction: a batch of 256 products of 128^3 in TF32 mode
+//! from 0.65x cuBLAS TF32 (step 10's FP32 tiles) to about 1x: 256 blocks
+//! of the 128 x 128 tile, one wave and a half.
+//!
 //! **128 x 128 tiles** (steps 17 and 18, `Tf32Ss`'s `m64n128k8`): the
 //! same body with D of 64 columns by 128 rows per warpgroup (64
 //! accumulators per thread) and six stages of 32 KB: 64 blocks at n =
@@ -161,9 +172,10 @@ where
         warp_specialized::<BM, BN, BK, STAGES, STAGE_WORDS>(
             g.k0 as u32,
             g.k,
+            Some(g.product as u32),
             maps,
             // SAFETY: as warp_specialized's contract, above.
-            inline_always!(|word, k0, full, col0| unsafe { maps.b().load_2d(word, k0, col0 as u32, full) }),
+            inline_always!(|word, k0, full, col0| unsafe { maps.b().load_3d(word, k0, col0 as u32, g.product as u32, full) }),
             inline_always!(|stages, row0, col0, tid, k_tiles| consume_ss::<BM, STAGES, STAGE_WORDS, ACC>(stages, g, row0, col0, tid, k_tiles, |_| {})),
         );
     }

@@ -25,8 +25,9 @@
 //! - The transposition of tile kt runs while tile kt - 1's `wgmma`s are
 //!   still in flight (`wait_group 1` as in step 17), so the tensor cores
 //!   keep their queue as long as it takes less than a tile's tensor time.
-//! - Split-K's slices as step 17 takes them (see its header): the
-//!   producer starts its copies at the slice's K (`Gemm::k0`).
+//! - Split-K's slices and batches as step 17 takes them (see its
+//!   header): the producer starts its copies at the slice's K
+//!   (`Gemm::k0`), in the batch's product (`Gemm::product`).
 //! - Two tiles, as step 17's: 256 x 128, and 128 x 128 for calls of
 //!   256-1024 (see step 17's header).
 //!
@@ -119,11 +120,12 @@ where
         warp_specialized::<BM, BN, BK, STAGES, STAGE_WORDS>(
             g.k0 as u32,
             g.k,
+            Some(g.product as u32),
             maps,
             inline_always!(|word, k0, full, col0| {
                 unroll!(BN / BOX; 4, |j| {
                     // SAFETY: as warp_specialized's contract, above.
-                    unsafe { maps.b().load_2d(word + j * BK * BOX, (col0 + j * BOX) as u32, k0, full) };
+                    unsafe { maps.b().load_3d(word + j * BK * BOX, (col0 + j * BOX) as u32, k0, g.product as u32, full) };
                 });
             }),
             inline_always!(|stages, row0, col0, tid, k_tiles| {

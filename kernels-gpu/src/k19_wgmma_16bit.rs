@@ -251,6 +251,7 @@ fn block<T: Wgmma16, C: Output, const STAGES: usize, const STAGE_WORDS: usize>(
         warp_specialized::<BM, BN, BK, STAGES, STAGE_WORDS>(
             0,
             g.k,
+            None,
             maps,
             inline_always!(|word, k0, full, col0| load_b::<1>(maps, word, k0, full, col0)),
             inline_always!(|stages, row0, col0, tid, k_tiles| {

@@ -160,7 +160,10 @@ pub struct TmaBoxes {
     /// slice z reads K from `z * k_slice` in the same maps, which describe
     /// the whole of A and B, and writes its partial sums to plane z of the
     /// workspace; `reduce_slices` adds them): [`KernelSpec::splits_k`].
-    /// Batches of products it does not take (one map per operand).
+    /// Its maps have a third dimension, the products of a batch (`Gemm::
+    /// product`; one for a single product), so the same entry takes a
+    /// batch where [`KernelSpec::batches`] says so. Kernels without it
+    /// read two-dimensional maps.
     pub slices: bool,
 }
 
@@ -462,9 +465,12 @@ pub struct KernelSpec {
     /// The layouts of A and B it reads.
     pub ops: Ops,
     /// It computes batches (a grid z of several products, split-K's
-    /// slices included). The tensor-core kernels do not, but step 21's:
-    /// TMA's maps describe one A and one B, and the batched copy of step
-    /// 11's entries (`gemm_kernel!(name, one_product)`) spilled registers.
+    /// slices included). The tensor-core kernels do not, but step 21's
+    /// and steps 17-18's that read A and B as stored (their maps have the
+    /// products as a third dimension, [`TmaBoxes::slices`]): the other
+    /// TMA kernels' maps describe one A and one B, and the batched copy
+    /// of step 11's entries (`gemm_kernel!(name, one_product)`) spilled
+    /// registers.
     pub batches: bool,
 }
 
@@ -502,11 +508,34 @@ impl KernelSpec {
                 self.name
             ));
         }
+        // A TMA kernel's batch is one map per operand, products its third
+        // dimension: rows and products TMA can step (16-byte multiples),
+        // no padded copy.
+        if batch > 1
+            && !slices
+            && let Operands::TensorMaps(_) = self.operands
+        {
+            let align = self.tma_row_align() as u64;
+            let strides = [p.stride_a, p.stride_b];
+            if self.padded(p, (true, true)).is_some()
+                || strides.iter().any(|s| !s.is_multiple_of(align))
+            {
+                return Some(format!(
+                    "a batch of {batch} products: {} takes a batch only where lda, ldb and \
+                     the strides between A's and B's products are multiples of {align} \
+                     elements (TMA steps rows and products by 16 bytes); pad them, or \
+                     choose another kernel",
+                    self.name
+                ));
+            }
+        }
         None
     }
 
-    /// This TMA kernel, taking split-K's slices ([`TmaBoxes::slices`]; its
-    /// entry `gemm_kernel!(name, tensor_maps, sliced)`).
+    /// This TMA kernel, taking split-K's slices and, where the host copies
+    /// nothing at every shape ([`TmaCopy::AsStored`]), batches
+    /// ([`TmaBoxes::slices`]; its entry `gemm_kernel!(name, tensor_maps,
+    /// sliced)`).
     pub const fn with_slices(self) -> Self {
         let Operands::TensorMaps(boxes) = self.operands else {
             panic!("only a TMA kernel's maps start a slice at its K")
@@ -516,6 +545,7 @@ impl KernelSpec {
                 slices: true,
                 ..boxes
             }),
+            batches: matches!(boxes.copy, TmaCopy::AsStored),
             ..self
         }
     }
@@ -706,15 +736,35 @@ mod tests {
         }
     }
 
-    /// The TF32 kernels, the TMA kernels and step 21's largest tiles take
-    /// one product per launch; the FP32 kernels and step 21's other
-    /// instances take batches (the library's batched 16-bit calls).
+    /// The tensor-core kernels and step 21's largest tiles take one
+    /// product per launch; the FP32 kernels, step 21's other instances
+    /// (the library's batched 16-bit calls) and steps 17-18's instances
+    /// that read A and B as stored (step 18, `_nt`) take batches.
     #[test]
-    fn tensor_core_kernels_refuse_batches_but_step_21s_smaller_tiles() {
+    fn tensor_core_kernels_refuse_batches_but_step_21s_smaller_tiles_and_steps_17_18() {
         use crate::gemm::GemmParams;
-        for k in KERNELS {
-            let why = k.unsupported(&GemmParams::dense(64, 64, 64), 2);
-            if k.elems.math.tensor_cores() && (k.step != 21 || k.launch.block_tile == (128, 256)) {
+        use crate::launch::{Operands, TmaBoxes, TmaCopy};
+        let all = KERNELS.iter().chain(crate::registry::TRANSPOSED);
+        for k in all {
+            let p = GemmParams {
+                stride_a: 64 * 64,
+                stride_b: 64 * 64,
+                stride_c: 64 * 64,
+                ..GemmParams::dense(64, 64, 64)
+            };
+            let why = k.unsupported(&p, 2);
+            let as_stored = matches!(
+                k.operands,
+                Operands::TensorMaps(TmaBoxes {
+                    copy: TmaCopy::AsStored,
+                    ..
+                })
+            );
+            let batched_tma = matches!(k.step, 17 | 18) && as_stored;
+            if k.elems.math.tensor_cores()
+                && !batched_tma
+                && (k.step != 21 || k.launch.block_tile == (128, 256))
+            {
                 assert!(
                     !k.batches && why.unwrap().contains("one product"),
                     "{}",
@@ -733,7 +783,7 @@ mod tests {
     fn the_fp32_pointer_kernels_and_steps_17_18_split_k() {
         use crate::elem::Elems;
         use crate::gemm::GemmParams;
-        use crate::launch::Operands;
+        use crate::launch::{Operands, TmaCopy};
         let all = KERNELS.iter().chain(crate::registry::TRANSPOSED);
         for k in all {
             let pointer_f32 = k.operands == Operands::Pointers && k.elems == Elems::FP32;
@@ -750,9 +800,40 @@ mod tests {
             if k.splits_k() {
                 assert_eq!(k.unsupported(&sliced, 2), None, "{}", k.name);
             }
+            // A batch of products: the instances that copy A or B at
+            // every shape (`_tn`, `_tt`) take one product per launch; the
+            // others refuse a batch whose rows or products TMA cannot
+            // step, by name.
             if matches!(k.step, 17 | 18) {
-                let why = k.unsupported(&GemmParams::dense(64, 64, 64), 2);
-                assert!(why.is_some_and(|w| w.contains("one product")), "{}", k.name);
+                let batch = GemmParams {
+                    stride_a: 64 * 64,
+                    stride_b: 64 * 64,
+                    stride_c: 64 * 64,
+                    ..GemmParams::dense(64, 64, 64)
+                };
+                let why = k.unsupported(&batch, 2);
+                let Operands::TensorMaps(boxes) = k.operands else {
+                    panic!("{}: a TMA kernel", k.name)
+                };
+                if boxes.copy == TmaCopy::AsStored {
+                    assert_eq!(why, None, "{}", k.name);
+                    for odd in [
+                        GemmParams {
+                            stride_a: 64 * 64 + 1,
+                            ..batch
+                        },
+                        GemmParams {
+                            stride_b: 64 * 64 + 2,
+                            ..batch
+                        },
+                        GemmParams { lda: 66, ..batch },
+                    ] {
+                        let why = k.unsupported(&odd, 2).expect("refused");
+                        assert!(why.contains("multiples of 4 elements"), "{}: {why}", k.name);
+                    }
+                } else {
+                    assert!(why.is_some_and(|w| w.contains("one product")), "{}", k.name);
+                }
             }
         }
     }

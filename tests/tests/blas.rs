@@ -574,6 +574,26 @@ fn auto_uses_tensor_core_kernels_for_f32_calls_only_where_the_mode_allows() {
         let c = choose(&cfg, Compute::Tf32);
         assert_eq!((c.kernel.name, c.split_k), (kernel, 1), "{cfg:?}");
     }
+    // A batch of small products runs on step 18's 128 x 128 tile (the
+    // product the third coordinate of its maps), B transposed on `_nt`'s;
+    // never split. Where A^T is copied (`_tn`), no TMA kernel takes it.
+    let batch = |cfg: GemmConfig| {
+        let (m, n, k) = (cfg.m, cfg.n, cfg.k);
+        cfg.batched(256, m * k, k * n, m * n)
+    };
+    let small = GemmConfig::new(128, 128, 128);
+    for (cfg, kernel) in [
+        (batch(small.clone()), "wgmma_tr_128x128x32_s6"),
+        (
+            batch(small.clone().op_b(Op::T)),
+            "wgmma_ss_128x128x32_s6_nt",
+        ),
+    ] {
+        let c = choose(&cfg, Compute::Tf32);
+        assert_eq!((c.kernel.name, c.split_k), (kernel, 1), "{cfg:?}");
+    }
+    let c = choose(&batch(small.clone().op_a(Op::T)), Compute::Tf32);
+    assert!(!matches!(c.kernel.step, 17 | 18), "{c}");
     // A few tiles over a long K: the TF32 kernels of steps 17-18 split
     // K (their slices start in the maps), the partial sums in the
     // workspace, then `reduce_slices`.

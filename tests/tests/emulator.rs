@@ -1334,6 +1334,7 @@ fn bf16_epilogue(g: Gemm) {
         n: g.n,
         k: g.k,
         k0: g.k0,
+        product: g.product,
         lda: g.lda,
         ldb: g.ldb,
         ldc: g.ldc,

@@ -708,6 +708,73 @@ fn library(gpu: &Gpu) -> Named {
             ));
         }
     }
+    // The TF32 kernels that take batches (steps 17-18 reading A and B as
+    // stored; the product is their maps' third coordinate): by name, a
+    // batch of 5 with padded rows and products (multiples of 4 floats),
+    // beta and an epilogue; from views one float in (no 16-byte start:
+    // one product per launch through its padded copies); a stride TMA
+    // cannot step is refused by name.
+    for c in (tf32_kernels.iter()).filter(|c| c.spec.elems.math == Math::Tf32 && c.spec.batches) {
+        let ops = c.spec.ops;
+        let cfg = GemmConfig::new(300, 200, 700)
+            .op_a(ops.a)
+            .op_b(ops.b)
+            .scalars(1.5, 0.5)
+            .compute(Compute::Tf32);
+        let cfg = cfg.clone().lds(cfg.lda + 4, cfg.ldb + 8, cfg.ldc + 1);
+        let (la, lb, lc) = lens(&cfg);
+        let batch = cfg
+            .clone()
+            .batched(5, la + 36, lb + 4, lc + 3)
+            .algorithm(Algorithm::Kernel {
+                name: c.spec.name.into(),
+                split_k: 1,
+            });
+        seed += 3;
+        out.push((
+            format!("{}_batch5", c.spec.name),
+            ok(library_call(&sgemm, &batch, 0, seed)),
+        ));
+        let ep = rotated(&batch, seed as usize, seed);
+        out.push((
+            format!("{}_batch5_fused", c.spec.name),
+            ok(library_call_fused::<f32, f32>(
+                &sgemm,
+                &batch,
+                0,
+                seed,
+                Some(ep),
+            )),
+        ));
+        out.push((
+            format!("{}_batch5_misaligned", c.spec.name),
+            ok(library_call(&sgemm, &batch, 1, seed)),
+        ));
+        let odd = batch.clone().batched(5, la + 1, lb + 4, lc + 3);
+        out.push((
+            format!("{}_batch5_odd_stride_refused", c.spec.name),
+            match library_call(&sgemm, &odd, 0, seed) {
+                Err(e) if e.contains("multiples of 4") => Ok(()),
+                other => Err(format!(
+                    "expected a refusal naming the stride, got {other:?}"
+                )),
+            },
+        ));
+    }
+    // In TF32 mode, Auto runs a batch of small products on them.
+    let products = GemmConfig::new(128, 128, 128)
+        .batched(256, 128 * 128, 128 * 128, 128 * 128)
+        .compute(Compute::Tf32);
+    out.push((
+        "auto_tf32_batch_256x128x128x128".into(),
+        library_call(&sgemm, &products, 0, 13).and_then(|c| {
+            if c.contains("wgmma") {
+                Ok(())
+            } else {
+                Err(format!("Auto chose {c}"))
+            }
+        }),
+    ));
     // In TF32 mode, Auto splits a few tiles over a long K on them.
     let deep = GemmConfig::new(256, 256, 16384).compute(Compute::Tf32);
     out.push((

@@ -368,8 +368,10 @@ fn sixteen_bit_mma_kernels_use_mma_sync_k16_once_per_warp_tile() {
 /// TF32 in the loop, steps 17-18 read both operands from shared memory (B
 /// rounded by the copy before the kernel, or by the transposition in
 /// shared memory). The entries of the kernels that split K
-/// (`KernelSpec::splits_k`) read their slice from `%ctaid.z`; the others
-/// never do.
+/// (`KernelSpec::splits_k`: steps 17-18) read their slice, or their
+/// product of a batch, from `%ctaid.z`, and copy three-dimensional boxes
+/// (the product the third coordinate); the others never read it and copy
+/// two-dimensional ones.
 #[test]
 fn hopper_kernels_use_wgmma_tma_and_mbarriers() {
     let wgmma = rust_gemm::ptx(&kernels_gpu::modules::WGMMA);
@@ -397,8 +399,19 @@ fn hopper_kernels_use_wgmma_tma_and_mbarriers() {
             "{}: reads its slice of K from the grid's z where it splits K, only there",
             k.name
         );
+        let copy = |dims: u32| {
+            format!(
+                "cp.async.bulk.tensor.{dims}d.shared::cluster.global.mbarrier::complete_tx::bytes"
+            )
+        };
+        let (dims, not) = if k.splits_k() { (3, 2) } else { (2, 3) };
+        assert!(
+            !body.contains(&copy(not)),
+            "{}: {not}-d copies in a kernel whose maps have {dims}",
+            k.name
+        );
         for needed in [
-            "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes",
+            copy(dims).as_str(),
             "mbarrier.init.shared::cta.b64",
             "mbarrier.arrive.expect_tx.shared::cta.b64",
             "mbarrier.try_wait.parity.shared::cta.b64",

@@ -222,17 +222,41 @@ impl Kernel {
             return unsafe { launch_gemm(gpu, &self.func, cfg, call, None, scales, &self.label) };
         };
         let aligned16 = (call.a.is_multiple_of(16), call.b.is_multiple_of(16));
-        // A and B as stored in the kernel's layout (A^T is k x m, B^T n x k).
+        // A batch (not split-K's slices) whose A or B does not start on 16
+        // bytes, which TMA cannot address (its rows and strides were
+        // checked above): one product per launch, each through its padded
+        // copies.
+        let products = if p.k_slice == 0 { call.batch } else { 1 };
+        if products > 1 && self.spec.padded(p, aligned16).is_some() {
+            let bytes = |e: kernels_gpu::elem::Elem, stride: u64| stride * e.bytes() as u64;
+            let elems = self.spec.elems;
+            for z in 0..products as u64 {
+                let one = GemmCall {
+                    a: call.a + z * bytes(elems.a, p.stride_a),
+                    b: call.b + z * bytes(elems.b, p.stride_b),
+                    c: call.c + z * bytes(elems.c, p.stride_c),
+                    batch: 1,
+                    ..*call
+                };
+                // SAFETY: product z of this function's contract.
+                unsafe { self.launch(gpu, &one)? };
+            }
+            return Ok(());
+        }
+        // A and B as stored in the kernel's layout (A^T is k x m, B^T n x k),
+        // with the products of a batch.
         let [(a_rows, a_cols, lda), (b_rows, b_cols, ldb), _] = self.spec.stored(p, p.k);
-        let operand = |ptr, elem, rows: u32, cols: u32, ld: u32| Operand {
+        let operand = |ptr, elem, rows: u32, cols: u32, ld: u32, stride: u64| Operand {
             ptr,
             elem,
             rows: rows as usize,
             cols: cols as usize,
             ld: ld as usize,
+            products,
+            stride: stride as usize,
         };
-        let a = operand(call.a, self.spec.elems.a, a_rows, a_cols, lda);
-        let b = operand(call.b, self.spec.elems.b, b_rows, b_cols, ldb);
+        let a = operand(call.a, self.spec.elems.a, a_rows, a_cols, lda, p.stride_a);
+        let b = operand(call.b, self.spec.elems.b, b_rows, b_cols, ldb, p.stride_b);
         // This stream's maps and copies; a capture allocates none.
         let capturing = gpu.capturing()?;
         let mut tma = self.tma.lock().unwrap_or_else(|e| e.into_inner());
@@ -275,7 +299,7 @@ impl Kernel {
         let c_bytes = self.spec.elems.c.bytes();
         let c_op = (boxes.c.is_some()
             && c_by_tma(p.beta, call.c.is_multiple_of(16), p.ldc as usize, c_bytes))
-        .then(|| operand(call.c, self.spec.elems.c, p.m, p.n, p.ldc));
+        .then(|| operand(call.c, self.spec.elems.c, p.m, p.n, p.ldc, p.stride_c));
         let operands = (a_op, b_op, c_op);
         // The maps for these operands, moved to the back (most recent).
         let maps = match scratch.maps.iter().position(|(m, _)| m.describe(&operands)) {

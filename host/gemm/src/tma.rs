@@ -32,6 +32,11 @@ pub struct Operand {
     pub cols: usize,
     /// Elements between rows (a multiple of 16 bytes' worth: TMA's strides).
     pub ld: usize,
+    /// The products of a batch, `stride` elements apart (a multiple of 16
+    /// bytes' worth), for a kernel whose maps have them as a third
+    /// dimension (`TmaBoxes::slices`); 1 and any stride for one product.
+    pub products: usize,
+    pub stride: usize,
 }
 
 /// TMA's name for a stored type.
@@ -47,16 +52,19 @@ pub fn tma_data_type(elem: Elem) -> CUtensorMapDataType {
 
 /// The bytes of A's map followed by B's (and C's, when the kernel stores
 /// C by TMA: `c`, which the caller gives only where `boxes.c` is set and
-/// `kernels_gpu::launch::c_by_tma` holds), as the kernel expects them.
+/// `kernels_gpu::launch::c_by_tma` holds), as the kernel expects them: A's
+/// and B's with the products of a batch as a third dimension where the
+/// kernel reads them so (`boxes.slices`: steps 17-18).
 pub fn encode(
     boxes: &TmaBoxes,
     a: Operand,
     b: Operand,
     c: Option<Operand>,
 ) -> Result<Vec<u8>, HostError> {
-    let a_map = encode_2d(
+    let a_map = encode_map(
         "A",
         a,
+        boxes.slices,
         boxes.a,
         if boxes.a_swizzle_128 {
             CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_128B
@@ -64,13 +72,14 @@ pub fn encode(
             CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_NONE
         },
     )?;
-    let b_map = encode_2d(
+    let b_map = encode_map(
         if boxes.copy.b_transposed() {
             "B^T"
         } else {
             "B"
         },
         b,
+        boxes.slices,
         boxes.b,
         if boxes.b_swizzle_128 {
             CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_128B
@@ -81,9 +90,10 @@ pub fn encode(
     // C's boxes: the rows of one warp, 128 bytes of each, swizzled as the
     // kernel stages them (`kernels_gpu::k22_wgmma_tma_store`).
     let c_map = match (c, boxes.c) {
-        (Some(c), Some(box_)) => Some(encode_2d(
+        (Some(c), Some(box_)) => Some(encode_map(
             "C",
             c,
+            false,
             box_,
             CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_128B,
         )?),
@@ -99,28 +109,39 @@ pub fn encode(
 }
 
 /// The map of `op`, copied in boxes of `box_.0` rows by `box_.1` columns;
-/// zeros outside the matrix.
-fn encode_2d(
+/// zeros outside the matrix. With `batched`, a third dimension: `op`'s
+/// products, each box in one of them.
+fn encode_map(
     which: &str,
     op: Operand,
+    batched: bool,
     box_: (u32, u32),
     swizzle: CUtensorMapSwizzle,
 ) -> Result<CUtensorMap, HostError> {
     let (ptr, rows, cols) = (op.ptr, op.rows as u64, op.cols as u64);
-    // Innermost dimension first: columns, then rows.
-    let dims = [cols, rows];
-    // Byte stride of every dimension but the first.
-    let strides = [(op.ld * op.elem.bytes()) as u64];
-    let box_dims = [box_.1, box_.0];
-    let element_strides = [1u32, 1];
+    let bytes = op.elem.bytes() as u64;
+    // Innermost dimension first: columns, rows, products.
+    let dims = [cols, rows, op.products.max(1) as u64];
+    // Byte stride of every dimension but the first; one product's stride
+    // is never stepped, so any multiple of 16 bytes will do.
+    let stride = if op.products > 1 {
+        op.stride as u64 * bytes
+    } else {
+        (rows * op.ld as u64 * bytes).next_multiple_of(16)
+    };
+    let strides = [op.ld as u64 * bytes, stride];
+    let box_dims = [box_.1, box_.0, 1];
+    let element_strides = [1u32, 1, 1];
+    let rank = if batched { 3 } else { 2 };
     let mut map = CUtensorMap { opaque: [0; 16] };
-    // SAFETY: every pointer argument points at an array of the rank (2)
-    // or rank - 1 entries the driver reads; `map` is written by it.
+    // SAFETY: every pointer argument points at an array of at least the
+    // rank (3 at most) or rank - 1 entries the driver reads; `map` is
+    // written by it.
     unsafe {
         sys::cuTensorMapEncodeTiled(
             &mut map,
             tma_data_type(op.elem),
-            2,
+            rank,
             ptr as *mut std::ffi::c_void,
             dims.as_ptr(),
             strides.as_ptr(),
@@ -134,7 +155,12 @@ fn encode_2d(
     }
     .result()
     .map_err(HostError::cuda(&format!(
-        "making {which}'s tensor map ({rows} x {cols} {}, boxes of {} x {})",
+        "making {which}'s tensor map ({}{rows} x {cols} {}, boxes of {} x {})",
+        if batched && op.products > 1 {
+            format!("{} products of ", op.products)
+        } else {
+            String::new()
+        },
         op.elem.name(),
         box_.0,
         box_.1
@@ -371,6 +397,8 @@ impl Padded {
                     rows: a.cols,
                     cols: a.rows,
                     ld: copy.ld,
+                    products: 1,
+                    stride: 0,
                 }
             }
             (Some(copy), Some(split), _) => {
@@ -415,6 +443,8 @@ impl Padded {
                         b.rows
                     },
                     ld: copy.ld,
+                    products: 1,
+                    stride: 0,
                 }
             }
             (Some(copy), _) => {

@@ -132,6 +132,54 @@ impl TensorMap {
         }
     }
 
+    /// `cp.async.bulk.tensor.3d`: [`Self::load_2d`] in matrix `product`
+    /// of a batch, the third dimension of the map (a map the host made
+    /// with three: steps 17-18).
+    ///
+    /// # Safety
+    /// Rules 1-3.
+    #[inline(always)]
+    pub unsafe fn load_3d(self, word: usize, col: u32, row: u32, product: u32, barrier: MBarrier) {
+        let dst = shared::address(word);
+        // SAFETY: as load_2d's.
+        unsafe {
+            asm!(
+                "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes \
+                 [{dst}], [{map}, {{{col}, {row}, {product}}}], [{bar}];",
+                dst = in(reg32) dst,
+                map = in(reg64) self.map,
+                col = in(reg32) col,
+                row = in(reg32) row,
+                product = in(reg32) product,
+                bar = in(reg32) barrier.address(),
+                options(nostack),
+            );
+        }
+    }
+
+    /// [`Self::load_2d`], or [`Self::load_3d`] in matrix `product` where
+    /// the kernel's maps have a third dimension (`Some`).
+    ///
+    /// # Safety
+    /// Rules 1-3.
+    #[inline(always)]
+    pub unsafe fn load(
+        self,
+        word: usize,
+        col: u32,
+        row: u32,
+        product: Option<u32>,
+        barrier: MBarrier,
+    ) {
+        // SAFETY: forwarded.
+        unsafe {
+            match product {
+                None => self.load_2d(word, col, row, barrier),
+                Some(z) => self.load_3d(word, col, row, z, barrier),
+            }
+        }
+    }
+
     /// `cp.async.bulk.tensor.2d` from shared memory at word `word` to the
     /// box whose first element is column `col`, row `row` of the matrix,
     /// in this thread's current bulk group: only the box's part inside the
