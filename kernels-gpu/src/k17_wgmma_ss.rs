@@ -46,9 +46,9 @@
 //! (`stride_a`, `stride_b` apart), and a batch's block z copies its boxes
 //! from product z (`Gemm::product`) and stores into C moved by z
 //! products, as split-K's slice z stores into plane z. A batch whose rows
-//! or products are not 16-byte multiples is refused (no padded copy per
-//! product); one whose A or B starts off 16 bytes runs one product per
-//! launch. Prediction: a batch of 256 products of 128^3 in TF32 mode
+//! or products are not 16-byte multiples, or whose products overlap (one
+//! B for all of them included), is refused (no padded copy per product);
+//! one whose A or B starts off 16 bytes runs one product per launch. Prediction: a batch of 256 products of 128^3 in TF32 mode
 //! from 0.65x cuBLAS TF32 (step 10's FP32 tiles) to about 1x: 256 blocks
 //! of the 128 x 128 tile, one wave and a half.
 //!

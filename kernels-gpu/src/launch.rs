@@ -510,21 +510,27 @@ impl KernelSpec {
         }
         // A TMA kernel's batch is one map per operand, products its third
         // dimension: rows and products TMA can step (16-byte multiples),
-        // no padded copy.
+        // no padded copy, products that do not overlap (a stride of 0,
+        // one A or B for every product, included: not what a map
+        // describes).
         if batch > 1
             && !slices
             && let Operands::TensorMaps(_) = self.operands
         {
             let align = self.tma_row_align() as u64;
-            let strides = [p.stride_a, p.stride_b];
+            let [a, b, _] = self.stored(p, p.k);
+            let apart = |s: u64, (rows, _, ld): (u32, u32, u32)| {
+                s.is_multiple_of(align) && s >= u64::from(rows) * u64::from(ld)
+            };
             if self.padded(p, (true, true)).is_some()
-                || strides.iter().any(|s| !s.is_multiple_of(align))
+                || !apart(p.stride_a, a)
+                || !apart(p.stride_b, b)
             {
                 return Some(format!(
                     "a batch of {batch} products: {} takes a batch only where lda, ldb and \
                      the strides between A's and B's products are multiples of {align} \
-                     elements (TMA steps rows and products by 16 bytes); pad them, or \
-                     choose another kernel",
+                     elements (TMA steps rows and products by 16 bytes) and products do not \
+                     overlap; pad them, or choose another kernel",
                     self.name
                 ));
             }
@@ -736,23 +742,26 @@ mod tests {
         }
     }
 
+    /// Two dense 64^3 products, one after the other in each buffer.
+    fn two_products() -> crate::gemm::GemmParams {
+        crate::gemm::GemmParams {
+            stride_a: 64 * 64,
+            stride_b: 64 * 64,
+            stride_c: 64 * 64,
+            ..crate::gemm::GemmParams::dense(64, 64, 64)
+        }
+    }
+
     /// The tensor-core kernels and step 21's largest tiles take one
     /// product per launch; the FP32 kernels, step 21's other instances
     /// (the library's batched 16-bit calls) and steps 17-18's instances
     /// that read A and B as stored (step 18, `_nt`) take batches.
     #[test]
     fn tensor_core_kernels_refuse_batches_but_step_21s_smaller_tiles_and_steps_17_18() {
-        use crate::gemm::GemmParams;
         use crate::launch::{Operands, TmaBoxes, TmaCopy};
         let all = KERNELS.iter().chain(crate::registry::TRANSPOSED);
         for k in all {
-            let p = GemmParams {
-                stride_a: 64 * 64,
-                stride_b: 64 * 64,
-                stride_c: 64 * 64,
-                ..GemmParams::dense(64, 64, 64)
-            };
-            let why = k.unsupported(&p, 2);
+            let why = k.unsupported(&two_products(), 2);
             let as_stored = matches!(
                 k.operands,
                 Operands::TensorMaps(TmaBoxes {
@@ -805,12 +814,7 @@ mod tests {
             // others refuse a batch whose rows or products TMA cannot
             // step, by name.
             if matches!(k.step, 17 | 18) {
-                let batch = GemmParams {
-                    stride_a: 64 * 64,
-                    stride_b: 64 * 64,
-                    stride_c: 64 * 64,
-                    ..GemmParams::dense(64, 64, 64)
-                };
+                let batch = two_products();
                 let why = k.unsupported(&batch, 2);
                 let Operands::TensorMaps(boxes) = k.operands else {
                     panic!("{}: a TMA kernel", k.name)
@@ -827,6 +831,14 @@ mod tests {
                             ..batch
                         },
                         GemmParams { lda: 66, ..batch },
+                        GemmParams {
+                            stride_b: 0,
+                            ..batch
+                        },
+                        GemmParams {
+                            stride_a: 64 * 60,
+                            ..batch
+                        },
                     ] {
                         let why = k.unsupported(&odd, 2).expect("refused");
                         assert!(why.contains("multiples of 4 elements"), "{}: {why}", k.name);
