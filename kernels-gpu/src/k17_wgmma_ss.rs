@@ -48,9 +48,10 @@
 //! products, as split-K's slice z stores into plane z. A batch whose rows
 //! or products are not 16-byte multiples, or whose products overlap (one
 //! B for all of them included), is refused (no padded copy per product);
-//! one whose A or B starts off 16 bytes runs one product per launch. Prediction: a batch of 256 products of 128^3 in TF32 mode
-//! from 0.65x cuBLAS TF32 (step 10's FP32 tiles) to about 1x: 256 blocks
-//! of the 128 x 128 tile, one wave and a half.
+//! one whose A or B starts off 16 bytes runs one product per launch.
+//! Prediction: a batch of 256 products of 128^3 in TF32 mode from 0.65x
+//! cuBLAS TF32 (step 10's FP32 tiles) to about 1x: 256 blocks of the 128
+//! x 128 tile, one wave and a half.
 //!
 //! **128 x 128 tiles** (steps 17 and 18, `Tf32Ss`'s `m64n128k8`): the
 //! same body with D of 64 columns by 128 rows per warpgroup (64
