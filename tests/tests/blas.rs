@@ -7,7 +7,7 @@
 
 use harness::matrix::round_to;
 use harness::reference::{check_gemm, check_gemm_fused};
-use kernels_gpu::elem::{Elem, Storage};
+use kernels_gpu::elem::{Elem, Scaling, Storage};
 use kernels_gpu::launch::Ops;
 use kernels_gpu::registry;
 use proptest::prelude::*;
@@ -1694,4 +1694,98 @@ fn a_vector_operand_stored_transposed_is_read_as_it_is() {
     let plan = blas::plan(&row, lens(&row)).unwrap();
     assert_eq!(plan.layouts().count(), 1);
     blas::choose_named(&plan, "tuned_32x32x16_w16x32_tn", 1).expect_err("A as it is");
+}
+
+/// A batch that shares B, whose products' As and Cs follow each other
+/// row after row, is one product of `batch * m` rows (`Plan::folded`);
+/// so is a column-major batch that shares A with consecutive columns of
+/// B and C. Anything else stays a batch: a gap between products, A read
+/// transposed, B not shared, an epilogue vector along the rows, FP8
+/// block scales, rows beyond 32 bits.
+#[test]
+fn a_batch_that_shares_b_folds_into_one_product() {
+    let (m, n, k, batch) = (40, 96, 72, 6);
+    // Rows of A and C padded: the products still follow each other.
+    let row = GemmConfig::new(m, n, k)
+        .lds(k + 3, n, n + 5)
+        .scalars(1.5, -0.5)
+        .batched(batch, m * (k + 3), 0, m * (n + 5));
+    let plan = blas::plan(&row, lens(&row)).unwrap().folded(false);
+    assert_eq!((plan.params.m, plan.batch), ((m * batch) as u32, 1));
+    assert_eq!((plan.params.stride_a, plan.params.stride_c), (0, 0));
+    // Column-major: the caller's A (m x k) is shared, B's (k x n) and C's
+    // (m x n) products are consecutive columns.
+    let col = GemmConfig::new(m, n, k)
+        .layout(Layout::ColMajor)
+        .batched(batch, 0, n * k, n * m);
+    let plan = blas::plan(&col, lens(&col)).unwrap().folded(false);
+    assert_eq!((plan.params.m, plan.batch), ((n * batch) as u32, 1));
+
+    let stays = |cfg: &GemmConfig, rows_vector: bool| {
+        let plan = blas::plan(cfg, lens(cfg)).unwrap();
+        assert_eq!(plan.folded(rows_vector), plan, "{cfg:?}");
+    };
+    let plain = GemmConfig::new(m, n, k);
+    stays(&plain.clone().batched(batch, m * k + 1, 0, m * n), false);
+    stays(&plain.clone().batched(batch, m * k, 0, m * n + 4), false);
+    stays(&plain.clone().batched(batch, m * k, k * n, m * n), false);
+    stays(
+        &plain.clone().op_a(Op::T).batched(batch, m * k, 0, m * n),
+        false,
+    );
+    stays(&plain.clone().batched(batch, m * k, 0, m * n), true);
+    stays(&col.clone().op_b(Op::T), false);
+    // 2^20 rows in each of 2^13 products: 2^33 rows, beyond 32 bits.
+    stays(
+        &GemmConfig::new(1 << 20, 1, 1).batched(1 << 13, 1 << 20, 0, 1 << 20),
+        false,
+    );
+    let fp8 = Storage::new(Elem::E4m3, Elem::E4m3, Elem::Bf16);
+    let nt = GemmConfig::new(128, 128, 256)
+        .op_b(Op::T)
+        .batched(4, 128 * 256, 0, 128 * 128);
+    let per_tensor = blas::plan_for(&nt, lens(&nt), fp8).unwrap();
+    assert_eq!(per_tensor.folded(false).batch, 1);
+    let blocks = blas::plan_for(&nt, lens(&nt), fp8.with_scaling(Scaling::Blocks)).unwrap();
+    assert_eq!(
+        blocks.folded(false),
+        blocks,
+        "A's block scales are one product's"
+    );
+}
+
+/// A folded batch computes what the batch does, on a kernel that takes
+/// one product at a time (split-K), in both layouts; with a bias per row
+/// it stays a batch, and every product reads the bias from its first row.
+#[test]
+fn a_folded_batch_matches_the_reference_on_the_emulator() {
+    let (m, n, k, batch) = (20, 33, 150, 5);
+    let row = GemmConfig::new(m, n, k)
+        .scalars(2.0, -1.0)
+        .batched(batch, m * k, 0, m * n);
+    let col = GemmConfig::new(m, n, k)
+        .layout(Layout::ColMajor)
+        .scalars(0.5, 0.25)
+        .batched(batch, 0, n * k, n * m);
+    for cfg in [&row, &col] {
+        let batch_plan = blas::plan(cfg, lens(cfg)).unwrap();
+        let name = "tuned_64x128x8_w32x64";
+        let e = blas::choose_named(&batch_plan, name, 3).expect_err("split-K takes one product");
+        assert!(e.to_string().contains("one product"), "{e}");
+        let choice = blas::choose_named(&batch_plan.folded(false), name, 3).expect("folded");
+        emulate_and_check(cfg, choice);
+        emulate_and_check(cfg, kernel("tuned_32x32x16_w16x32", 1));
+    }
+    // A bias per row of each product (per column of the caller's C for
+    // the column-major call, which the swap turns into the plan's rows).
+    let ep = epilogue(&row, Activation::Relu, Some(Per::Row), None, 9);
+    emulate_and_check_fused(&row, kernel("tuned_32x32x16_w16x32", 1), &ep);
+    let ep = epilogue(
+        &col,
+        Activation::None,
+        Some(Per::Column),
+        Some(Per::Row),
+        11,
+    );
+    emulate_and_check_fused(&col, kernel("tuned_32x32x16_w16x32", 1), &ep);
 }

@@ -775,6 +775,22 @@ fn library(gpu: &Gpu) -> Named {
             }
         }),
     ));
+    // A batch that shares B, its As and Cs consecutive, is one product
+    // of 8 x 512 rows (`Plan::folded`): in TF32 mode a TMA kernel's.
+    let shared = GemmConfig::new(512, 1024, 1024)
+        .batched(8, 512 * 1024, 0, 512 * 1024)
+        .scalars(1.0, 0.5)
+        .compute(Compute::Tf32);
+    out.push((
+        "auto_tf32_folds_a_batch_sharing_b_8x512x1024x1024".into(),
+        library_call(&sgemm, &shared, 0, 17).and_then(|c| {
+            if c.contains("wgmma") {
+                Ok(())
+            } else {
+                Err(format!("Auto chose {c}"))
+            }
+        }),
+    ));
     // In TF32 mode, Auto splits a few tiles over a long K on them.
     let deep = GemmConfig::new(256, 256, 16384).compute(Compute::Tf32);
     out.push((

@@ -653,6 +653,50 @@ pub struct Plan {
 }
 
 impl Plan {
+    /// This plan as one product when that reads and writes the same
+    /// memory: a batch whose products share B (`stride_b = 0`), with A
+    /// read as stored (`op_a` N) and each product's A and C the rows right
+    /// after the previous product's (`stride_a = m * lda`, `stride_c = m *
+    /// ldc`), is one product of `batch * m` rows: a linear layer over a
+    /// batch of sequences, which then runs on the tiles (and TMA kernels)
+    /// of one large product instead of a batch of small ones. (A
+    /// column-major call folds when its A is shared and its B's and C's
+    /// products are consecutive columns: the swap made those the plan's B,
+    /// A and C.) Not folded: an epilogue vector along C's rows
+    /// (`rows_vector`: each product reads it from its first row), FP8
+    /// block scales (A's scales are per row of one product), and a fold
+    /// whose A or C would span more elements than the kernels index.
+    pub fn folded(self, rows_vector: bool) -> Plan {
+        let p = &self.params;
+        let m = p.m as u64;
+        let rows = m * self.batch as u64;
+        let folds = self.batch > 1
+            && p.stride_b == 0
+            && self.ops.a == Op::N
+            && p.stride_a == m * p.lda as u64
+            && p.stride_c == m * p.ldc as u64
+            && !rows_vector
+            && self.storage.scaling != Scaling::Blocks
+            && rows <= u32::MAX as u64
+            && kernels_gpu::gemm::span(rows as u32, p.k, p.lda)
+                <= kernels_gpu::gemm::MAX_ELEMS as u64
+            && kernels_gpu::gemm::span(rows as u32, p.n, p.ldc)
+                <= kernels_gpu::gemm::MAX_ELEMS as u64;
+        if !folds {
+            return self;
+        }
+        Plan {
+            params: GemmParams {
+                m: rows as u32,
+                stride_a: 0,
+                stride_c: 0,
+                ..self.params
+            },
+            batch: 1,
+            ..self
+        }
+    }
+
     /// This plan as a kernel that reads A and B as `spec.ops` says
     /// would take it, when that reads the same memory: itself for a
     /// kernel of the plan's layout; for an f32 pointer kernel, a vector
@@ -2356,11 +2400,12 @@ impl Sgemm {
         }
         let plan = plan_for(cfg, (a.len(), b.len(), c.len()), storage)?;
         check_epilogue(cfg, epilogue_lens(epilogue))?;
-        let choice = self.choice(&plan, &cfg.algorithm)?;
         let stream = &self.gpu.stream;
         let bias = epilogue.bias.map(|(v, per)| (v.device_ptr(stream), per));
         let scale = epilogue.scale.map(|(v, per)| (v.device_ptr(stream), per));
         let ep = epilogue_params(&plan, epilogue.activation, &bias, &scale);
+        let plan = plan.folded(rows_vector(&ep));
+        let choice = self.choice(&plan, &cfg.algorithm)?;
         // SAFETY: `plan` checked the buffers against the call,
         // `check_epilogue` the epilogue's vectors.
         unsafe { self.enqueue_on(&plan, choice, (a, b, c), ScaleParams::default(), ep) }?;
@@ -2436,11 +2481,12 @@ impl Sgemm {
         let lens = (scales.a.len(), scales.b.len(), scales.d.map(|d| d.len()));
         check_scales(cfg, scales.scaling, lens)?;
         check_epilogue(cfg, epilogue_lens(epilogue))?;
-        let choice = self.choice(&plan, &cfg.algorithm)?;
         let stream = &self.gpu.stream;
         let bias = epilogue.bias.map(|(v, per)| (v.device_ptr(stream), per));
         let scale = epilogue.scale.map(|(v, per)| (v.device_ptr(stream), per));
         let ep = epilogue_params(&plan, epilogue.activation, &bias, &scale);
+        let plan = plan.folded(rows_vector(&ep));
+        let choice = self.choice(&plan, &cfg.algorithm)?;
         let (sa, _sa_sync) = scales.a.device_ptr(stream);
         let (sb, _sb_sync) = scales.b.device_ptr(stream);
         let d = scales.d.map(|d| d.device_ptr(stream));
@@ -2674,7 +2720,7 @@ impl Sgemm {
         lens: (usize, usize, usize),
         storage: Storage,
     ) -> Result<(Plan, Choice), GemmError> {
-        let plan = plan_for(cfg, lens, storage)?;
+        let plan = plan_for(cfg, lens, storage)?.folded(false);
         let choice = self.choice(&plan, &cfg.algorithm)?;
         Ok((plan, choice))
     }
@@ -3154,6 +3200,14 @@ fn epilogue_lens<S: DevicePtr<f32>>(ep: &Epilogue<'_, S>) -> (VectorLen, VectorL
 /// activation and the device addresses of its vectors (with the guards
 /// that keep cudarc's stream ordering): rows and columns swap where the
 /// call runs as its transpose (column-major).
+/// Whether the epilogue `ep` (of a plan: after the swap) reads a vector
+/// along C's rows, one value per row of each product.
+fn rows_vector(ep: &EpilogueParams) -> bool {
+    let f = ep.flags;
+    (f & EpilogueParams::HAS_BIAS != 0 && f & EpilogueParams::BIAS_PER_COLUMN == 0)
+        || (f & EpilogueParams::HAS_SCALE != 0 && f & EpilogueParams::SCALE_PER_COLUMN == 0)
+}
+
 fn epilogue_params<G>(
     plan: &Plan,
     activation: Activation,
@@ -3239,6 +3293,8 @@ pub fn emulate_fused(
         bias: transposed(&epilogue.bias),
         scale: transposed(&epilogue.scale),
     };
+    let along_rows = |v: &Option<(Vec<f32>, Per)>| v.as_ref().is_some_and(|(_, p)| *p == Per::Row);
+    let plan = plan.folded(along_rows(&fused.bias) || along_rows(&fused.scale));
     let none = EmuEpilogue::default();
     let steps = steps(&plan, choice);
     let mut c = c.to_vec();
