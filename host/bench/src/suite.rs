@@ -597,10 +597,7 @@ fn run_case(
         .iter()
         // Those that can run this call: its layouts, and its batch (the
         // TF32 kernels of steps 11-13 take one product per launch).
-        .filter(|c| {
-            plan.read_as(c.spec)
-                .is_some_and(|read| c.spec.unsupported(&read.params, plan.batch).is_none())
-        })
+        .filter(|c| plan.runs_on(c.spec))
     {
         // Those that split K (FP32 pointer kernels, steps 17-18).
         let splits = if cand.spec.splits_k() {

@@ -740,6 +740,14 @@ impl Plan {
         })
     }
 
+    /// Whether `spec` can run this plan: read as its layout takes it
+    /// ([`Plan::read_as`]), with nothing its spec refuses (the batch, the
+    /// alignment its copies need).
+    pub fn runs_on(&self, spec: &KernelSpec) -> bool {
+        self.read_as(spec)
+            .is_some_and(|read| spec.unsupported(&read.params, self.batch).is_none())
+    }
+
     /// The layouts [`Plan::read_as`] may turn this plan into, its own
     /// first.
     pub fn layouts(&self) -> impl Iterator<Item = Ops> {
@@ -1636,8 +1644,7 @@ pub fn choose_by(
     let p = &plan.params;
     let (m, n, k) = (p.m as f64, p.n as f64, p.k as f64);
     let of_the_call = |c: &&Candidate| {
-        plan.read_as(c.spec)
-            .is_some_and(|read| c.spec.unsupported(&read.params, plan.batch).is_none())
+        plan.runs_on(c.spec)
             && c.spec.elems.storage() == plan.storage
             && (!plan.storage.scaled() || plan.fast_accumulation || c.spec.elems.promote_every > 0)
             && plan.compute.allows(c.spec.elems.math)
