@@ -378,6 +378,17 @@ pub fn compute_name(compute: Compute) -> &'static str {
     }
 }
 
+/// The mode a run recorded ([`compute_name`]; runs before the
+/// twenty-fifth session record none: FP32).
+pub fn compute_of(name: Option<&str>) -> Result<Compute> {
+    match name {
+        None | Some("FP32") => Ok(Compute::Fp32),
+        Some("TF32") => Ok(Compute::Tf32),
+        Some("3xTF32") => Ok(Compute::Tf32x3),
+        Some(other) => bail!("the run's compute mode {other:?} is none of FP32, TF32, 3xTF32"),
+    }
+}
+
 /// The math cuBLAS runs in next to `Auto` in mode `compute`: TF32 next
 /// to TF32, SGEMM's FP32 otherwise (3xTF32 claims FP32's accuracy).
 fn cublas_math(compute: Compute) -> Math {
@@ -842,22 +853,18 @@ pub struct Replay {
     pub calls: Vec<(String, String, f64, f64)>,
 }
 
-/// Replays `blas::choose_with_model` with `model` on the recorded run
-/// `run` of the random suite of seed `seed`, without a GPU: each call's
-/// choice, from the run's SMs, DRAM bandwidth and occupancy (and the
-/// GPU's table), timed as the run timed that kernel and split, or, where
-/// the run's `Auto` chose the same, as `Auto`. A choice the run did not
-/// time is an error, or, with `nearest`, takes the time of its kernel's
-/// nearest timed split (for a fit, which tries models the run was not
-/// made for).
+/// What `blas::choose_with_model` with `model` chooses for each call of
+/// the recorded run `run` of the random suite of seed `seed`, in the
+/// run's compute mode, from the run's SMs, DRAM bandwidth and occupancy
+/// (its candidates: the kernels it recorded occupancy for) and the GPU's
+/// table.
 #[cfg(test)]
-pub fn replay(run: &SuiteResults, seed: u64, model: &blas::Model, nearest: bool) -> Result<Replay> {
-    if run.compute.as_deref().is_some_and(|c| c != "FP32") {
-        bail!(
-            "seed {seed}: the run is in {:?} mode; the replay takes FP32 runs",
-            run.compute
-        );
-    }
+pub fn replayed_choices(
+    run: &SuiteResults,
+    seed: u64,
+    model: &blas::Model,
+) -> Result<Vec<blas::Choice>> {
+    let compute = compute_of(run.compute.as_deref()).with_context(|| format!("seed {seed}"))?;
     let inputs = (run.model_inputs.as_ref())
         .with_context(|| format!("seed {seed}: the run has no model inputs; rerun it"))?;
     let mut candidates = Vec::new();
@@ -870,7 +877,6 @@ pub fn replay(run: &SuiteResults, seed: u64, model: &blas::Model, nearest: bool)
         });
     }
     let table = blas::table_for(&run.gpu);
-    let (mut logs, mut untimed, mut calls) = (0.0, 0, Vec::new());
     let cases = random_cases(seed, 24);
     if cases.len() != run.cases.len() {
         bail!(
@@ -879,10 +885,10 @@ pub fn replay(run: &SuiteResults, seed: u64, model: &blas::Model, nearest: bool)
             cases.len()
         );
     }
-    for (case, result) in cases.iter().zip(&run.cases) {
-        let cfg = &case.cfg;
+    let choose = |case: &Case| -> Result<blas::Choice> {
+        let cfg = &case.cfg.clone().compute(compute);
         let plan = blas::plan(cfg, cfg.buffer_lens())?.folded(false);
-        let choice = blas::choose_with_model(
+        blas::choose_with_model(
             model,
             &plan,
             &candidates,
@@ -890,7 +896,27 @@ pub fn replay(run: &SuiteResults, seed: u64, model: &blas::Model, nearest: bool)
             inputs.dram_gbs,
             table.as_deref(),
         )
-        .with_context(|| format!("{}: no candidate", case.name))?;
+        .with_context(|| format!("{}: no candidate", case.name))
+    };
+    cases.iter().map(choose).collect()
+}
+
+/// Replays `blas::choose_with_model` with `model` on the recorded run
+/// `run` of the random suite of seed `seed`, in the run's compute mode
+/// (its candidates: the kernels it recorded occupancy for), without a
+/// GPU: each call's
+/// choice, from the run's SMs, DRAM bandwidth and occupancy (and the
+/// GPU's table), timed as the run timed that kernel and split, or, where
+/// the run's `Auto` chose the same, as `Auto`. A choice the run did not
+/// time is an error, or, with `nearest`, takes the time of its kernel's
+/// nearest timed split (for a fit, which tries models the run was not
+/// made for).
+#[cfg(test)]
+pub fn replay(run: &SuiteResults, seed: u64, model: &blas::Model, nearest: bool) -> Result<Replay> {
+    let (mut logs, mut untimed, mut calls) = (0.0, 0, Vec::new());
+    let cases = random_cases(seed, 24);
+    let choices = replayed_choices(run, seed, model)?;
+    for ((case, result), choice) in cases.iter().zip(&run.cases).zip(choices) {
         let name = choice.to_string();
         let timed = (result.registered.iter())
             .find(|r| r.variant == name)
@@ -1061,6 +1087,42 @@ mod tests {
                 replay.geomean
             );
         }
+    }
+
+    /// The replay runs in the recorded run's compute mode: a run in TF32
+    /// mode plans its calls in TF32 (the TMA kernels' FP32 stand-ins are
+    /// no candidates of an FP32 plan, so a TF32 kernel in the run's
+    /// occupancy is chosen only in TF32 mode), and a mode it does not
+    /// know is an error that names it.
+    #[test]
+    fn replay_takes_the_runs_compute_mode() {
+        assert_eq!(compute_of(None).unwrap(), Compute::Fp32);
+        for c in [Compute::Fp32, Compute::Tf32, Compute::Tf32x3] {
+            assert_eq!(compute_of(Some(compute_name(c))).unwrap(), c);
+        }
+        let e = compute_of(Some("FP64")).unwrap_err().to_string();
+        assert!(e.contains("\"FP64\"") && e.contains("TF32"), "{e}");
+        // Seed 1's FP32 run, with a TF32 kernel added to its occupancy:
+        // replayed as FP32 it never takes it; relabelled TF32, where the
+        // model prefers the tensor cores on the large calls, it does.
+        let mut run = recorded(1);
+        let inputs = run.model_inputs.as_mut().expect("model inputs");
+        inputs
+            .blocks_per_sm
+            .push(("wgmma_tr_128x128x32_s6".into(), 1));
+        let tf32_chosen = |run: &SuiteResults| match replayed_choices(run, 1, &blas::MODEL) {
+            Ok(choices) => choices.iter().filter(|c| c.kernel.step == 18).count(),
+            Err(e) => panic!("{e}"),
+        };
+        assert_eq!(tf32_chosen(&run), 0);
+        run.compute = Some("TF32".into());
+        assert!(tf32_chosen(&run) > 0);
+        run.compute = Some("FP16".into());
+        let e = replay(&run, 1, &blas::MODEL, true).err().expect("refused");
+        assert!(
+            format!("{e:#}").contains("seed 1: the run's compute mode \"FP16\""),
+            "{e:#}"
+        );
     }
 
     /// `blas::MODEL` is the best of the grid of models below on the
