@@ -385,6 +385,7 @@ pub fn compute_name(compute: Compute) -> &'static str {
 
 /// The mode a run recorded ([`compute_name`]; runs before the
 /// twenty-fifth session record none: FP32).
+#[cfg(test)]
 pub fn compute_of(name: Option<&str>) -> Result<Compute> {
     match name {
         None | Some("FP32") => Ok(Compute::Fp32),
