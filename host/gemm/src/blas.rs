@@ -3203,10 +3203,6 @@ fn epilogue_lens<S: DevicePtr<f32>>(ep: &Epilogue<'_, S>) -> (VectorLen, VectorL
     )
 }
 
-/// The entries' epilogue for a call planned as `plan`, from the caller's
-/// activation and the device addresses of its vectors (with the guards
-/// that keep cudarc's stream ordering): rows and columns swap where the
-/// call runs as its transpose (column-major).
 /// Whether the epilogue `ep` (of a plan: after the swap) reads a vector
 /// along C's rows, one value per row of each product.
 fn rows_vector(ep: &EpilogueParams) -> bool {
@@ -3215,6 +3211,10 @@ fn rows_vector(ep: &EpilogueParams) -> bool {
         || (f & EpilogueParams::HAS_SCALE != 0 && f & EpilogueParams::SCALE_PER_COLUMN == 0)
 }
 
+/// The entries' epilogue for a call planned as `plan`, from the caller's
+/// activation and the device addresses of its vectors (with the guards
+/// that keep cudarc's stream ordering): rows and columns swap where the
+/// call runs as its transpose (column-major).
 fn epilogue_params<G>(
     plan: &Plan,
     activation: Activation,
