@@ -206,6 +206,17 @@ fn library_call(
     library_call_typed::<f32, f32>(sgemm, cfg, offset, seed)
 }
 
+/// A verified library call whose choice (`Auto`'s) names each of `want`
+/// (`"wgmma"`, `"split-K"`, ...).
+fn auto_chose(call: Result<String, String>, want: &[&str]) -> Result<(), String> {
+    let choice = call?;
+    if want.iter().all(|w| choice.contains(w)) {
+        Ok(())
+    } else {
+        Err(format!("Auto chose {choice}, not one with {want:?}"))
+    }
+}
+
 /// A stored type of the 16-bit calls: how a value converts.
 trait Convert: GemmElement + cudarc::driver::ValidAsZeroBits {
     fn from(x: f32) -> Self;
@@ -767,13 +778,7 @@ fn library(gpu: &Gpu) -> Named {
         .compute(Compute::Tf32);
     out.push((
         "auto_tf32_batch_256x128x128x128".into(),
-        library_call(&sgemm, &products, 0, 13).and_then(|c| {
-            if c.contains("wgmma") {
-                Ok(())
-            } else {
-                Err(format!("Auto chose {c}"))
-            }
-        }),
+        auto_chose(library_call(&sgemm, &products, 0, 13), &["wgmma"]),
     ));
     // A batch that shares B, its As and Cs consecutive, is one product
     // of 8 x 512 rows (`Plan::folded`): in TF32 mode a TMA kernel's.
@@ -783,37 +788,19 @@ fn library(gpu: &Gpu) -> Named {
         .compute(Compute::Tf32);
     out.push((
         "auto_tf32_folds_a_batch_sharing_b_8x512x1024x1024".into(),
-        library_call(&sgemm, &shared, 0, 17).and_then(|c| {
-            if c.contains("wgmma") {
-                Ok(())
-            } else {
-                Err(format!("Auto chose {c}"))
-            }
-        }),
+        auto_chose(library_call(&sgemm, &shared, 0, 17), &["wgmma"]),
     ));
     // In TF32 mode, Auto splits a few tiles over a long K on them.
     let deep = GemmConfig::new(256, 256, 16384).compute(Compute::Tf32);
     out.push((
         "auto_tf32_splits_256x256x16384".into(),
-        library_call(&sgemm, &deep, 0, 11).and_then(|c| {
-            if c.contains("wgmma") && c.contains("split-K") {
-                Ok(())
-            } else {
-                Err(format!("Auto chose {c}"))
-            }
-        }),
+        auto_chose(library_call(&sgemm, &deep, 0, 11), &["wgmma", "split-K"]),
     ));
     // Auto splits K on a small C over a long K.
     let deep = GemmConfig::new(256, 256, 8192);
     out.push((
         "auto_splits_256x256x8192".into(),
-        library_call(&sgemm, &deep, 0, 7).and_then(|c| {
-            if c.contains("split-K") {
-                Ok(())
-            } else {
-                Err(format!("Auto chose {c}"))
-            }
-        }),
+        auto_chose(library_call(&sgemm, &deep, 0, 7), &["split-K"]),
     ));
     // Step 16's split inside one launch on long-K columns (the suite's
     // long-K family), with beta: each call verified, several in a row
