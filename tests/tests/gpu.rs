@@ -456,7 +456,7 @@ impl<T: Convert, C: Convert> Resident<T, C> {
 /// misaligned views), large aligned and unaligned products (the `wgmma`
 /// kernels and their padded copies on Hopper), and every candidate of
 /// the types by name.
-fn library_16<T: Convert, C: Convert>(sgemm: &Sgemm, out: &mut Vec<(String, Result<(), String>)>) {
+fn library_16<T: Convert, C: Convert>(sgemm: &Sgemm, out: &mut Progress) {
     let ok = |r: Result<String, String>| r.map(|_| ());
     let types = format!("{}_{}", T::ELEM.name(), C::ELEM.name());
     let mut seed = 5000;
@@ -563,7 +563,7 @@ fn library_16<T: Convert, C: Convert>(sgemm: &Sgemm, out: &mut Vec<(String, Resu
 /// fused epilogue from the rotation, at a shape with edge tiles: beta 0
 /// (where the TMA-stored steps rewrite the staging box before the copy)
 /// and beta 1 (their plain stores and a warp's pass over its rows).
-fn every_kernel_fused(sgemm: &Sgemm, out: &mut Vec<(String, Result<(), String>)>) {
+fn every_kernel_fused(sgemm: &Sgemm, out: &mut Progress) {
     use kernels_gpu::elem::Elem;
     let mut seed = 5000;
     for spec in kernels_gpu::registry::all() {
@@ -610,7 +610,7 @@ fn every_kernel_fused(sgemm: &Sgemm, out: &mut Vec<(String, Result<(), String>)>
 }
 
 fn library(gpu: &Gpu) -> Named {
-    let mut out = Vec::new();
+    let mut out = Progress::default();
     let sgemm = match Sgemm::new(gpu.stream.clone()) {
         Ok(s) => s,
         Err(e) => return vec![("handle".into(), Err(e.to_string()))],
@@ -934,7 +934,7 @@ fn library(gpu: &Gpu) -> Named {
             "c holds 4096 elements",
         ),
     ));
-    out
+    out.0
 }
 
 /// A host copy of a device buffer of `T` as f32s.
@@ -1048,7 +1048,7 @@ fn quantized<
 /// the column-major call), each C against the f64 product of the
 /// dequantized values within the FP8 bound; and the typed errors of FP8
 /// calls on a handle.
-fn library_fp8(sgemm: &Sgemm, out: &mut Vec<(String, Result<(), String>)>) {
+fn library_fp8(sgemm: &Sgemm, out: &mut Progress) {
     use float8::{F8E4M3, F8E5M2};
     use kernels_gpu::elem::{E4m3, E5m2, Element};
     use rust_gemm::blas::Scales;
@@ -1376,6 +1376,22 @@ fn json_output(expected: usize) -> Result<(), String> {
 
 /// Results of a group of library calls, each named.
 type Named = Vec<(String, Result<(), String>)>;
+
+/// The library's results as they come: each printed to stderr at once,
+/// so that a run cut short (a device call's time limit) still shows what
+/// passed; kept for the summary `main` prints.
+#[derive(Default)]
+struct Progress(Named);
+
+impl Progress {
+    fn push(&mut self, (name, result): (String, Result<(), String>)) {
+        match &result {
+            Ok(()) => eprintln!("  library: {name} ... ok"),
+            Err(e) => eprintln!("  library: {name} ... FAILED: {e}"),
+        }
+        self.0.push((name, result));
+    }
+}
 
 /// One handle shared by 8 threads calling on 2 streams (a handle and its
 /// [`Sgemm::on_stream`] twin; cudarc's event tracking on, its default):
