@@ -260,7 +260,8 @@ fn run_suite(args: &Args) -> Result<bool> {
             (None, Some(seed)) => suite::random_cases(seed, args.random_calls),
             (None, None) => suite::cases(),
         };
-        let seed = args.random.filter(|_| args.shapes.is_none());
+        // The seed of a whole random suite (a subset by --calls is none).
+        let seed = args.random.filter(|_| args.calls.is_none());
         suite::run(
             &gpu,
             &budget,

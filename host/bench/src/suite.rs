@@ -367,9 +367,9 @@ pub struct SuiteResults {
     /// otherwise (absent in runs before the twenty-fifth session: FP32).
     #[serde(default)]
     pub compute: Option<String>,
-    /// The seed of a run of the random suite (`None` for the fixed suite,
-    /// `--shapes`, and runs before the forty-eighth session, whose seed is
-    /// in their file's name).
+    /// The seed of a run of the whole random suite (`None` for the fixed
+    /// suite, `--shapes`, a subset by `--calls`, and runs before the
+    /// forty-eighth session, whose seed is in their file's name).
     #[serde(default)]
     pub random_seed: Option<u64>,
 }
